@@ -1,0 +1,54 @@
+"""Atomic artifact writes: a killed job leaves either the old file or the new one, never half of one.
+
+Why: Snakemake treats an existing output as done unless it knows the job failed; a half-written parquet
+or checkpoint that survives a SIGKILL would be silently accepted downstream. Every artifact is written
+to a temporary file in the destination directory, flushed and fsynced, then renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on clean exit fsync it and rename it onto ``path``.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(dest.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,39 @@
+"""The ``grpo-probe`` command line: one subcommand group per package area.
+
+Each area module exposes ``register(subparsers)``; it adds its subcommands and sets ``func`` on each,
+a callable taking the parsed namespace and returning an exit code. Areas are imported lazily by
+name so ``grpo-probe --help`` stays fast and one area's heavy imports do not slow another's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+COMMAND_MODULES: tuple[str, ...] = ("grpo_probe.sim.commands",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="grpo-probe", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"grpo-probe: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Behaviour-cloning demonstrations: (observation, chunk) pairs from scripted-expert episodes.
+
+Why pairs per replan rather than per tick: the policies map one observation to one 50 x 6 chunk, so a
+demonstration is exactly what the expert saw at a replan and the chunk it planned there, including the
+20 actions that were planned but not executed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from grpo_probe.atomic_io import atomic_path
+from grpo_probe.sim.env import OBS_DIM, BoatPushEnv
+from grpo_probe.sim.expert import ScriptedExpert
+from grpo_probe.sim.params import SimParams
+from grpo_probe.sim.record import EpisodeRecord
+
+__all__ = ["Demos", "collect_demos"]
+
+
+@dataclass(frozen=True)
+class Demos:
+    """``obs`` float32 [N, OBS_DIM], ``chunks`` float32 [N, chunk_length, 6], ``seeds`` int64 [N]."""
+
+    obs: np.ndarray
+    chunks: np.ndarray
+    seeds: np.ndarray
+    records: tuple[EpisodeRecord, ...] = ()
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write an uncompressed .npz atomically (fixed member order, so the bytes are reproducible)."""
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.savez(fh, obs=self.obs, chunks=self.chunks, seeds=self.seeds)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Demos:
+        """Read a file written by :meth:`save`; errors name the file and the array."""
+        try:
+            with np.load(path) as data:
+                arrays = {name: data[name] for name in ("obs", "chunks", "seeds")}
+        except KeyError as exc:
+            raise ValueError(f"{path}: demos file lacks array {exc}") from exc
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{path}: not a readable demos .npz ({exc})") from exc
+        obs, chunks = arrays["obs"], arrays["chunks"]
+        if obs.ndim != 2 or obs.shape[1] != OBS_DIM or chunks.ndim != 3 or len(chunks) != len(obs):
+            raise ValueError(f"{path}: obs {obs.shape} and chunks {chunks.shape} do not pair up")
+        return cls(obs=obs, chunks=chunks, seeds=arrays["seeds"])
+
+
+def collect_demos(params: SimParams, seeds: Sequence[int], noise: float, run_key: int = 0) -> Demos:
+    """Run the expert on every seed; the noise stream is keyed by (run_key, seed, replan)."""
+    env = BoatPushEnv(params)
+    expert = ScriptedExpert(params, noise=noise)
+    obs_rows: list[np.ndarray] = []
+    chunk_rows: list[np.ndarray] = []
+    seed_rows: list[int] = []
+    records: list[EpisodeRecord] = []
+    for seed in seeds:
+        obs = env.reset(int(seed))
+        while not env.done:
+            chunk = expert.act(obs, (run_key, int(seed), env.replan_index))
+            obs_rows.append(obs)
+            chunk_rows.append(chunk)
+            seed_rows.append(int(seed))
+            obs = env.execute_chunk(chunk)
+        records.append(env.record())
+    return Demos(
+        obs=np.stack(obs_rows).astype(np.float32),
+        chunks=np.stack(chunk_rows).astype(np.float32),
+        seeds=np.asarray(seed_rows, dtype=np.int64),
+        records=tuple(records),
+    )
