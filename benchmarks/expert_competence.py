@@ -28,7 +28,7 @@ def main() -> None:
     for noise in args.noise:
         expert = ScriptedExpert(params, noise=noise)
         records = [
-            run_episode(env, seed, lambda obs, k, seed=seed: expert.act(obs, (0, seed, k)))
+            run_episode(env, seed, lambda obs, k, seed=seed, expert=expert: expert.act(obs, (0, seed, k)))
             for seed in range(args.seeds)
         ]
         print(

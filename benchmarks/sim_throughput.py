@@ -59,7 +59,10 @@ def main() -> None:
     print(f"mujoco {mujoco.__version__}, {args.rounds} rounds x {args.episodes} episodes of 4500 steps")
     print(f"env (zero policy): median {statistics.median(env_rates):,.0f} physics steps/s")
     print(f"raw mj_step loop : median {statistics.median(raw_rates):,.0f} physics steps/s")
-    print(f"ratio env/raw    : median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})")
+    print(
+        f"ratio env/raw    : median {statistics.median(ratios):.3f} "
+        f"(min {min(ratios):.3f}, max {max(ratios):.3f})"
+    )
 
 
 if __name__ == "__main__":

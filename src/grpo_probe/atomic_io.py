@@ -31,7 +31,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, dest)
+        tmp.replace(dest)
         with contextlib.suppress(OSError):
             dir_fd = os.open(dest.parent, os.O_RDONLY)
             try:

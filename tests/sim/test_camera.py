@@ -18,7 +18,10 @@ print(env.last_frame.shape, env.last_frame.dtype, int(env.last_frame.std() > 0))
 
 def _run(gl: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", _RENDER], capture_output=True, text=True, env={**os.environ, "MUJOCO_GL": gl},
+        [sys.executable, "-c", _RENDER],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MUJOCO_GL": gl},
         timeout=120,
     )
 

@@ -51,7 +51,7 @@ def test_truncated_table_is_an_error_naming_the_file(tmp_path, records) -> None:
     path = tmp_path / "episodes.parquet"
     write_episode_table(path, records)
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(ValueError, match="episodes.parquet"):
+    with pytest.raises(ValueError, match=r"episodes\.parquet"):
         read_episode_table(path)
 
 

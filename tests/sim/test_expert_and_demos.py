@@ -43,5 +43,5 @@ def test_demos_pair_each_replan_with_its_chunk(tmp_path) -> None:
 def test_a_corrupt_demos_file_names_the_file(tmp_path) -> None:
     bad = tmp_path / "demos.npz"
     bad.write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match="demos.npz"):
+    with pytest.raises(ValueError, match=r"demos\.npz"):
         Demos.load(bad)

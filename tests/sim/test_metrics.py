@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from grpo_probe.sim import BoatPushEnv, SimParams, run_episode
+from grpo_probe.sim import BoatPushEnv, run_episode
 from grpo_probe.sim.env import BOAT_REST_Z_M
 
 

@@ -57,8 +57,20 @@ def test_a_chunk_of_the_wrong_shape_is_refused() -> None:
 def test_demo_with_bad_noise_writes_nothing(tmp_path) -> None:
     out = tmp_path / "traj.png"
     proc = subprocess.run(
-        [sys.executable, "-m", "grpo_probe.cli", "sim", "demo", "--seed", "1", "--expert", "--noise", "nan",
-         "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "grpo_probe.cli",
+            "sim",
+            "demo",
+            "--seed",
+            "1",
+            "--expert",
+            "--noise",
+            "nan",
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
     )

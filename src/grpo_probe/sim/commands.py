@@ -14,7 +14,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim_sub = sim.add_subparsers(dest="sim_command", required=True)
     demo = sim_sub.add_parser("demo", help="run one episode, print its record, draw its trajectory")
     demo.add_argument("--seed", type=int, required=True, help="spawn seed")
-    demo.add_argument("--expert", action="store_true", help="drive with the scripted expert (default: hold still)")
+    demo.add_argument(
+        "--expert", action="store_true", help="drive with the scripted expert (default: hold still)"
+    )
     demo.add_argument("--noise", type=float, default=0.0, help="expert action-noise std (normalized units)")
     demo.add_argument("--out", default=None, help="write the top-down trajectory PNG here")
     demo.set_defaults(func=run_demo)

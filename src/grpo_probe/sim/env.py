@@ -187,7 +187,9 @@ class BoatPushEnv:
         bad = np.argwhere(~np.isfinite(executed))
         if bad.size:
             k, j = (int(v) for v in bad[0])
-            raise ValueError(f"action [{k}, {j}] (replan {self.replan_index}) is {executed[k, j]}, not finite")
+            raise ValueError(
+                f"action [{k}, {j}] (replan {self.replan_index}) is {executed[k, j]}, not finite"
+            )
         targets = self._ctrl_lo + 0.5 * (np.clip(executed, -1.0, 1.0) + 1.0) * self._ctrl_span
         self._hold_ctrl = None
         for k in range(p.executed_actions):
@@ -264,7 +266,9 @@ class BoatPushEnv:
             quat = -quat
         boat = d.qpos[self._boat_qpos : self._boat_qpos + 3]
         disk = d.mocap_pos[self._disk_mocap, :2]
-        return np.concatenate([d.qpos[self._pusher_qpos], boat, quat, disk, disk - boat[:2]]).astype(np.float32)
+        return np.concatenate([d.qpos[self._pusher_qpos], boat, quat, disk, disk - boat[:2]]).astype(
+            np.float32
+        )
 
     def record(self) -> EpisodeRecord:
         """The record of the episode so far (complete once ``done``)."""
@@ -353,9 +357,7 @@ class BoatPushEnv:
         return self._renderer.render().copy()
 
 
-def run_episode(
-    env: BoatPushEnv, seed: int, act: Callable[[np.ndarray, int], np.ndarray]
-) -> EpisodeRecord:
+def run_episode(env: BoatPushEnv, seed: int, act: Callable[[np.ndarray, int], np.ndarray]) -> EpisodeRecord:
     """Run one whole episode: ``act(obs, replan)`` returns each replan's action chunk."""
     obs = env.reset(seed)
     while not env.done:

@@ -106,7 +106,7 @@ class ScriptedExpert:
         return targets
 
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
-        """One normalized action chunk [chunk_length, 6]; ``key`` names the noise stream (e.g. seed, replan)."""
+        """One normalized action chunk [chunk_length, 6]; ``key`` names the noise stream (seed, replan)."""
         actions = targets_to_actions(self.plan_targets(obs))
         if self.noise > 0.0:
             rng = numpy_generator(tag("expert_noise"), *key)

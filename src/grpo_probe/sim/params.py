@@ -83,10 +83,13 @@ class SimParams:
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"sim.{name} must be a positive finite number, got {value!r}")
         if self.action_dims != ACTION_DIMS:
-            raise ValueError(f"sim.action_dims must be {ACTION_DIMS} (the pusher's DoF), got {self.action_dims!r}")
+            raise ValueError(
+                f"sim.action_dims must be {ACTION_DIMS} (the pusher's DoF), got {self.action_dims!r}"
+            )
         if self.executed_actions > self.chunk_length:
             raise ValueError(
-                f"sim.executed_actions ({self.executed_actions}) must not exceed sim.chunk_length ({self.chunk_length})"
+                f"sim.executed_actions ({self.executed_actions}) must not exceed "
+                f"sim.chunk_length ({self.chunk_length})"
             )
         lo, hi = self.d0_range_m
         if not (0 < lo <= hi):
@@ -121,5 +124,3 @@ class SimParams:
         out = dataclasses.asdict(self)
         out["d0_range_m"] = list(self.d0_range_m)
         return out
-
-

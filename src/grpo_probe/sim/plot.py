@@ -13,12 +13,12 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.collections import LineCollection  # noqa: E402
-from matplotlib.patches import Circle, Rectangle  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.collections import LineCollection
+from matplotlib.patches import Circle, Rectangle
 
-from grpo_probe.atomic_io import atomic_path  # noqa: E402
+from grpo_probe.atomic_io import atomic_path
 
 __all__ = ["plot_trajectories"]
 
@@ -39,11 +39,25 @@ def plot_trajectories(
     if not rows:
         raise ValueError("plot_trajectories needs at least one episode row")
     fig, ax = plt.subplots(figsize=(5.0, 5.0), dpi=100)
-    ax.add_patch(Rectangle((-_TABLE_HALF_M, -_TABLE_HALF_M), 2 * _TABLE_HALF_M, 2 * _TABLE_HALF_M,
-                           facecolor="#efe6d8", edgecolor="#8a7a60"))
+    ax.add_patch(
+        Rectangle(
+            (-_TABLE_HALF_M, -_TABLE_HALF_M),
+            2 * _TABLE_HALF_M,
+            2 * _TABLE_HALF_M,
+            facecolor="#efe6d8",
+            edgecolor="#8a7a60",
+        )
+    )
     first = rows[0]
-    ax.add_patch(Circle((first["disk_x_m"], first["disk_y_m"]), disk_radius_m, facecolor="#e0505080",
-                        edgecolor="#b02020", label="disk"))
+    ax.add_patch(
+        Circle(
+            (first["disk_x_m"], first["disk_y_m"]),
+            disk_radius_m,
+            facecolor="#e0505080",
+            edgecolor="#b02020",
+            label="disk",
+        )
+    )
     line = None
     for i, row in enumerate(rows):
         bx, by = np.asarray(row["boat_x_trace_m"]), np.asarray(row["boat_y_trace_m"])

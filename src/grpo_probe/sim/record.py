@@ -43,7 +43,7 @@ class EpisodeRecord:
     first_contact_tick: int | None
     """Tick (1-based) during which the first pusher-boat contact happened; None without contact."""
     reset_strikes: int
-    """Safety-monitor events: pusher pressing into the table above the force limit or leaving the workspace."""
+    """Safety-monitor events: pressing into the table above the force limit, or leaving the workspace."""
     ended_by_strike_cap: bool
     final_upright: bool
     """Boat up-axis within the registered angle of vertical after the last tick."""
