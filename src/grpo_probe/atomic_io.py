@@ -16,6 +16,12 @@ from pathlib import Path
 __all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on clean exit fsync it and rename it onto ``path``.
@@ -31,6 +37,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        tmp.chmod(0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode a plain open() would
         tmp.replace(dest)
         with contextlib.suppress(OSError):
             dir_fd = os.open(dest.parent, os.O_RDONLY)

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
-COMMAND_MODULES: tuple[str, ...] = ("grpo_probe.sim.commands",)
+COMMAND_MODULES: tuple[str, ...] = (
+    "grpo_probe.sim.commands",
+    "grpo_probe.prereg.commands",
+    "grpo_probe.provenance.commands",
+    "grpo_probe.rollout.commands",
+    "grpo_probe.analysis.commands",
+    "grpo_probe.policies.commands",
+    "grpo_probe.compute.commands",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,126 @@
+"""Rollout throughput at the probe's K = 8: sequential path against the parallel path, per head.
+
+Run by hand (not in CI timing asserts):
+
+    .venv/bin/python benchmarks/rollout_scaling.py --seeds 2 --workers 2
+
+For each head it runs ``seeds x K`` episodes of the registered length (15 replans x 30 ticks) on the
+sequential path (one env, batch 1, this process) and on a warm pool of ``workers`` processes (each
+stepping K envs in lockstep, one batched policy call per replan), checks that both produce the same
+table bytes, and prints episodes/s, the speedup, and where an episode's time goes (physics = env
+stepping, policy = ``policy.act`` shared evenly over the rows of its batch, overhead = the rest). Pool
+start-up (spawning workers, importing torch and MuJoCo, loading the policy) is timed separately.
+
+Without ``--ar-checkpoint``/``--flow-checkpoint`` it builds checkpoints of the reference architectures
+(``grpo_probe.policies.train`` defaults) trained for a few steps on synthetic demos: the compute per call
+matches the reference heads, the behaviour does not (an untrained AR head emits a different number of
+tokens than a trained one, which changes its cost per chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from grpo_probe.policies.protocol import SamplingMode
+from grpo_probe.policies.synthetic_demos import synthetic_demos
+from grpo_probe.policies.train import train_arm
+from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, anchor_mode, group_table, run_sequential
+from grpo_probe.rollout.engine import mean_timing
+from grpo_probe.rollout.table import table_bytes
+from grpo_probe.sim.params import SimParams
+
+K = 8
+"""The probe's group size."""
+
+
+def _checkpoints(args: argparse.Namespace, root: Path) -> dict[str, Path]:
+    paths = {}
+    for head, arm, given in (
+        ("ar", "ar", args.ar_checkpoint),
+        ("flow", "flow_teacher", args.flow_checkpoint),
+    ):
+        if given is not None:
+            paths[head] = Path(given)
+            continue
+        path = root / f"{head}.ckpt"
+        torch.set_num_threads(1)
+        train_arm(arm, synthetic_demos(256), path, {"steps": 5, "warmup_steps": 1})
+        paths[head] = path
+    return paths
+
+
+def _mode(head: str) -> SamplingMode:
+    """The probe's stochastic mode of each head (cells 2 and 3 of the memo)."""
+    if head == "ar":
+        return SamplingMode("temperature", temperature=1.6)
+    return SamplingMode("flow_ode")
+
+
+def _warm_pool(workers: int, checkpoints: dict[str, Path]) -> tuple[RolloutPool, float]:
+    """A pool whose workers have spawned, imported everything and loaded both policies; its start-up time."""
+    start = time.perf_counter()
+    pool = RolloutPool(workers)
+    for head, path in checkpoints.items():
+        warm = GroupJob(
+            "warm", "warm", PolicySource(checkpoint=str(path)), anchor_mode(head),
+            tuple(range(workers)), 1, 0, SimParams(replans=1, executed_actions=1),
+        )  # fmt: skip
+        pool.run(warm, envs_per_worker=1)
+    return pool, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=2, help="seeds per head (episodes = seeds x 8)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ar-checkpoint")
+    parser.add_argument("--flow-checkpoint")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoints = _checkpoints(args, Path(tmp))
+        one, startup_one = _warm_pool(1, checkpoints)
+        many, startup_many = _warm_pool(args.workers, checkpoints)
+        print(f"pool start-up incl. loading both policies: 1 worker {startup_one:.1f} s, ", end="")
+        print(f"{args.workers} workers {startup_many:.1f} s (not in the walls below)")
+        paths = {"sequential": None, "parallel-1": one, f"parallel-{args.workers}": many}
+        print(
+            f"{'head':5} {'path':11} {'episodes':>8} {'wall s':>8} {'eps/s':>7} "
+            f"{'physics ms':>11} {'policy ms':>10} {'overhead ms':>12}  (per episode)"
+        )
+        for head, path in checkpoints.items():
+            job = GroupJob(
+                arm=head, cell="bench", source=PolicySource(checkpoint=str(path)), mode=_mode(head),
+                seeds=tuple(range(args.seeds)), draws=K, run_key=0, sim=SimParams(),
+            )  # fmt: skip
+            walls, tables = {}, {}
+            for name, pool in paths.items():
+                start = time.perf_counter()
+                results = run_sequential(job) if pool is None else pool.run(job, envs_per_worker=K)
+                walls[name] = time.perf_counter() - start
+                tables[name] = table_bytes(group_table(job, results))
+                timing = mean_timing(results)
+                n = len(results)
+                ms = [1e3 * timing.physics_s, 1e3 * timing.policy_s, 1e3 * timing.overhead_s]
+                print(
+                    f"{head:5} {name:11} {n:8d} {walls[name]:8.1f} {n / walls[name]:7.2f} "
+                    f"{ms[0]:11.1f} {ms[1]:10.1f} {ms[2]:12.1f}"
+                )
+            par = f"parallel-{args.workers}"
+            print(
+                f"{head:5} speedup sequential -> {par}: {walls['sequential'] / walls[par]:.2f}x "
+                f"(batching x processes); parallel-1 -> {par}: {walls['parallel-1'] / walls[par]:.2f}x "
+                f"(processes); same bytes on every path: {len(set(tables.values())) == 1}"
+            )
+        one.close()
+        many.close()
+    print(f"torch {torch.__version__}, 1 intra-op thread per process")
+
+
+if __name__ == "__main__":
+    main()

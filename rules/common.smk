@@ -1,0 +1,132 @@
+# Config and prereg loading, validation, and the named helpers every rule uses.
+import json
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from grpo_probe.prereg import arm_bindings, load_config, load_prereg
+from grpo_probe.rollout import split_seeds
+
+validate(config, schema="../workflow/schemas/config.schema.yaml")
+RUN = load_config(config)
+# Refuses a prereg that does not match its lock before any job is scheduled.
+PREREG = load_prereg(RUN.prereg)
+R = f"{RUN.results}/{PREREG.name}"
+CELLS = [cell.id for cell in PREREG.enabled_cells]
+BINDINGS = arm_bindings(RUN, PREREG)
+ARMS = sorted(set(PREREG.arms_in_use()) | set(PREREG.oracles.parallel.arms))
+REFERENCE_ARMS = [a for a in ARMS if BINDINGS[a].source == "reference"]
+CHECKPOINT_ARMS = [a for a in ARMS if BINDINGS[a].source == "checkpoint"]
+SHARDS = {
+    cell: [
+        f"s{seeds[0]}-{seeds[-1]}"
+        for seeds in split_seeds(PREREG.seeds, config["seeds_per_shard"])
+    ]
+    for cell in CELLS
+}
+
+
+def _alternatives(names):
+    return "|".join(names) if names else "(?!x)x"
+
+
+wildcard_constraints:
+    arm=_alternatives(ARMS),
+    cell=_alternatives(CELLS),
+    shard=r"s\d+-\d+",
+
+
+def prereg_files():
+    return {"prereg": str(RUN.prereg), "lock": f"{RUN.prereg}.lock"}
+
+
+def prereg_manifest():
+    return f"{R}/prereg/check.manifest.json"
+
+
+def arm_source(wildcards):
+    return f"{R}/arms/{wildcards.arm}/source.json"
+
+
+def arm_manifest(wildcards):
+    return f"{R}/arms/{wildcards.arm}/arm.manifest.json"
+
+
+def anchor_upstream(wildcards):
+    """The arm, and the parallel oracle: no result is taken from the parallel path before it is proven."""
+    return [arm_manifest(wildcards), f"{R}/oracles/parallel.manifest.json"]
+
+
+def bound_checkpoint(wildcards):
+    return BINDINGS[wildcards.arm].path
+
+
+def bound_adapter(wildcards):
+    return BINDINGS[wildcards.arm].adapter
+
+
+def oracle_sources():
+    return {arm: f"{R}/arms/{arm}/source.json" for arm in PREREG.oracles.parallel.arms}
+
+
+def oracle_arm_manifests():
+    return [f"{R}/arms/{arm}/arm.manifest.json" for arm in PREREG.oracles.parallel.arms]
+
+
+def cell_arm(wildcards):
+    return PREREG.cell(wildcards.cell).arm
+
+
+def cell_source(wildcards):
+    return f"{R}/arms/{cell_arm(wildcards)}/source.json"
+
+
+def cell_anchor_table(wildcards):
+    return f"{R}/anchors/{cell_arm(wildcards)}.parquet"
+
+
+def cell_upstream(wildcards):
+    """The arm and its anchors: a probe shard runs only after the anchors it is joined against."""
+    arm = cell_arm(wildcards)
+    return [f"{R}/arms/{arm}/arm.manifest.json", f"{R}/anchors/{arm}.manifest.json"]
+
+
+def shard_seeds(wildcards):
+    first, last = (int(v) for v in wildcards.shard[1:].split("-"))
+    return [seed for seed in PREREG.seeds if first <= seed <= last]
+
+
+def cell_shard_tables(wildcards):
+    return [
+        f"{R}/probe/{wildcards.cell}/{shard}.parquet"
+        for shard in SHARDS[wildcards.cell]
+    ]
+
+
+def cell_join_upstream(wildcards):
+    shards = [
+        f"{R}/probe/{wildcards.cell}/{shard}.manifest.json"
+        for shard in SHARDS[wildcards.cell]
+    ]
+    return [
+        *shards,
+        f"{R}/oracles/draw0/{wildcards.cell}.manifest.json",
+        *cell_upstream(wildcards)[1:],
+    ]
+
+
+def decision_cell_tables():
+    return {cell: f"{R}/cells/{cell}.parquet" for cell in CELLS}
+
+
+def decision_anchor_tables():
+    arms = sorted({PREREG.cell(cell).arm for cell in CELLS})
+    return {arm: f"{R}/anchors/{arm}.parquet" for arm in arms}
+
+
+def decision_upstream():
+    return [f"{R}/join/{cell}.manifest.json" for cell in CELLS]
+
+
+def decision_outputs():
+    return [f"{R}/decision.md", f"{R}/decision.json", f"{R}/compute.md"]

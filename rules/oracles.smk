@@ -1,0 +1,48 @@
+rule parallel_oracle:
+    input:
+        upstream=oracle_arm_manifests(),
+        sources=list(oracle_sources().values()),
+    output:
+        report=f"{R}/oracles/parallel.json",
+        manifest=f"{R}/oracles/parallel.manifest.json",
+    log:
+        f"{R}/logs/parallel_oracle.log",
+    benchmark:
+        f"{R}/benchmarks/parallel_oracle.tsv"
+    conda:
+        "../environment.yml"
+    threads: PREREG.oracles.parallel.workers
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    params:
+        prereg=RUN.prereg,
+        sources=oracle_sources(),
+        device=RUN.device,
+    script:
+        "../workflow/scripts/parallel_oracle.py"
+
+
+rule draw0_oracle:
+    input:
+        source=cell_source,
+        anchors=cell_anchor_table,
+        upstream=cell_upstream,
+    output:
+        report=f"{R}/oracles/draw0/{{cell}}.json",
+        manifest=f"{R}/oracles/draw0/{{cell}}.manifest.json",
+    log:
+        f"{R}/logs/draw0_oracle/{{cell}}.log",
+    benchmark:
+        f"{R}/benchmarks/draw0_oracle/{{cell}}.tsv"
+    conda:
+        "../environment.yml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    params:
+        prereg=RUN.prereg,
+        device=RUN.device,
+    script:
+        "../workflow/scripts/draw0_oracle.py"

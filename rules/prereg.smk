@@ -1,0 +1,37 @@
+rule prereg_check:
+    input:
+        **prereg_files(),
+    output:
+        manifest=prereg_manifest(),
+    log:
+        f"{R}/logs/prereg_check.log",
+    benchmark:
+        f"{R}/benchmarks/prereg_check.tsv"
+    conda:
+        "../environment.yml"
+    resources:
+        mem_mb=500,
+        runtime=5,
+    script:
+        "../workflow/scripts/prereg_check.py"
+
+
+rule demos:
+    input:
+        upstream=prereg_manifest(),
+    output:
+        demos=f"{R}/demos/demos.npz",
+        manifest=f"{R}/demos/demos.manifest.json",
+    log:
+        f"{R}/logs/demos.log",
+    benchmark:
+        f"{R}/benchmarks/demos.tsv"
+    conda:
+        "../environment.yml"
+    resources:
+        mem_mb=1000,
+        runtime=20,
+    params:
+        prereg=RUN.prereg,
+    script:
+        "../workflow/scripts/demos.py"

@@ -1,0 +1,71 @@
+rule anchors:
+    input:
+        source=arm_source,
+        upstream=anchor_upstream,
+    output:
+        table=f"{R}/anchors/{{arm}}.parquet",
+        manifest=f"{R}/anchors/{{arm}}.manifest.json",
+    log:
+        f"{R}/logs/anchors/{{arm}}.log",
+    benchmark:
+        f"{R}/benchmarks/anchors/{{arm}}.tsv"
+    conda:
+        "../environment.yml"
+    threads: RUN.workers
+    resources:
+        mem_mb=3000,
+        runtime=60,
+    params:
+        prereg=RUN.prereg,
+        device=RUN.device,
+    script:
+        "../workflow/scripts/anchors.py"
+
+
+rule probe:
+    input:
+        source=cell_source,
+        upstream=cell_upstream,
+    output:
+        table=f"{R}/probe/{{cell}}/{{shard}}.parquet",
+        manifest=f"{R}/probe/{{cell}}/{{shard}}.manifest.json",
+    log:
+        f"{R}/logs/probe/{{cell}}/{{shard}}.log",
+    benchmark:
+        f"{R}/benchmarks/probe/{{cell}}/{{shard}}.tsv"
+    conda:
+        "../environment.yml"
+    threads: RUN.workers
+    resources:
+        mem_mb=3000,
+        runtime=120,
+    params:
+        prereg=RUN.prereg,
+        seeds=shard_seeds,
+        device=RUN.device,
+    script:
+        "../workflow/scripts/probe.py"
+
+
+rule join:
+    input:
+        shards=cell_shard_tables,
+        anchors=cell_anchor_table,
+        upstream=cell_join_upstream,
+    output:
+        cell_table=f"{R}/cells/{{cell}}.parquet",
+        joined=f"{R}/join/{{cell}}.parquet",
+        manifest=f"{R}/join/{{cell}}.manifest.json",
+    log:
+        f"{R}/logs/join/{{cell}}.log",
+    benchmark:
+        f"{R}/benchmarks/join/{{cell}}.tsv"
+    conda:
+        "../environment.yml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        prereg=RUN.prereg,
+    script:
+        "../workflow/scripts/join.py"

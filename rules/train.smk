@@ -1,0 +1,47 @@
+rule train:
+    input:
+        demos=rules.demos.output.demos,
+        upstream=rules.demos.output.manifest,
+    output:
+        checkpoint=f"{R}/arms/{{arm}}/policy.pt",
+        source=f"{R}/arms/{{arm}}/source.json",
+        manifest=f"{R}/arms/{{arm}}/arm.manifest.json",
+    log:
+        f"{R}/logs/train/{{arm}}.log",
+    benchmark:
+        f"{R}/benchmarks/train/{{arm}}.tsv"
+    wildcard_constraints:
+        arm=_alternatives(REFERENCE_ARMS),
+    conda:
+        "../environment.yml"
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=60,
+    params:
+        prereg=RUN.prereg,
+    script:
+        "../workflow/scripts/train.py"
+
+
+rule bind_checkpoint:
+    input:
+        checkpoint=bound_checkpoint,
+        upstream=prereg_manifest(),
+    output:
+        source=f"{R}/arms/{{arm}}/source.json",
+        manifest=f"{R}/arms/{{arm}}/arm.manifest.json",
+    log:
+        f"{R}/logs/bind_checkpoint/{{arm}}.log",
+    wildcard_constraints:
+        arm=_alternatives(CHECKPOINT_ARMS),
+    conda:
+        "../environment.yml"
+    resources:
+        mem_mb=500,
+        runtime=5,
+    params:
+        prereg=RUN.prereg,
+        adapter=bound_adapter,
+    script:
+        "../workflow/scripts/bind_checkpoint.py"

@@ -1,0 +1,219 @@
+"""decision.md's figures: matplotlib Agg PNGs whose bytes depend only on the numbers drawn.
+
+Why: an auditor's rerun must give byte-identical artifacts, figures included. So no pyplot (global
+state), matplotlib's default style whatever the user's matplotlibrc says, a fixed size and dpi, no
+randomness (seeds are placed by rank, not jitter), and PNG metadata without the matplotlib version
+stamp (``metadata={"Software": None}``). Files are written atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+import matplotlib.style
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Circle
+
+from grpo_probe.analysis.anchor_join import SeedJoin
+from grpo_probe.analysis.entropy import EntropySummary
+from grpo_probe.analysis.group_stats import SeedGroup
+from grpo_probe.analysis.guards import GuardRate
+from grpo_probe.analysis.reads import GUARDS
+from grpo_probe.analysis.tables import RolloutTable
+from grpo_probe.atomic_io import atomic_write_bytes
+
+__all__ = [
+    "plot_competence",
+    "plot_entropy",
+    "plot_group_std",
+    "plot_guard_rates",
+    "plot_trajectories",
+    "png_bytes",
+]
+
+_DPI = 100
+_SAMPLED = "tab:blue"
+_ANCHOR = "0.25"
+
+
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as PNG bytes with no software/version metadata."""
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _save(fig: Figure, path: str | os.PathLike[str]) -> Path:
+    atomic_write_bytes(path, png_bytes(fig))
+    return Path(path)
+
+
+def _figure(width: float, height: float) -> Figure:
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def plot_group_std(
+    path: str | os.PathLike[str],
+    cell: str,
+    groups: Sequence[SeedGroup],
+    signal_bar_cm: float,
+    degenerate_tol_cm: float,
+) -> Path:
+    """Per seed, the within-group std of progress and best point, sorted, against the bar and tolerance."""
+    with matplotlib.style.context("default"):
+        fig = _figure(6.0, 3.6)
+        ax = fig.add_subplot()
+        ordered = sorted(groups, key=lambda g: (g.std_progress_cm, g.seed))
+        y = np.arange(len(ordered))
+        ax.scatter(
+            [g.std_progress_cm for g in ordered], y, color=_SAMPLED, label="progress_final_cm", zorder=3
+        )
+        ax.scatter(
+            [g.std_best_point_cm for g in ordered],
+            y,
+            marker="x",
+            color="tab:orange",
+            label="best_point_cm",
+            zorder=3,
+        )
+        median = float(np.median([g.std_progress_cm for g in ordered]))
+        ax.axvline(signal_bar_cm, color="tab:red", linestyle="--", label=f"signal bar {signal_bar_cm:g} cm")
+        ax.axvline(
+            degenerate_tol_cm, color="0.5", linestyle=":", label=f"degenerate tol {degenerate_tol_cm:g} cm"
+        )
+        ax.axvline(median, color=_SAMPLED, linewidth=1.0, alpha=0.6, label="median (progress)")
+        ax.set_yticks(y, [str(g.seed) for g in ordered])
+        ax.set_ylabel("seed (sorted by progress std)")
+        ax.set_xlabel("within-group std over K draws (cm)")
+        ax.set_title(f"cell {cell}: group spread per seed")
+        ax.legend(fontsize="small", loc="lower right")
+        return _save(fig, path)
+
+
+def plot_competence(
+    path: str | os.PathLike[str], cell: str, probe: RolloutTable, joins: Sequence[SeedJoin]
+) -> Path:
+    """Per seed: the K sampled progresses, their mean, and the anchor's progress."""
+    with matplotlib.style.context("default"):
+        fig = _figure(6.4, 3.6)
+        ax = fig.add_subplot()
+        x = np.arange(len(joins))
+        for i, join in enumerate(joins):
+            draws = probe.progress_final_cm[probe.rows_of(join.seed)]
+            ax.scatter(np.full(draws.size, i), draws, s=10, color=_SAMPLED, alpha=0.4, linewidths=0)
+        ax.scatter(
+            x,
+            [j.sampled_mean_progress_cm for j in joins],
+            marker="_",
+            s=200,
+            color=_SAMPLED,
+            label="sampled mean",
+        )
+        ax.scatter(x, [j.anchor_progress_cm for j in joins], marker="x", color=_ANCHOR, label="anchor")
+        ax.axhline(0.0, color="0.7", linewidth=0.8)
+        ax.set_xticks(x, [str(j.seed) for j in joins])
+        ax.set_xlabel("seed")
+        ax.set_ylabel("progress_final_cm")
+        ax.set_title(f"cell {cell}: sampled draws against the anchor")
+        ax.legend(fontsize="small")
+        return _save(fig, path)
+
+
+def plot_guard_rates(
+    path: str | os.PathLike[str], cells: Sequence[str], rates: Sequence[Sequence[GuardRate]]
+) -> Path:
+    """One panel per guard: sampled and anchor trip rates for each cell."""
+    with matplotlib.style.context("default"):
+        fig = _figure(2.2 * len(GUARDS), 3.2)
+        axes = fig.subplots(1, len(GUARDS), sharey=True)
+        x = np.arange(len(cells))
+        for g, (ax, guard) in enumerate(zip(axes, GUARDS, strict=True)):
+            ax.bar(x - 0.2, [r[g].sampled_rate for r in rates], width=0.4, color=_SAMPLED, label="sampled")
+            ax.bar(x + 0.2, [r[g].anchor_rate for r in rates], width=0.4, color=_ANCHOR, label="anchor")
+            ax.set_xticks(x, list(cells), rotation=45, ha="right", fontsize="small")
+            ax.set_title(guard.replace("_", " "), fontsize="medium")
+            ax.set_ylim(0.0, 1.0)
+        axes[0].set_ylabel("share of episodes")
+        axes[0].legend(fontsize="small")
+        return _save(fig, path)
+
+
+def plot_entropy(
+    path: str | os.PathLike[str], cell: str, probe: RolloutTable, summary: EntropySummary
+) -> Path:
+    """Per replan index: the distribution of the chunk's mean action-token entropy, and its mean."""
+    if probe.replan_entropy_mean is None:
+        raise ValueError(
+            f"{probe.path}: column replan_entropy_mean is null; entropy is plotted for AR cells only"
+        )
+    with matplotlib.style.context("default"):
+        fig = _figure(6.4, 3.4)
+        ax = fig.add_subplot()
+        per_index = [
+            np.array([e[i] for e in probe.replan_entropy_mean if len(e) > i])
+            for i in range(len(summary.per_replan_index_mean))
+        ]
+        ax.boxplot(per_index, positions=np.arange(len(per_index)), widths=0.6, showfliers=False)
+        ax.plot(
+            np.arange(len(per_index)), summary.per_replan_index_mean, color=_SAMPLED, marker="o", label="mean"
+        )
+        ax.set_xlabel("replan")
+        ax.set_ylabel("mean action-token entropy (nats)")
+        ax.set_title(f"cell {cell}: token entropy per replan")
+        ax.legend(fontsize="small")
+        return _save(fig, path)
+
+
+def plot_trajectories(
+    path: str | os.PathLike[str],
+    cell: str,
+    seed: int,
+    probe: RolloutTable,
+    anchor: RolloutTable,
+    disk_radius_m: float,
+) -> Path:
+    """Top-down view of one seed: the boat and pusher traces of its K draws, the anchor's boat, the disk."""
+    with matplotlib.style.context("default"):
+        fig = _figure(5.2, 5.2)
+        ax = fig.add_subplot()
+        rows = probe.rows_of(seed)
+        colors = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, rows.size))
+        for color, row in zip(colors, rows, strict=True):
+            t = probe.traces
+            ax.plot(
+                t["pusher_x_trace_m"][row], t["pusher_y_trace_m"][row], color=color, linewidth=0.6, alpha=0.35
+            )
+            ax.plot(
+                t["boat_x_trace_m"][row],
+                t["boat_y_trace_m"][row],
+                color=color,
+                linewidth=1.5,
+                label=f"draw {probe.draw[row]}",
+            )
+        (a,) = anchor.rows_of(seed)
+        ax.plot(
+            anchor.traces["boat_x_trace_m"][a],
+            anchor.traces["boat_y_trace_m"][a],
+            color="black",
+            linestyle="--",
+            linewidth=1.5,
+            label="anchor boat",
+        )
+        start = (probe.traces["boat_x_trace_m"][rows[0]][0], probe.traces["boat_y_trace_m"][rows[0]][0])
+        ax.plot(*start, marker="s", color="black", linestyle="none", label="boat spawn")
+        disk = (float(probe.disk_x_m[rows[0]]), float(probe.disk_y_m[rows[0]]))
+        ax.add_patch(Circle(disk, disk_radius_m, facecolor="tab:red", alpha=0.25, edgecolor="tab:red"))
+        ax.plot(*disk, marker="+", color="tab:red", linestyle="none", label="disk")
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.set_xlabel("x (m)")
+        ax.set_ylabel("y (m)")
+        ax.set_title(f"cell {cell}, seed {seed}: boat (thick) and pusher (thin)")
+        ax.legend(fontsize="x-small", loc="best", ncols=2)
+        return _save(fig, path)

@@ -1,0 +1,76 @@
+"""Guard-trip rates: how often sampled rollouts trip the guards a dense-reward GRPO would need.
+
+Why: progress = d0 - d_final is maximised by any displacement toward the disk, including knocking the
+boat flying (memo section 3). Before any guard enters a reward, the probe prices how often stochastic
+decoding trips each one, against the deterministic anchor on the same seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from grpo_probe.analysis.reads import GUARDS
+from grpo_probe.analysis.spec import AnalysisSpec
+from grpo_probe.analysis.tables import RolloutTable
+
+__all__ = ["GuardRate", "guard_rates", "guard_trips"]
+
+
+@dataclass(frozen=True)
+class GuardRate:
+    """One guard channel: episodes that tripped it, sampled and anchor."""
+
+    guard: str
+    sampled_count: int
+    sampled_n: int
+    anchor_count: int
+    anchor_n: int
+
+    @property
+    def sampled_rate(self) -> float:
+        """Tripped share of the sampled episodes (all seeds x K draws, pooled)."""
+        return self.sampled_count / self.sampled_n
+
+    @property
+    def anchor_rate(self) -> float:
+        """Tripped share of the anchor episodes (one per seed)."""
+        return self.anchor_count / self.anchor_n
+
+
+def guard_trips(table: RolloutTable, spec: AnalysisSpec) -> dict[str, NDArray[np.bool_]]:
+    """Per episode, whether each guard tripped, as registered:
+
+    reset_strike: ``reset_strikes > 0``; knocked_off: ``knocked_off``; not_upright: ``not final_upright``;
+    away_tail: ``progress_final_cm < analysis.away_tail_cm``; swat: ``max_boat_speed_m_s >
+    analysis.swat_speed_m_s``.
+    """
+    return {
+        "reset_strike": table.reset_strikes > 0,
+        "knocked_off": table.knocked_off.copy(),
+        "not_upright": ~table.final_upright,
+        "away_tail": table.progress_final_cm < spec.away_tail_cm,
+        "swat": table.max_boat_speed_m_s > spec.swat_speed_m_s,
+    }
+
+
+def guard_rates(probe: RolloutTable, anchor: RolloutTable, spec: AnalysisSpec) -> list[GuardRate]:
+    """Pooled trip rates per guard (in ``GUARDS`` order), sampled episodes against anchor episodes.
+
+    With the same K draws for every seed, the pooled sampled rate equals the mean over seeds of the
+    per-seed rates, so pooling weights seeds equally.
+    """
+    sampled = guard_trips(probe, spec)
+    anchored = guard_trips(anchor, spec)
+    return [
+        GuardRate(
+            guard=guard,
+            sampled_count=int(sampled[guard].sum()),
+            sampled_n=int(sampled[guard].size),
+            anchor_count=int(anchored[guard].sum()),
+            anchor_n=int(anchored[guard].size),
+        )
+        for guard in GUARDS
+    ]

@@ -1,0 +1,69 @@
+"""The per-cell reads: the flat namespace of numbers the decision rule and decision.md refer to by name.
+
+Why: the registered rule names reads (``median_group_std_progress_cm >= analysis.signal_bar_cm``), the
+reads table in decision.md shows them, and decision.json stores them; one list of names keeps the three
+in step. Every float read is quantized to ``QUANTUM`` before anything sees it, so the rule is evaluated on
+exactly the digits decision.md prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DECIMALS", "GUARDS", "READ_NAMES", "READ_ROWS", "ReadRow", "quantize"]
+
+DECIMALS = 4
+"""Decimal places of every reported float (1e-4 cm is far below what the simulator resolves)."""
+
+GUARDS: tuple[str, ...] = ("reset_strike", "knocked_off", "not_upright", "away_tail", "swat")
+"""Guard channels, in the order decision.md lists them."""
+
+
+def quantize(x: float) -> float:
+    """``x`` rounded to ``DECIMALS`` places, with -0.0 folded into 0.0 so the printed sign is stable."""
+    return round(float(x), DECIMALS) + 0.0
+
+
+@dataclass(frozen=True)
+class ReadRow:
+    """One row of decision.md's reads table: a read, optionally with its bootstrap interval or, after
+    "vs", the anchor read it is compared with."""
+
+    read: str
+    label: str
+    with_ci: bool = False
+    primary: bool = False
+    versus: str | None = None
+
+
+READ_ROWS: tuple[ReadRow, ...] = (
+    ReadRow("median_group_std_progress_cm", "median group std of progress (cm) [CI]", True, True),
+    ReadRow("median_group_std_best_point_cm", "median group std of best point (cm) [CI]", True, True),
+    ReadRow("nondegenerate_fraction", "non-degenerate groups (fraction of seeds)", False, True),
+    ReadRow("mean_progress_delta_cm", "sampled minus anchor progress, mean over seeds (cm) [CI]", True),
+    ReadRow("sampled_engagement_rate", "engagement rate, sampled vs anchor", versus="anchor_engagement_rate"),
+    ReadRow("engagement_delta", "engagement rate, sampled minus anchor, mean over seeds [CI]", True),
+    *(
+        ReadRow(
+            f"sampled_{guard}_rate",
+            f"{guard.replace('_', ' ')} rate, sampled vs anchor",
+            versus=f"anchor_{guard}_rate",
+        )
+        for guard in GUARDS
+    ),
+    ReadRow("mean_token_entropy", "action-token entropy per replan, mean (nats)"),
+    ReadRow("mean_tokens_per_chunk", "tokens per chunk, mean"),
+)
+
+_CI_SUFFIXES = ("_ci_low", "_ci_high")
+
+READ_NAMES: tuple[str, ...] = tuple(
+    name
+    for row in READ_ROWS
+    for name in (
+        row.read,
+        *((row.read + s for s in _CI_SUFFIXES) if row.with_ci else ()),
+        *((row.versus,) if row.versus else ()),
+    )
+)
+"""Every read a decision-rule condition or rank key may name (the schema's ``rule_read_name`` enum)."""

@@ -1,0 +1,461 @@
+"""decision.md, decision.json and the figures: the registered decision, built from the rollout tables.
+
+Why: decision.md is what the researcher reads and the owner signs. Every number it shows is computed
+here once, quantized (:func:`grpo_probe.analysis.reads.quantize`), stored in decision.json, and printed
+from that same value, so the two files cannot disagree and the rule reads exactly what the page shows.
+Same inputs give the same bytes: sorted JSON keys, fixed float digits, deterministic PNGs, atomic writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from grpo_probe.analysis.anchor_join import SeedJoin, check_seeds_match, join_seeds, summarize_join
+from grpo_probe.analysis.bootstrap import Estimate
+from grpo_probe.analysis.decision_rule import evaluate_rule
+from grpo_probe.analysis.entropy import EntropySummary, entropy_summary
+from grpo_probe.analysis.figures import (
+    plot_competence,
+    plot_entropy,
+    plot_group_std,
+    plot_guard_rates,
+    plot_trajectories,
+)
+from grpo_probe.analysis.group_stats import SeedGroup, median_seed, seed_groups, summarize_groups
+from grpo_probe.analysis.guards import GuardRate, guard_rates
+from grpo_probe.analysis.reads import READ_ROWS, quantize
+from grpo_probe.analysis.spec import AnalysisSpec, CellSpec
+from grpo_probe.analysis.tables import RolloutTable, read_anchor_table, read_probe_table
+from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.sim.params import SimParams
+
+__all__ = ["build_decision", "decision_json_text", "default_template", "render_decision_md"]
+
+_PREREG_INFO_KEYS = ("name", "sha256", "lock_date")
+
+
+def default_template() -> Path:
+    """``reports/decision.md.j2`` of the source tree this package runs from (installed editable)."""
+    return Path(__file__).resolve().parents[3] / "reports" / "decision.md.j2"
+
+
+def _q(x: float | None) -> float | None:
+    return None if x is None else quantize(x)
+
+
+def _estimate(prefix: str, est: Estimate) -> dict[str, float | None]:
+    return {prefix: _q(est.value), f"{prefix}_ci_low": _q(est.ci_low), f"{prefix}_ci_high": _q(est.ci_high)}
+
+
+def _slug(cell: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", cell)
+
+
+def _check_prereg_info(prereg_info: Mapping[str, Any]) -> tuple[dict[str, str], str]:
+    missing = [k for k in _PREREG_INFO_KEYS if not isinstance(prereg_info.get(k), str) or not prereg_info[k]]
+    if missing:
+        raise ValueError(
+            f"prereg_info: {', '.join(missing)} must be non-empty string(s), got {dict(prereg_info)!r}"
+        )
+    where = str(prereg_info.get("path") or prereg_info["name"])
+    return {k: str(prereg_info[k]) for k in _PREREG_INFO_KEYS}, where
+
+
+def _check_table_keys(
+    spec: AnalysisSpec, probe_tables: Mapping[str, Any], anchor_tables: Mapping[str, Any], where: str
+) -> None:
+    enabled = [c.id for c in spec.cells]
+    without = [c for c in enabled if c not in probe_tables]
+    unknown = sorted(set(probe_tables) - set(enabled))
+    if without or unknown:
+        raise ValueError(
+            f"{where}: cells: probe tables do not match the enabled cells: enabled cells without a table "
+            f"{without}, tables for unknown or disabled cells {unknown}"
+        )
+    arms = dict(spec.arms)
+    for arm in sorted(anchor_tables):
+        if arm not in arms:
+            raise ValueError(
+                f"{anchor_tables[arm]}: anchor table for arm {arm!r}, which {where} does not register"
+            )
+    for cell in spec.cells:
+        if cell.arm not in anchor_tables:
+            raise ValueError(
+                f"{probe_tables[cell.id]}: cell {cell.id} (arm {cell.arm}) has no anchor rows: "
+                f"no anchor table was given for arm {cell.arm}"
+            )
+
+
+def _hours_or_seconds(value: Any, field: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValueError(f"{field} must be a finite number >= 0, got {value!r}")
+    return _q(float(value))
+
+
+def _compute_section(
+    compute: Sequence[Mapping[str, Any]] | None, gate: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """Per-stage CPU-seconds, GPU-seconds (None: no GPU used) and peak RSS, totals in hours, and the gate."""
+    if compute is None:
+        return None
+    rows = []
+    for i, row in enumerate(compute):
+        stage = row.get("stage")
+        if not isinstance(stage, str):
+            raise ValueError(f"compute[{i}].stage must be a string, got {stage!r}")
+        gpu_s = row.get("gpu_s")
+        rows.append(
+            {
+                "stage": stage,
+                "cpu_s": _hours_or_seconds(row.get("cpu_s"), f"compute[{i}].cpu_s ({stage})"),
+                "gpu_s": None if gpu_s is None else _hours_or_seconds(gpu_s, f"compute[{i}].gpu_s ({stage})"),
+                "max_rss_mb": _hours_or_seconds(row.get("max_rss_mb"), f"compute[{i}].max_rss_mb ({stage})"),
+            }
+        )
+    cpu_hours = _q(sum(r["cpu_s"] for r in rows) / 3600.0)
+    gpu_hours = _q(sum(r["gpu_s"] or 0.0 for r in rows) / 3600.0)
+    section: dict[str, Any] = {"stages": rows, "total_cpu_hours": cpu_hours, "total_gpu_hours": gpu_hours}
+    if gate is None:
+        return section | {"gate": None, "within_gate": None}
+    limits = {
+        key: _hours_or_seconds(gate.get(key), f"compute_gate.{key}") for key in ("cpu_hours", "gpu_hours")
+    }
+    within = cpu_hours <= limits["cpu_hours"] and gpu_hours <= limits["gpu_hours"]
+    return section | {"gate": limits, "within_gate": within}
+
+
+@dataclass(frozen=True)
+class _CellResult:
+    """One cell's analysis: its decision.json record and what its figures are drawn from."""
+
+    record: dict[str, Any]
+    groups: list[SeedGroup]
+    joins: list[SeedJoin]
+    rates: list[GuardRate]
+    entropy: EntropySummary | None
+
+
+def _cell_analysis(
+    cell: CellSpec,
+    probe: RolloutTable,
+    anchor: RolloutTable,
+    spec: AnalysisSpec,
+) -> tuple[dict[str, float | None], _CellResult]:
+    """The cell's reads (flat, quantized) and its analysis; figures are drawn by the caller."""
+    check_seeds_match(probe, anchor, cell.id)
+    groups = seed_groups(probe, spec)
+    summary = summarize_groups(groups, spec, cell.id)
+    joins = join_seeds(probe, anchor)
+    join = summarize_join(joins, spec, cell.id)
+    rates = guard_rates(probe, anchor, spec)
+    entropy = entropy_summary(probe)
+    reads: dict[str, float | None] = {
+        **_estimate("median_group_std_progress_cm", summary.median_std_progress_cm),
+        **_estimate("median_group_std_best_point_cm", summary.median_std_best_point_cm),
+        "nondegenerate_fraction": _q(summary.nondegenerate_fraction),
+        **_estimate("mean_progress_delta_cm", join.mean_progress_delta_cm),
+        "sampled_engagement_rate": _q(join.sampled_engagement_rate),
+        "anchor_engagement_rate": _q(join.anchor_engagement_rate),
+        **_estimate("engagement_delta", join.engagement_delta),
+        "mean_token_entropy": _q(entropy.mean) if entropy else None,
+        "mean_tokens_per_chunk": _q(entropy.mean_tokens_per_chunk) if entropy else None,
+    }
+    for rate in rates:
+        reads[f"sampled_{rate.guard}_rate"] = _q(rate.sampled_rate)
+        reads[f"anchor_{rate.guard}_rate"] = _q(rate.anchor_rate)
+    record: dict[str, Any] = {
+        "id": cell.id,
+        "arm": cell.arm,
+        "head": cell.head,
+        "mode": dict(cell.mode),
+        "mode_text": cell.mode_text(),
+        "optional": cell.optional,
+        "description": cell.description,
+        "probe_table": probe.path,
+        "anchor_table": anchor.path,
+        "n_seeds": summary.n_seeds,
+        "k": summary.k,
+        "nondegenerate_count": summary.nondegenerate_count,
+        "median_seed": median_seed(groups),
+        "reads": reads,
+        "seeds": [
+            {
+                "seed": g.seed,
+                "std_progress_cm": _q(g.std_progress_cm),
+                "std_best_point_cm": _q(g.std_best_point_cm),
+                "nondegenerate": g.nondegenerate,
+                "sampled_mean_progress_cm": _q(j.sampled_mean_progress_cm),
+                "anchor_progress_cm": _q(j.anchor_progress_cm),
+                "progress_delta_cm": _q(j.progress_delta_cm),
+                "sampled_engagement_rate": _q(j.sampled_engagement_rate),
+                "anchor_engaged": j.anchor_engaged,
+            }
+            for g, j in zip(groups, joins, strict=True)
+        ],
+        "guards": [
+            {
+                "guard": r.guard,
+                "sampled_count": r.sampled_count,
+                "sampled_n": r.sampled_n,
+                "sampled_rate": _q(r.sampled_rate),
+                "anchor_count": r.anchor_count,
+                "anchor_n": r.anchor_n,
+                "anchor_rate": _q(r.anchor_rate),
+            }
+            for r in rates
+        ],
+        "entropy": None
+        if entropy is None
+        else {
+            "n_replans": entropy.n_replans,
+            "mean": _q(entropy.mean),
+            "p10": _q(entropy.p10),
+            "median": _q(entropy.median),
+            "p90": _q(entropy.p90),
+            "per_replan_index_mean": [_q(v) for v in entropy.per_replan_index_mean],
+            "mean_tokens_per_chunk": _q(entropy.mean_tokens_per_chunk),
+            "min_tokens_per_chunk": entropy.min_tokens_per_chunk,
+            "max_tokens_per_chunk": entropy.max_tokens_per_chunk,
+        },
+    }
+    return reads, _CellResult(record, groups, joins, rates, entropy)
+
+
+def _draw_figures(
+    cells: Sequence[CellSpec],
+    parts: Mapping[str, _CellResult],
+    probes: Mapping[str, RolloutTable],
+    anchors: Mapping[str, RolloutTable],
+    spec: AnalysisSpec,
+    figures_dir: Path,
+    link_base: Path,
+    disk_radius_m: float,
+) -> dict[str, Any]:
+    slugs = {c.id: _slug(c.id) for c in cells}
+    if len(set(slugs.values())) != len(slugs):
+        raise ValueError(
+            f"cell ids {sorted(slugs)} collide once made file-name safe: {sorted(slugs.values())}"
+        )
+
+    def link(path: Path) -> str:
+        return Path(os.path.relpath(path, link_base)).as_posix()
+
+    per_cell: dict[str, dict[str, str]] = {}
+    for cell in cells:
+        part, slug = parts[cell.id], slugs[cell.id]
+        files = {
+            "group_std": plot_group_std(
+                figures_dir / f"group_std_{slug}.png",
+                cell.id,
+                part.groups,
+                spec.signal_bar_cm,
+                spec.degenerate_tol_cm,
+            ),
+            "competence": plot_competence(
+                figures_dir / f"competence_{slug}.png", cell.id, probes[cell.id], part.joins
+            ),
+            "trajectories": plot_trajectories(
+                figures_dir / f"trajectories_{slug}.png",
+                cell.id,
+                part.record["median_seed"],
+                probes[cell.id],
+                anchors[cell.arm],
+                disk_radius_m,
+            ),
+        }
+        if part.entropy is not None:
+            files["entropy"] = plot_entropy(
+                figures_dir / f"entropy_{slug}.png", cell.id, probes[cell.id], part.entropy
+            )
+        per_cell[cell.id] = {name: link(path) for name, path in files.items()}
+    guards = plot_guard_rates(
+        figures_dir / "guard_rates.png", [c.id for c in cells], [parts[c.id].rates for c in cells]
+    )
+    return {"cells": per_cell, "guard_rates": link(guards)}
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.4f}"
+
+
+def _reads_table(decision: Mapping[str, Any]) -> list[list[str]]:
+    """Rows of decision.md's reads table: one row per read, one column per cell."""
+    cells = decision["cells"]
+    rows = []
+    for row in READ_ROWS:
+        line = [row.label + (" (primary)" if row.primary else "")]
+        for cell in cells:
+            reads = cell["reads"]
+            text = _fmt(reads[row.read])
+            if row.with_ci and reads[row.read] is not None:
+                text += f" [{_fmt(reads[row.read + '_ci_low'])}, {_fmt(reads[row.read + '_ci_high'])}]"
+            if row.read == "nondegenerate_fraction":
+                text += f" ({cell['nondegenerate_count']}/{cell['n_seeds']})"
+            if row.versus is not None:
+                text += f" vs {_fmt(reads[row.versus])}"
+            line.append(text)
+        rows.append(line)
+    for criterion in decision["decision_rule"]["criteria"]:
+        name = criterion["name"]
+        rows.append(
+            [f"criterion {name}"]
+            + [("holds" if c["verdict"]["criteria"][name]["passed"] else "fails") for c in cells]
+        )
+    rows.append(
+        ["qualifies for phase 2"]
+        + [{True: "yes", False: "no", None: "not routed"}[c["verdict"]["qualifies"]] for c in cells]
+    )
+    return rows
+
+
+def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[str] | None = None) -> str:
+    """decision.md's text from the decision record (the content of decision.json) and the jinja2 template."""
+    path = Path(template) if template is not None else default_template()
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: decision.md template not found")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(path.parent),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["num"] = _fmt
+    env.filters["cellsafe"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    return env.get_template(path.name).render(d=decision, reads_table=_reads_table(decision))
+
+
+def decision_json_text(decision: Mapping[str, Any]) -> str:
+    """decision.json's text: sorted keys, two-space indent, floats already quantized, no NaN."""
+    return json.dumps(decision, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def build_decision(
+    probe_tables: Mapping[str, str | os.PathLike[str]],
+    anchor_tables: Mapping[str, str | os.PathLike[str]],
+    prereg: Mapping[str, Any],
+    prereg_info: Mapping[str, Any],
+    out_md: str | os.PathLike[str],
+    out_json: str | os.PathLike[str],
+    figures_dir: str | os.PathLike[str],
+    provenance: Sequence[tuple[str, str]],
+    compute: Sequence[Mapping[str, Any]] | None = None,
+    compute_gate: Mapping[str, Any] | None = None,
+    *,
+    template: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Analyse every enabled cell, apply the registered rule, write figures, decision.json and decision.md.
+
+    ``probe_tables``: cell id -> probe table; ``anchor_tables``: arm id -> anchor table; ``prereg``: the
+    parsed prereg; ``prereg_info``: ``name``, ``sha256``, ``lock_date`` (and optionally ``path``, used in
+    error messages); ``provenance``: (artifact path, sha256) pairs for the footer; ``compute``: per stage
+    ``{stage, cpu_s, gpu_s, max_rss_mb}``; ``compute_gate``: ``{cpu_hours, gpu_hours}``. Returns the
+    decision record, which is exactly what decision.json holds.
+    """
+    info, where = _check_prereg_info(prereg_info)
+    spec = AnalysisSpec.from_prereg(prereg, where)
+    _check_table_keys(spec, probe_tables, anchor_tables, where)
+    heads = dict(spec.arms)
+    used_arms = sorted({c.arm for c in spec.cells})
+    anchors = {arm: read_anchor_table(anchor_tables[arm], arm, heads[arm]) for arm in used_arms}
+    probes = {
+        c.id: read_probe_table(probe_tables[c.id], c.id, c.arm, c.head, spec.group_std_ddof)
+        for c in spec.cells
+    }
+    reads: dict[str, dict[str, float | None]] = {}
+    parts: dict[str, _CellResult] = {}
+    for cell in spec.cells:
+        reads[cell.id], parts[cell.id] = _cell_analysis(cell, probes[cell.id], anchors[cell.arm], spec)
+    verdicts, outcome = evaluate_rule(spec.rule, spec.cells, reads)
+
+    out_md = Path(out_md)
+    sim = prereg.get("sim") if isinstance(prereg.get("sim"), Mapping) else {}
+    disk_radius_m = float(sim.get("disk_radius_m", SimParams().disk_radius_m))
+    figures = _draw_figures(
+        spec.cells, parts, probes, anchors, spec, Path(figures_dir), out_md.parent, disk_radius_m
+    )
+    cells_out = []
+    for cell, verdict in zip(spec.cells, verdicts, strict=True):
+        record = dict(parts[cell.id].record)
+        record["figures"] = figures["cells"][cell.id]
+        record["verdict"] = {
+            "qualifies": verdict.qualifies,
+            "criteria": {
+                name: {
+                    "passed": ok,
+                    "conditions": [
+                        {
+                            "read": c.read,
+                            "value": c.value,
+                            "op": c.op,
+                            "threshold": _q(c.threshold),
+                            "source": c.source,
+                            "passed": c.passed,
+                        }
+                        for c in conditions
+                    ],
+                }
+                for name, ok, conditions in verdict.criteria
+            },
+        }
+        cells_out.append(record)
+    rule = spec.rule
+    decision: dict[str, Any] = {
+        "format": "grpo-probe decision 1",
+        "prereg": info,
+        "analysis": spec.registered_numbers(),
+        "decision_rule": {
+            "criteria": [
+                {
+                    "name": c.name,
+                    "description": c.description,
+                    "all_of": [
+                        {"read": x.read, "op": x.op, "threshold": _q(x.threshold), "source": x.source}
+                        for x in c.all_of
+                    ],
+                }
+                for c in rule.criteria
+            ],
+            "qualifies": {head: list(names) for head, names in rule.qualifies},
+            "rank_by": [{"read": k.read, "prefer": k.prefer} for k in rule.rank_by],
+        },
+        "cells": cells_out,
+        "outcome": {
+            "kind": outcome.kind,
+            "headline": outcome.headline,
+            "ar_arm": outcome.ar_arm,
+            "flow_arm": outcome.flow_arm,
+            "qualifying": {head: list(ids) for head, ids in outcome.qualifying},
+            "ranking": {head: list(ids) for head, ids in outcome.ranking},
+            "clauses": list(outcome.clauses),
+        },
+        "figures": {"guard_rates": figures["guard_rates"]},
+        "compute": _compute_section(compute, compute_gate),
+        "provenance": [{"path": str(p), "sha256": str(h)} for p, h in sorted(provenance)],
+    }
+    text_json = decision_json_text(decision)
+    text_md = render_decision_md(decision, template)
+    atomic_write_text(out_json, text_json)
+    atomic_write_text(out_md, text_md)
+    return json.loads(text_json)

@@ -1,0 +1,198 @@
+"""One checkpoint format for both heads: weights, tokenizer, normalization statistics, config, kind.
+
+Why one file with a content hash: an auditor's rerun of a training rule must give the same bytes, and a
+probe must never run on a truncated or edited checkpoint. The payload is a ``torch.save`` of plain
+containers (loaded back with ``weights_only=True``) serialized to memory, so no temporary file name
+leaks into the archive, then written atomically. ``content_sha256`` covers kind, config, tokenizer and
+every tensor; a mismatch on load means the file was corrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from grpo_probe.atomic_io import atomic_write_bytes
+from grpo_probe.policies.protocol import Policy
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_KINDS",
+    "FORMAT_VERSION",
+    "Checkpoint",
+    "file_sha256",
+    "policy_from_checkpoint",
+    "read_checkpoint",
+    "write_checkpoint",
+]
+
+CHECKPOINT_FORMAT = "grpo-probe-policy-checkpoint"
+FORMAT_VERSION = 1
+CHECKPOINT_KINDS = ("ar", "flow")
+NORM_KEYS = ("obs_mean", "obs_std", "action_low", "action_high")
+_REQUIRED = (
+    "format",
+    "format_version",
+    "kind",
+    "config_json",
+    "tokenizer_json",
+    "norm",
+    "state_dict",
+    "content_sha256",
+)
+
+
+@dataclass
+class Checkpoint:
+    """A head's trained state. ``tokenizer_json`` is empty for the flow head."""
+
+    kind: str
+    config: dict[str, Any]
+    tokenizer_json: str
+    norm: dict[str, np.ndarray]
+    state_dict: dict[str, torch.Tensor]
+    path: Path | None = None
+
+
+def _content_sha256(
+    kind: str, config_json: str, tokenizer_json: str, tensors: dict[str, torch.Tensor]
+) -> str:
+    h = hashlib.sha256()
+    for text in (kind, config_json, tokenizer_json):
+        h.update(len(text.encode()).to_bytes(8, "little"))
+        h.update(text.encode())
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+def _all_tensors(norm: dict[str, torch.Tensor], state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {**{f"norm.{k}": v for k, v in norm.items()}, **{f"state.{k}": v for k, v in state.items()}}
+
+
+def write_checkpoint(ckpt: Checkpoint, path: str | Path) -> str:
+    """Write ``ckpt`` atomically to ``path``; returns the sha256 of the file bytes."""
+    if ckpt.kind not in CHECKPOINT_KINDS:
+        raise ValueError(f"{path}: checkpoint kind must be one of {CHECKPOINT_KINDS}, got {ckpt.kind!r}")
+    config_json = json.dumps(ckpt.config, sort_keys=True)
+    norm = {k: torch.from_numpy(np.ascontiguousarray(ckpt.norm[k], dtype=np.float64)) for k in NORM_KEYS}
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in sorted(ckpt.state_dict.items())}
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": ckpt.kind,
+        "config_json": config_json,
+        "tokenizer_json": ckpt.tokenizer_json,
+        "norm": norm,
+        "state_dict": state,
+        "content_sha256": _content_sha256(
+            ckpt.kind, config_json, ckpt.tokenizer_json, _all_tensors(norm, state)
+        ),
+    }
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    data = buffer.getvalue()
+    atomic_write_bytes(path, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_checkpoint(path: str | Path, expected_kind: str | None = None) -> Checkpoint:
+    """Load and verify a checkpoint; every problem is a ``ValueError`` naming the file and what is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: checkpoint file does not exist")
+    try:
+        payload = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, ... on bad bytes
+        raise ValueError(f"{path}: not a readable checkpoint ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"{path}: not a grpo-probe policy checkpoint (format field is not {CHECKPOINT_FORMAT!r})"
+        )
+    missing = [k for k in _REQUIRED if k not in payload]
+    if missing:
+        raise ValueError(f"{path}: checkpoint is incomplete, missing {', '.join(missing)}")
+    if payload["format_version"] != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: format_version is {payload['format_version']!r}, this code reads {FORMAT_VERSION}"
+        )
+    kind = payload["kind"]
+    if kind not in CHECKPOINT_KINDS:
+        raise ValueError(f"{path}: kind must be one of {CHECKPOINT_KINDS}, got {kind!r}")
+    if expected_kind is not None and kind != expected_kind:
+        raise ValueError(f"{path}: checkpoint kind is {kind!r}, expected {expected_kind!r}")
+    norm, state = payload["norm"], payload["state_dict"]
+    if not isinstance(norm, dict) or not isinstance(state, dict) or not state:
+        raise ValueError(f"{path}: checkpoint is incomplete, norm or state_dict is empty or not a mapping")
+    missing_norm = [k for k in NORM_KEYS if k not in norm]
+    if missing_norm:
+        raise ValueError(f"{path}: checkpoint is incomplete, norm lacks {', '.join(missing_norm)}")
+    if kind == "ar" and not payload["tokenizer_json"]:
+        raise ValueError(f"{path}: checkpoint is incomplete, an 'ar' checkpoint needs tokenizer_json")
+    expected = _content_sha256(
+        kind, payload["config_json"], payload["tokenizer_json"], _all_tensors(norm, state)
+    )
+    if expected != payload["content_sha256"]:
+        raise ValueError(f"{path}: checkpoint is corrupted, its content does not match content_sha256")
+    try:
+        config = json.loads(payload["config_json"])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: config_json does not parse: {exc}") from exc
+    return Checkpoint(
+        kind=kind,
+        config=config,
+        tokenizer_json=payload["tokenizer_json"],
+        norm={k: norm[k].numpy() for k in NORM_KEYS},
+        state_dict=state,
+        path=path,
+    )
+
+
+def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu") -> Policy:
+    """Build the head a checkpoint describes; raises ``ValueError`` naming the file if weights do not fit.
+
+    ``device`` is where the network runs ("cpu", "cuda", "cuda:N"); keyed draws stay on the CPU, so noise
+    does not depend on it, though float results on different devices need not be bit-identical.
+    """
+    from grpo_probe.policies.ar_head import ARPolicy
+    from grpo_probe.policies.fast_tokenizer import FastTokenizer
+    from grpo_probe.policies.flow_head import FlowPolicy
+    from grpo_probe.policies.protocol import CHUNK_LENGTH
+    from grpo_probe.policies.train import ARTrainConfig, FlowTrainConfig, build_ar_model, build_flow_model
+
+    where = str(ckpt.path) if ckpt.path is not None else "checkpoint"
+    obs_dim = int(ckpt.norm["obs_mean"].shape[0])
+    if ckpt.kind == "ar":
+        ar_config = ARTrainConfig.from_dict(ckpt.config, where=f"{where}: config")
+        tokenizer = FastTokenizer.from_json(ckpt.tokenizer_json, where=f"{where}: tokenizer_json")
+        model: torch.nn.Module = build_ar_model(ar_config, obs_dim, tokenizer)
+    else:
+        flow_config = FlowTrainConfig.from_dict(ckpt.config, where=f"{where}: config")
+        model = build_flow_model(flow_config, obs_dim, CHUNK_LENGTH, int(ckpt.norm["action_low"].shape[0]))
+    try:
+        model.load_state_dict(ckpt.state_dict, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(f"{where}: weights do not fit the configured model: {exc}") from exc
+    if ckpt.kind == "ar":
+        return ARPolicy(model, tokenizer, ckpt.norm["obs_mean"], ckpt.norm["obs_std"], device)  # type: ignore[arg-type]
+    return FlowPolicy(
+        model,  # type: ignore[arg-type]
+        ckpt.norm["obs_mean"],
+        ckpt.norm["obs_std"],
+        ckpt.norm["action_low"],
+        ckpt.norm["action_high"],
+        device,
+    )

@@ -1,0 +1,169 @@
+"""The flow head: a conditional flow-matching velocity network and its policy.
+
+Conditional flow matching in openpi's convention (Black et al., pi0, arXiv:2410.24164v1, Sec. 3 / App. B;
+Lipman et al., arXiv:2210.02747v2): x_t = t * eps + (1 - t) * a and target velocity u = eps - a, so
+t = 1 is noise and t = 0 the (normalized) action chunk. The network is a small MLP over the flattened
+chunk, conditioned on an embedding of the normalized observation and a sinusoidal embedding of t.
+
+Modes: ``flow_ode`` = Heun with ``steps`` steps (last step Euler) from keyed initial noise; ``flow_sde`` =
+Flow-GRPO SDE with noise scale ``sde_a`` (:mod:`grpo_probe.policies.flow_sde`); ``flow_euler`` = the
+deterministic Euler sampler that ``flow_sde`` at ``sde_a = 0`` reproduces bit for bit. The network runs
+on the policy's device; initial noise, sampler arithmetic and log-probs stay on the CPU in float64.
+Initial noise of a row comes from (run_key, tag("flow_noise"), seed, replan, draw); SDE step noise from
+(run_key, tag("flow_sde_noise"), seed, replan, draw, step). Sampling happens in normalized action
+space; the chunk is then mapped back to action units and clipped to [-1, 1]. Log-probs are those of
+the normalized chunk (the clip is outside the density).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from grpo_probe.keyed_rng import tag, torch_generator
+from grpo_probe.policies.ar_head import ROW_BLOCK
+from grpo_probe.policies.flow_sde import euler_sample, heun_sample, sde_sample
+from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode, check_obs_batch
+
+__all__ = ["FlowPolicy", "VelocityMLP", "flow_noise", "sde_step_noise", "time_embedding"]
+
+_FLOW_NOISE = tag("flow_noise")
+_FLOW_SDE_NOISE = tag("flow_sde_noise")
+
+
+def time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sinusoidal embedding of t in [0, 1] (Vaswani et al. 2017 frequencies), float32 [B, dim]."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(1000.0) * torch.arange(half, dtype=torch.float32) / half)
+    angles = 100.0 * t[:, None].to(torch.float32) * freqs[None, :]
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+
+class VelocityMLP(nn.Module):
+    """v_theta(x_t, t, obs): [B, T, D] chunk + [B] time + [B, obs_dim] observation -> [B, T, D]."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        chunk_length: int,
+        action_dims: int,
+        hidden: int,
+        n_layers: int,
+        obs_embed: int,
+        time_embed: int,
+    ) -> None:
+        super().__init__()
+        self.chunk_shape = (chunk_length, action_dims)
+        self.time_embed = time_embed
+        self.obs_net = nn.Sequential(
+            nn.Linear(obs_dim, obs_embed), nn.SiLU(), nn.Linear(obs_embed, obs_embed)
+        )
+        self.time_net = nn.Sequential(nn.Linear(time_embed, time_embed), nn.SiLU())
+        width = chunk_length * action_dims
+        layers: list[nn.Module] = [nn.Linear(width + obs_embed + time_embed, hidden), nn.SiLU()]
+        for _ in range(n_layers - 1):
+            layers += [nn.Linear(hidden, hidden), nn.SiLU()]
+        layers.append(nn.Linear(hidden, width))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        features = torch.cat(
+            [x.flatten(1), self.obs_net(obs), self.time_net(time_embedding(t, self.time_embed))], dim=1
+        )
+        return self.net(features).view(x.shape[0], *self.chunk_shape)
+
+
+def flow_noise(key: RowKey, shape: tuple[int, ...]) -> torch.Tensor:
+    """Initial noise eps ~ N(0, I) of one row (float64), keyed by (run_key, seed, replan, draw)."""
+    gen = torch_generator(key.run_key, _FLOW_NOISE, key.seed, key.replan, key.draw)
+    return torch.randn(shape, generator=gen, dtype=torch.float64)
+
+
+def sde_step_noise(key: RowKey, step: int, shape: tuple[int, ...]) -> torch.Tensor:
+    """SDE transition noise of one row at one step (float64), keyed with the step index."""
+    gen = torch_generator(key.run_key, _FLOW_SDE_NOISE, key.seed, key.replan, key.draw, step)
+    return torch.randn(shape, generator=gen, dtype=torch.float64)
+
+
+class FlowPolicy:
+    """Flow-matching policy; implements :class:`grpo_probe.policies.protocol.Policy`."""
+
+    head = "flow"
+
+    def __init__(
+        self,
+        model: VelocityMLP,
+        obs_mean: np.ndarray,
+        obs_std: np.ndarray,
+        action_low: np.ndarray,
+        action_high: np.ndarray,
+        device: str = "cpu",
+    ) -> None:
+        self.device = torch.device(device)
+        self.model = model.eval().to(self.device)
+        self.obs_mean = np.asarray(obs_mean, dtype=np.float32)
+        self.obs_std = np.asarray(obs_std, dtype=np.float32)
+        self.action_low = np.asarray(action_low, dtype=np.float64)
+        self.action_high = np.asarray(action_high, dtype=np.float64)
+        self.obs_dim = int(self.obs_mean.shape[0])
+
+    def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
+        if mode.kind not in ("flow_ode", "flow_sde", "flow_euler"):
+            raise ValueError(
+                f"the flow head samples with 'flow_ode', 'flow_sde' or 'flow_euler', got {mode.kind!r}"
+            )
+        obs = check_obs_batch(obs, keys, self.obs_dim)
+        shape = self.model.chunk_shape
+        actions = np.zeros((len(keys), *shape), dtype=np.float32)
+        diagnostics: list[RowDiagnostics] = []
+        for start in range(0, len(keys), ROW_BLOCK):
+            block_keys = list(keys[start : start + ROW_BLOCK])
+            normalized, step_logprobs = self._sample_block(obs[start : start + ROW_BLOCK], block_keys, mode)
+            for i in range(len(block_keys)):
+                chunk = (normalized[i] + 1.0) * 0.5 * (self.action_high - self.action_low) + self.action_low
+                actions[start + i] = np.clip(chunk, -1.0, 1.0).astype(np.float32)
+                if step_logprobs is None:
+                    diagnostics.append(RowDiagnostics(logprob=None))
+                else:
+                    row_steps = step_logprobs[i].copy()
+                    diagnostics.append(
+                        RowDiagnostics(logprob=float(row_steps.sum()), step_logprobs=row_steps)
+                    )
+        return PolicyOutput(actions=actions, diagnostics=diagnostics)
+
+    @torch.no_grad()
+    def _sample_block(
+        self, obs: np.ndarray, keys: list[RowKey], mode: SamplingMode
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        n_rows = len(keys)
+        shape = self.model.chunk_shape
+        cond = np.zeros((ROW_BLOCK, self.obs_dim), dtype=np.float32)
+        cond[:n_rows] = (obs - self.obs_mean) / self.obs_std
+        cond_t = torch.from_numpy(cond).to(self.device)
+        x = torch.zeros((ROW_BLOCK, *shape), dtype=torch.float64)
+        for r, key in enumerate(keys):
+            x[r] = flow_noise(key, shape)
+
+        def velocity(x_t: torch.Tensor, t: float) -> torch.Tensor:
+            t_col = torch.full((ROW_BLOCK,), t, dtype=torch.float32, device=self.device)
+            v = self.model(x_t.to(device=self.device, dtype=torch.float32), t_col, cond_t)
+            return v.to(device="cpu", dtype=torch.float64)
+
+        if mode.kind == "flow_ode":
+            return heun_sample(velocity, x, mode.steps)[:n_rows].numpy(), None
+        if mode.kind == "flow_euler":
+            return euler_sample(velocity, x, mode.steps)[:n_rows].numpy(), None
+
+        def noise(step: int) -> torch.Tensor:
+            out = torch.zeros((ROW_BLOCK, *shape), dtype=torch.float64)
+            for r, key in enumerate(keys):
+                out[r] = sde_step_noise(key, step, shape)
+            return out
+
+        x0, step_logprobs = sde_sample(velocity, x, mode.steps, float(mode.sde_a), noise)  # type: ignore[arg-type]
+        logprobs = None if step_logprobs is None else step_logprobs[:n_rows].numpy()
+        return x0[:n_rows].numpy(), logprobs

@@ -1,0 +1,180 @@
+"""The policy protocol: the one interface the rollout engine calls and a user implements.
+
+Why a protocol and not a base class: a user bringing their own checkpoint writes a small adapter with a
+``head`` name, an ``obs_dim`` and an ``act`` method; nothing else of this package needs to be inherited.
+Every random draw of a row is keyed by its :class:`RowKey`, and rows never influence each other, so a
+row's actions, token ids and log-probs are the same bytes alone or inside any batch.
+
+A worked adapter for a user's own deterministic flow checkpoint (``my_model`` maps a float32
+observation batch and a float32 noise batch to chunks in [-1, 1])::
+
+    import numpy as np
+    from grpo_probe.keyed_rng import numpy_generator, tag
+    from grpo_probe.policies import PolicyOutput, RowDiagnostics
+
+    class MyFlowAdapter:
+        head = "flow"
+        obs_dim = 17
+
+        def __init__(self, my_model):
+            self.my_model = my_model
+
+        def act(self, obs, keys, mode):
+            if mode.kind != "flow_ode":
+                raise ValueError(f"MyFlowAdapter samples only 'flow_ode', got {mode.kind!r}")
+            streams = [numpy_generator(k.run_key, tag("flow_noise"), k.seed, k.replan, k.draw) for k in keys]
+            noise = np.stack([g.standard_normal((50, 6)) for g in streams]).astype(np.float32)
+            actions = np.stack([self.my_model(o[None], n[None])[0] for o, n in zip(obs, noise)])  # row by row
+            return PolicyOutput(actions=actions.astype(np.float32),
+                                diagnostics=[RowDiagnostics(logprob=None) for _ in keys])
+
+Noise comes from the row's key (never a global RNG) and each row is computed on its own, so the
+adapter passes the probe's draw-0 and parallel oracles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "CHUNK_LENGTH",
+    "SAMPLING_KINDS",
+    "Policy",
+    "PolicyOutput",
+    "RowDiagnostics",
+    "RowKey",
+    "SamplingMode",
+    "check_obs_batch",
+    "load_policy",
+]
+
+CHUNK_LENGTH = 50
+"""Actions per chunk a policy returns (the registered ``sim.chunk_length``)."""
+
+SAMPLING_KINDS = ("greedy", "temperature", "flow_ode", "flow_sde", "flow_euler")
+
+
+@dataclass(frozen=True)
+class RowKey:
+    """Everything a row's random draws are keyed by (plus a stream tag chosen by the head)."""
+
+    run_key: int
+    seed: int
+    replan: int
+    draw: int
+
+    def __post_init__(self) -> None:
+        for name in ("run_key", "seed", "replan", "draw"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"RowKey.{name} must be a non-negative integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SamplingMode:
+    """How a head turns its distribution into one chunk.
+
+    ``greedy`` and ``temperature`` are AR modes (Gumbel-max at ``temperature``); ``flow_ode`` is the
+    Heun decode with ``steps`` steps (last step Euler) from keyed noise; ``flow_sde`` is the Flow-GRPO SDE
+    sampler with noise scale ``sde_a`` (``sde_a = 0`` reproduces the Euler sampler bit for bit);
+    ``flow_euler`` is that deterministic Euler sampler (same grid and keyed noise), the reference of the
+    SDE cells' draw-0 oracle.
+    """
+
+    kind: Literal["greedy", "temperature", "flow_ode", "flow_sde", "flow_euler"]
+    temperature: float | None = None
+    sde_a: float | None = None
+    steps: int = 10
+
+    def __post_init__(self) -> None:
+        if self.kind not in SAMPLING_KINDS:
+            raise ValueError(f"SamplingMode.kind must be one of {SAMPLING_KINDS}, got {self.kind!r}")
+        if self.kind == "temperature":
+            t = self.temperature
+            if t is None or isinstance(t, bool) or not isinstance(t, (int, float)):
+                raise ValueError(
+                    f"SamplingMode.temperature must be a number for kind 'temperature', got {t!r}"
+                )
+            if not math.isfinite(t) or t <= 0:
+                raise ValueError(f"SamplingMode.temperature must be a finite number > 0, got {t!r}")
+        elif self.temperature is not None:
+            raise ValueError(
+                f"SamplingMode.temperature is only allowed for kind 'temperature' (kind={self.kind!r})"
+            )
+        if self.kind == "flow_sde":
+            a = self.sde_a
+            if a is None or isinstance(a, bool) or not isinstance(a, (int, float)):
+                raise ValueError(f"SamplingMode.sde_a must be a number for kind 'flow_sde', got {a!r}")
+            if not math.isfinite(a) or a < 0:
+                raise ValueError(f"SamplingMode.sde_a must be a finite number >= 0, got {a!r}")
+        elif self.sde_a is not None:
+            raise ValueError(f"SamplingMode.sde_a is only allowed for kind 'flow_sde' (kind={self.kind!r})")
+        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
+            raise ValueError(f"SamplingMode.steps must be a positive integer, got {self.steps!r}")
+        if self.kind == "flow_sde" and self.steps < 2:
+            raise ValueError(f"SamplingMode.steps must be >= 2 for kind 'flow_sde', got {self.steps!r}")
+
+
+@dataclass
+class RowDiagnostics:
+    """What a later GRPO step needs from one sampled chunk; ``None`` where the head has no such thing."""
+
+    logprob: float | None
+    """Summed log-prob of the chunk under the sampling distribution."""
+    token_ids: np.ndarray | None = None
+    """AR: int32 [n_tokens], without BOS and EOS."""
+    token_logprobs: np.ndarray | None = None
+    """AR: float64 [n_tokens]."""
+    entropy: np.ndarray | None = None
+    """AR: float64 [n_tokens], entropy of each step's sampling distribution (nats)."""
+    step_logprobs: np.ndarray | None = None
+    """flow_sde: float64 [steps], Gaussian log-prob of each transition summed over the chunk."""
+
+
+@dataclass
+class PolicyOutput:
+    """A batch of chunks, float32 [B, 50, 6] in [-1, 1], and one diagnostics record per row."""
+
+    actions: np.ndarray
+    diagnostics: list[RowDiagnostics]
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Observation batch + per-row keys + a sampling mode -> action chunks and per-row diagnostics."""
+
+    head: str
+    obs_dim: int
+
+    def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
+        """``obs`` float32 [B, obs_dim]; ``keys`` has length B; returns actions float32 [B, 50, 6]."""
+        ...
+
+
+def load_policy(path: str | Path, device: str = "cpu") -> Policy:
+    """Read a checkpoint written by :mod:`grpo_probe.policies.train` and return its policy.
+
+    Raises ``ValueError`` naming the file when it is missing, corrupted, incomplete or of an unknown kind.
+    """
+    from grpo_probe.policies.checkpoint import policy_from_checkpoint, read_checkpoint
+
+    return policy_from_checkpoint(read_checkpoint(path), device=device)
+
+
+def check_obs_batch(obs: np.ndarray, keys: Sequence[RowKey], obs_dim: int) -> np.ndarray:
+    """Validate an ``act`` call's inputs; returns ``obs`` as float32 [B, obs_dim]."""
+    obs = np.asarray(obs, dtype=np.float32)
+    if obs.ndim != 2 or obs.shape[1] != obs_dim:
+        raise ValueError(f"obs must have shape [B, {obs_dim}], got {obs.shape}")
+    if len(keys) != obs.shape[0]:
+        raise ValueError(f"got {len(keys)} keys for {obs.shape[0]} observation rows")
+    if not np.all(np.isfinite(obs)):
+        bad = int(np.argwhere(~np.isfinite(obs))[0][0])
+        raise ValueError(f"obs row {bad} contains a non-finite value")
+    return obs

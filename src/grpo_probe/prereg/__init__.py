@@ -1,0 +1,45 @@
+"""Pre-registration: the registered design, its schema, its lock, and the run settings beside it."""
+
+from grpo_probe.prereg.design import (
+    Amendment,
+    Arm,
+    Cell,
+    ComputeGate,
+    LockOutcome,
+    ModeSpec,
+    Oracles,
+    ParallelOracle,
+    Prereg,
+    PreregError,
+    Training,
+    expand_seeds,
+    load_prereg,
+    lock_prereg,
+)
+from grpo_probe.prereg.lock import LockError, lock_path
+from grpo_probe.prereg.run_config import ArmBinding, RunConfig, arm_bindings, load_config
+from grpo_probe.prereg.schema import SchemaError
+
+__all__ = [
+    "Amendment",
+    "Arm",
+    "ArmBinding",
+    "Cell",
+    "ComputeGate",
+    "LockError",
+    "LockOutcome",
+    "ModeSpec",
+    "Oracles",
+    "ParallelOracle",
+    "Prereg",
+    "PreregError",
+    "RunConfig",
+    "SchemaError",
+    "Training",
+    "arm_bindings",
+    "expand_seeds",
+    "load_config",
+    "load_prereg",
+    "lock_path",
+    "lock_prereg",
+]

@@ -1,0 +1,69 @@
+"""Strict YAML reading and the canonical form a registered design is hashed in.
+
+Why: the lock must change exactly when the registered content changes, not when comments, key order,
+quoting or indentation do. So a prereg is hashed as canonical JSON of its parsed YAML (sorted keys, no
+whitespace, UTF-8). The reader is stricter than ``yaml.safe_load`` in two ways that matter for a design
+that must not drift: a duplicated key is an error (PyYAML silently keeps the last one), and dates stay
+strings (so ``2026-08-12`` hashes the same on every platform and survives the trip to JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["canonical_json", "canonical_sha256", "read_yaml"]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader without implicit timestamps and with duplicate keys refused."""
+
+
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in mapping:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        mapping[key] = loader.construct_object(value_node, deep=True)
+    return mapping
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_yaml(path: str | os.PathLike[str]) -> Any:
+    """Parse a YAML file strictly; errors name the file (and line, where YAML knows it)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {exc}") from None
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, no insignificant whitespace, UTF-8, no NaN or infinity."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def canonical_sha256(value: Any) -> str:
+    """Hex sha256 of :func:`canonical_json` of ``value``: the hash a registered design is known by."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()

@@ -1,0 +1,417 @@
+"""The registered design as typed objects, its cross-field rules, and the two entry points on it.
+
+Why: every rule of the workflow starts from :func:`load_prereg`, which refuses a design that is invalid
+or that no longer matches its lock before any work is done. The JSON schema checks each field on its own;
+the rules that relate fields (a cell's arm exists, its sampling mode fits that arm's head, cell ids are
+unique, oracle subsets name registered arms and seeds, demo seeds stay off the probe's seeds) live here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
+from grpo_probe.prereg.lock import (
+    LockError,
+    build_lock,
+    check_lock,
+    lock_path,
+    read_lock,
+    relock_problems,
+    utc_now_iso,
+    write_lock,
+)
+from grpo_probe.prereg.schema import analysis_fragment_path, load_prereg_schema, validate_against
+from grpo_probe.sim.params import SimParams
+
+__all__ = [
+    "HEAD_OF_MODE",
+    "Amendment",
+    "Arm",
+    "Cell",
+    "ComputeGate",
+    "LockOutcome",
+    "ModeSpec",
+    "Oracles",
+    "ParallelOracle",
+    "Prereg",
+    "PreregError",
+    "Training",
+    "design_problems",
+    "expand_seeds",
+    "load_prereg",
+    "lock_prereg",
+    "read_valid_prereg",
+]
+
+HEAD_OF_MODE: dict[str, str] = {"greedy": "ar", "temperature": "ar", "flow_ode": "flow", "flow_sde": "flow"}
+"""The head each sampling mode belongs to."""
+
+
+class PreregError(ValueError):
+    """A design breaks a cross-field rule; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    """A registered sampling mode, field for field ``policies.protocol.SamplingMode(**vars(mode))``."""
+
+    kind: str
+    temperature: float | None = None
+    sde_a: float | None = None
+    steps: int = 10
+
+    @property
+    def head(self) -> str:
+        """The head this mode samples."""
+        return HEAD_OF_MODE[self.kind]
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ModeSpec:
+        return cls(
+            kind=values["kind"],
+            temperature=values.get("temperature"),
+            sde_a=values.get("sde_a"),
+            steps=int(values.get("steps", 10)),
+        )
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A registered policy arm; config binds it to a checkpoint."""
+
+    id: str
+    head: str
+    checkpoint_sha256: str | None
+    description: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A probe cell: every seed, ``group_size`` draws, one arm, one stochastic mode."""
+
+    id: str
+    arm: str
+    mode: ModeSpec
+    optional: bool
+    enabled: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the reference checkpoints are trained."""
+
+    demo_seeds: tuple[int, ...]
+    demo_noise: float
+    arms: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ParallelOracle:
+    """Subset on which the parallel rollout path must equal the sequential one byte for byte."""
+
+    arms: tuple[str, ...]
+    modes: tuple[ModeSpec, ...]
+    seeds: tuple[int, ...]
+    draws: int
+    workers: int
+
+
+@dataclass(frozen=True)
+class Oracles:
+    """The registered bit-identity oracles."""
+
+    parallel: ParallelOracle
+    draw0_seeds: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ComputeGate:
+    """The registered compute budget of a whole run."""
+
+    cpu_hours: float
+    gpu_hours: float
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Amendment:
+    """One append-only change record."""
+
+    date: str
+    reason: str
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Prereg:
+    """A validated (and, unless asked otherwise, lock-checked) registered design."""
+
+    path: Path
+    name: str
+    description: str
+    run_key: int
+    sim: SimParams
+    seeds: tuple[int, ...]
+    group_size: int
+    arms: dict[str, Arm]
+    training: Training
+    cells: tuple[Cell, ...]
+    oracles: Oracles
+    analysis: dict[str, Any]
+    decision_rule: dict[str, Any]
+    compute_gate: ComputeGate
+    amendments: tuple[Amendment, ...]
+    raw: dict[str, Any] = field(repr=False)
+    sha256: str
+    lock_date: str | None
+
+    @property
+    def enabled_cells(self) -> tuple[Cell, ...]:
+        """Cells the workflow runs, in registered order."""
+        return tuple(c for c in self.cells if c.enabled)
+
+    def cell(self, cell_id: str) -> Cell:
+        """The cell with this id; a ``KeyError`` names the known ids."""
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(f"{self.path}: no cell {cell_id!r} (cells: {', '.join(c.id for c in self.cells)})")
+
+    def arms_in_use(self) -> tuple[str, ...]:
+        """Arms an enabled cell or the parallel oracle needs, in registered arm order."""
+        used = {c.arm for c in self.enabled_cells} | set(self.oracles.parallel.arms)
+        return tuple(a for a in self.arms if a in used)
+
+
+def expand_seeds(spec: Mapping[str, int] | Sequence[int]) -> tuple[int, ...]:
+    """``{first, count}`` -> ``(first, ..., first + count - 1)``; an explicit list is kept in its order."""
+    if isinstance(spec, Mapping):
+        return tuple(range(int(spec["first"]), int(spec["first"]) + int(spec["count"])))
+    return tuple(int(s) for s in spec)
+
+
+def _mode_problems(mode: Mapping[str, Any], at: str) -> list[str]:
+    kind = mode["kind"]
+    problems = []
+    if "temperature" in mode and kind != "temperature":
+        problems.append(f"{at}.temperature: only allowed for kind 'temperature' (kind is {kind!r})")
+    if "sde_a" in mode and kind != "flow_sde":
+        problems.append(f"{at}.sde_a: only allowed for kind 'flow_sde' (kind is {kind!r})")
+    if "steps" in mode and HEAD_OF_MODE[kind] != "flow":
+        problems.append(f"{at}.steps: only allowed for flow kinds (kind is {kind!r})")
+    return problems
+
+
+def _subset_problems(seeds: Sequence[int], registered: Sequence[int], at: str) -> list[str]:
+    known = set(registered)
+    return [
+        f"{at}[{i}]: seed {s} is not one of the registered seeds"
+        for i, s in enumerate(seeds)
+        if s not in known
+    ]
+
+
+def design_problems(raw: Mapping[str, Any]) -> list[str]:
+    """Cross-field rule violations of a schema-valid design, each as ``"<field path>: <problem>"``."""
+    problems: list[str] = []
+    arms: Mapping[str, Any] = raw["arms"]
+    arm_list = ", ".join(arms)
+    seeds = expand_seeds(raw["seeds"])
+
+    try:
+        SimParams.from_dict(raw["sim"])
+    except ValueError as exc:
+        problems.append(str(exc))
+
+    seen: dict[str, int] = {}
+    for i, cell in enumerate(raw["cells"]):
+        at = f"cells[{i}]"
+        if cell["id"] in seen:
+            problems.append(f"{at}.id: {cell['id']!r} is already the id of cells[{seen[cell['id']]}]")
+        seen.setdefault(cell["id"], i)
+        if cell["arm"] not in arms:
+            problems.append(f"{at}.arm: {cell['arm']!r} is not one of the arms ({arm_list})")
+        else:
+            head = arms[cell["arm"]]["head"]
+            kind = cell["mode"]["kind"]
+            if HEAD_OF_MODE[kind] != head:
+                problems.append(
+                    f"{at}.mode.kind: {kind!r} samples the {HEAD_OF_MODE[kind]} head, "
+                    f"but arm {cell['arm']!r} has head {head!r}"
+                )
+        problems += _mode_problems(cell["mode"], f"{at}.mode")
+        if not cell["optional"] and not cell["enabled"]:
+            problems.append(f"{at}.enabled: a required cell (optional: false) must be enabled")
+    if not any(cell["enabled"] for cell in raw["cells"]):
+        problems.append("cells: no cell is enabled")
+
+    training_arms: Mapping[str, Any] = raw["training"]["arms"]
+    for arm in training_arms:
+        if arm not in arms:
+            problems.append(f"training.arms.{arm}: {arm!r} is not one of the arms ({arm_list})")
+    for arm in arms:
+        if arm not in training_arms:
+            problems.append(f"training.arms: no trainer settings for arm {arm!r}")
+    overlap = sorted(set(expand_seeds(raw["training"]["demos"]["seeds"])) & set(seeds))
+    if overlap:
+        problems.append(
+            f"training.demos.seeds: overlaps the probe's seeds ({', '.join(map(str, overlap[:5]))}"
+            f"{', ...' if len(overlap) > 5 else ''}); demos must not be drawn from evaluation spawns"
+        )
+
+    parallel = raw["oracles"]["parallel"]
+    for i, arm in enumerate(parallel["arms"]):
+        if arm not in arms:
+            problems.append(f"oracles.parallel.arms[{i}]: {arm!r} is not one of the arms ({arm_list})")
+    oracle_heads = {arms[a]["head"] for a in parallel["arms"] if a in arms}
+    for i, mode in enumerate(parallel["modes"]):
+        at = f"oracles.parallel.modes[{i}]"
+        problems += _mode_problems(mode, at)
+        if HEAD_OF_MODE[mode["kind"]] not in oracle_heads:
+            problems.append(
+                f"{at}.kind: {mode['kind']!r} fits none of the oracle's arms ({', '.join(parallel['arms'])})"
+            )
+    problems += _subset_problems(parallel["seeds"], seeds, "oracles.parallel.seeds")
+    problems += _subset_problems(raw["oracles"]["draw0"]["seeds"], seeds, "oracles.draw0.seeds")
+    return problems
+
+
+def read_valid_prereg(
+    path: str | os.PathLike[str], schema_dir: str | os.PathLike[str] | None = None
+) -> tuple[dict[str, Any], str]:
+    """Parse and validate a prereg (schema, then cross-field rules); return it with its canonical sha256."""
+    path = Path(path)
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise PreregError(f"{path}: a prereg must be a YAML mapping, got {type(raw).__name__}")
+    validate_against(raw, load_prereg_schema(schema_dir), str(path))
+    problems = design_problems(raw)
+    if problems:
+        raise PreregError("\n".join(f"{path}: {p}" for p in problems))
+    if analysis_fragment_path(schema_dir).exists():
+        # the analysis sections' cross-references (criteria named in qualifies exist) belong to the analysis
+        from grpo_probe.analysis.spec import AnalysisSpec
+
+        AnalysisSpec.from_prereg(raw, str(path), schema_dir)
+    try:
+        sha = canonical_sha256(raw)
+    except ValueError as exc:  # NaN or infinity has no canonical JSON form
+        raise PreregError(f"{path}: {exc}") from None
+    return raw, sha
+
+
+def _build(path: Path, raw: dict[str, Any], sha: str, lock_date: str | None) -> Prereg:
+    parallel = raw["oracles"]["parallel"]
+    gate = raw["compute_gate"]
+    return Prereg(
+        path=path,
+        name=raw["name"],
+        description=raw["description"],
+        run_key=raw["run_key"],
+        sim=SimParams.from_dict(raw["sim"]),
+        seeds=expand_seeds(raw["seeds"]),
+        group_size=raw["group_size"],
+        arms={
+            arm_id: Arm(arm_id, a["head"], a["checkpoint_sha256"], a["description"])
+            for arm_id, a in raw["arms"].items()
+        },
+        training=Training(
+            demo_seeds=expand_seeds(raw["training"]["demos"]["seeds"]),
+            demo_noise=float(raw["training"]["demos"]["noise"]),
+            arms={arm: dict(settings) for arm, settings in raw["training"]["arms"].items()},
+        ),
+        cells=tuple(
+            Cell(
+                c["id"],
+                c["arm"],
+                ModeSpec.from_dict(c["mode"]),
+                c["optional"],
+                c["enabled"],
+                c["description"],
+            )
+            for c in raw["cells"]
+        ),
+        oracles=Oracles(
+            parallel=ParallelOracle(
+                arms=tuple(parallel["arms"]),
+                modes=tuple(ModeSpec.from_dict(m) for m in parallel["modes"]),
+                seeds=tuple(parallel["seeds"]),
+                draws=parallel["draws"],
+                workers=parallel["workers"],
+            ),
+            draw0_seeds=tuple(raw["oracles"]["draw0"]["seeds"]),
+        ),
+        analysis=dict(raw["analysis"]),
+        decision_rule=dict(raw["decision_rule"]),
+        compute_gate=ComputeGate(
+            float(gate["cpu_hours"]), float(gate["gpu_hours"]), gate.get("description", "")
+        ),
+        amendments=tuple(Amendment(a["date"], a["reason"], tuple(a["fields"])) for a in raw["amendments"]),
+        raw=raw,
+        sha256=sha,
+        lock_date=lock_date,
+    )
+
+
+def load_prereg(
+    path: str | os.PathLike[str],
+    require_lock: bool = True,
+    schema_dir: str | os.PathLike[str] | None = None,
+) -> Prereg:
+    """Load a registered design; with ``require_lock`` it must match ``<path>.lock`` or nothing runs.
+
+    Raises ``ValueError`` subclasses whose message names the file and the field (schema and cross-field
+    rules) or the prereg and its lock and how to amend (lock mismatch).
+    """
+    path = Path(path)
+    raw, sha = read_valid_prereg(path, schema_dir)
+    lock_date = None
+    if require_lock:
+        lock_date = check_lock(path, raw)["date"]
+    elif lock_path(path).exists():
+        lock = read_lock(lock_path(path))
+        lock_date = lock["date"] if lock["sha256"] == sha else None
+    return _build(path, raw, sha, lock_date)
+
+
+@dataclass(frozen=True)
+class LockOutcome:
+    """What :func:`lock_prereg` did."""
+
+    lock_path: Path
+    lock: dict[str, Any]
+    written: bool
+    message: str
+
+
+def lock_prereg(
+    path: str | os.PathLike[str],
+    schema_dir: str | os.PathLike[str] | None = None,
+    date: str | None = None,
+) -> LockOutcome:
+    """Lock a valid design, or re-lock it after an appended amendment; refuse any other change.
+
+    Locking an unchanged design leaves the existing lock (and its date) untouched.
+    """
+    path = Path(path)
+    raw, sha = read_valid_prereg(path, schema_dir)
+    target = lock_path(path)
+    old = read_lock(target) if target.exists() else None
+    if old is not None and old["sha256"] == sha and old["file"] == path.name:
+        return LockOutcome(target, old, False, f"{path}: unchanged since its lock {target} ({old['date']})")
+    if old is not None:
+        problems = relock_problems(path, old, raw)
+        if problems:
+            raise LockError("\n".join(problems))
+    lock = build_lock(raw, path.name, date or utc_now_iso())
+    write_lock(target, lock)
+    verb = "re-locked" if old is not None else "locked"
+    return LockOutcome(
+        target, lock, True, f"{path}: {verb} as {sha} in {target} ({lock['amendments']} amendments)"
+    )

@@ -1,0 +1,136 @@
+"""The JSON schemas under ``workflow/schemas/`` and error messages that name the file and the field.
+
+Why: the Snakefile validates config and prereg with the same schema files this module reads, so there is
+one definition of what a valid design is. The prereg schema is assembled from two files: the base
+(``prereg.schema.yaml``, every section but the analysis) and the analysis fragment
+(``prereg.analysis.schema.yaml``, whose ``properties`` hold the ``analysis`` and ``decision_rule``
+sections). While the fragment is absent those two sections are checked only as objects.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError, best_match
+
+from grpo_probe.prereg.canonical import read_yaml
+
+__all__ = [
+    "ANALYSIS_FRAGMENT",
+    "CONFIG_SCHEMA",
+    "PREREG_SCHEMA",
+    "SchemaError",
+    "analysis_fragment_path",
+    "default_schema_dir",
+    "field_path",
+    "load_config_schema",
+    "load_prereg_schema",
+    "validate_against",
+]
+
+PREREG_SCHEMA = "prereg.schema.yaml"
+ANALYSIS_FRAGMENT = "prereg.analysis.schema.yaml"
+CONFIG_SCHEMA = "config.schema.yaml"
+
+_MAX_REPORTED = 12
+
+
+class SchemaError(ValueError):
+    """A document does not satisfy its schema; the message names the file and each failing field."""
+
+
+def default_schema_dir() -> Path:
+    """``workflow/schemas`` of the source tree this package runs from (the package is installed editable)."""
+    return Path(__file__).resolve().parents[3] / "workflow" / "schemas"
+
+
+def _schema_file(schema_dir: str | os.PathLike[str] | None, name: str) -> Path:
+    path = Path(schema_dir) if schema_dir is not None else default_schema_dir()
+    return path / name
+
+
+def analysis_fragment_path(schema_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where the analysis engineer's schema fragment lives (it may be absent)."""
+    return _schema_file(schema_dir, ANALYSIS_FRAGMENT)
+
+
+def load_prereg_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The base prereg schema with the analysis fragment's ``properties`` (and ``$defs``) merged in."""
+    base_path = _schema_file(schema_dir, PREREG_SCHEMA)
+    schema = read_yaml(base_path)
+    fragment_path = analysis_fragment_path(schema_dir)
+    if not fragment_path.exists():
+        return schema
+    fragment = read_yaml(fragment_path)
+    if not isinstance(fragment, Mapping) or not isinstance(fragment.get("properties"), Mapping):
+        raise SchemaError(f"{fragment_path}: must be a JSON-schema object with a 'properties' mapping")
+    schema = copy.deepcopy(schema)
+    for key, sub in fragment["properties"].items():
+        schema["properties"][key] = sub
+        if key not in schema["required"]:
+            schema["required"].append(key)
+    for key, sub in fragment.get("$defs", {}).items():
+        if key in schema.setdefault("$defs", {}):
+            raise SchemaError(f"{fragment_path}: $defs.{key} is already defined in {base_path}")
+        schema["$defs"][key] = sub
+    return schema
+
+
+def load_config_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The run-config schema."""
+    return read_yaml(_schema_file(schema_dir, CONFIG_SCHEMA))
+
+
+def field_path(parts: Iterable[Any]) -> str:
+    """``("cells", 1, "arm")`` -> ``"cells[1].arm"``; the empty path is ``"(top level)"``."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _alternatives(error: ValidationError) -> str:
+    """Why a oneOf/anyOf failed: the errors of the one alternative whose discriminating const/enum matched."""
+    branches: dict[Any, list[ValidationError]] = {}
+    for sub in error.context or []:
+        branches.setdefault(sub.schema_path[0], []).append(sub)
+    matching = [errs for errs in branches.values() if not any(e.validator in ("const", "enum") for e in errs)]
+    if len(matching) == 1:
+        chosen = matching[0]
+    elif not matching:  # no alternative's discriminator matched: say what each one expects
+        chosen = [e for errs in branches.values() for e in errs if e.validator in ("const", "enum")]
+    else:
+        chosen = [best_match(error.context)]
+    parts = []
+    for e in chosen:
+        where = field_path(e.relative_path) if e.relative_path else ""
+        parts.append(f"{where}: {e.message}" if where else e.message)
+    return "; ".join(dict.fromkeys(parts))
+
+
+def _describe(error: ValidationError) -> str:
+    message = error.message
+    if error.context:
+        message = f"{message} ({_alternatives(error)})"
+    return f"{field_path(error.absolute_path)}: {message}"
+
+
+def validate_against(document: Any, schema: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`SchemaError` listing every violation as ``"<where>: <field path>: <problem>"``."""
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator_cls.check_schema(schema)
+    validator = validator_cls(schema)
+    errors = sorted(
+        validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)
+    )
+    if not errors:
+        return
+    lines = [f"{where}: {_describe(e)}" for e in errors[:_MAX_REPORTED]]
+    if len(errors) > _MAX_REPORTED:
+        lines.append(f"{where}: ... and {len(errors) - _MAX_REPORTED} more")
+    raise SchemaError("\n".join(lines))

@@ -1,0 +1,25 @@
+"""Provenance: per-rule manifests of content hashes, and verification of the chain they form."""
+
+from grpo_probe.provenance.chain import BrokenLinkError, ChainReport, verify_chain
+from grpo_probe.provenance.environment import code_version, environment, sources_sha256
+from grpo_probe.provenance.manifest import (
+    MANIFEST_FORMAT,
+    ManifestError,
+    file_sha256,
+    read_manifest,
+    write_manifest,
+)
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "BrokenLinkError",
+    "ChainReport",
+    "ManifestError",
+    "code_version",
+    "environment",
+    "file_sha256",
+    "read_manifest",
+    "sources_sha256",
+    "verify_chain",
+    "write_manifest",
+]

@@ -1,0 +1,157 @@
+"""Verify a manifest chain: re-hash every artifact from a target manifest back to the prereg.
+
+Why: an auditor should not have to trust that results/decision.md came from the locked design through the
+registered order. Starting at the target manifest, every listed output is re-hashed, every upstream
+manifest is re-hashed against the hash its consumer recorded and then visited in turn (depth first, in
+listed order), every manifest must carry the same prereg hash, and the chain must end at a manifest that
+records the prereg file, whose canonical hash and lock must still match. The first broken link is named:
+the file, the manifest that vouched for it, and the expected and found hash.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
+from grpo_probe.prereg.lock import lock_path, read_lock
+from grpo_probe.provenance.environment import code_version, environment
+from grpo_probe.provenance.manifest import ManifestError, file_sha256, read_manifest, relative_to_root
+
+__all__ = ["BrokenLinkError", "ChainReport", "verify_chain"]
+
+
+class BrokenLinkError(ValueError):
+    """The first link of a manifest chain that does not hold."""
+
+    def __init__(
+        self, file: str, manifest: str | None, problem: str, expected: str | None, found: str | None
+    ):
+        self.file = file
+        self.manifest = manifest
+        self.problem = problem
+        self.expected = expected
+        self.found = found
+        where = f" (listed in {manifest})" if manifest else ""
+        hashes = f": expected {expected}, found {found}" if expected is not None or found is not None else ""
+        super().__init__(f"{file}{where}: {problem}{hashes}")
+
+
+@dataclass
+class ChainReport:
+    """A verified chain: the manifests visited (target first), artifacts re-hashed, and where it ends."""
+
+    target: str
+    prereg_sha256: str
+    prereg_path: str
+    manifests: list[str] = field(default_factory=list)
+    artifacts: int = 0
+    notes: list[str] = field(default_factory=list)
+    """Differences between the recorded code/environment and this machine's (not failures)."""
+
+
+def _environment_notes(manifest_rel: str, manifest: dict[str, Any], seen: set[str]) -> list[str]:
+    notes = []
+    here = {"code": code_version(), "environment": environment()}
+    for section, current in here.items():
+        recorded = manifest.get(section, {})
+        for key in sorted(set(current) | set(recorded)):
+            if recorded.get(key) != current.get(key):
+                note = f"{section}.{key}: recorded {recorded.get(key)!r}, this machine {current.get(key)!r}"
+                if note not in seen:
+                    seen.add(note)
+                    notes.append(f"{manifest_rel}: {note}")
+    return notes
+
+
+def _check_prereg(root: Path, manifest_rel: str, prereg_rel: str, expected_sha: str) -> None:
+    prereg = root / prereg_rel
+    if not prereg.is_file():
+        raise BrokenLinkError(prereg_rel, manifest_rel, "prereg file is missing", expected_sha, None)
+    found = canonical_sha256(read_yaml(prereg))
+    if found != expected_sha:
+        raise BrokenLinkError(
+            prereg_rel, manifest_rel, "prereg content changed (canonical sha256)", expected_sha, found
+        )
+    lock_file = lock_path(prereg)
+    lock_rel = lock_file.relative_to(root).as_posix()
+    if not lock_file.is_file():
+        raise BrokenLinkError(lock_rel, manifest_rel, "prereg lock is missing", expected_sha, None)
+    locked = read_lock(lock_file)["sha256"]
+    if locked != expected_sha:
+        raise BrokenLinkError(
+            lock_rel, manifest_rel, "prereg lock covers a different design", expected_sha, locked
+        )
+
+
+def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> ChainReport:
+    """Re-hash the chain ending at ``target``; raise :class:`BrokenLinkError` at the first broken link.
+
+    Paths in manifests are relative to ``root`` (default: the working directory).
+    """
+    root_path = Path(root).resolve() if root is not None else Path.cwd().resolve()
+    target_rel = relative_to_root(target, root_path)
+    if not (root_path / target_rel).is_file():
+        raise BrokenLinkError(target_rel, None, "target manifest is missing", None, None)
+    report: ChainReport | None = None
+    seen_notes: set[str] = set()
+    visited: set[str] = set()
+    stack: list[str] = [target_rel]
+    while stack:
+        manifest_rel = stack.pop()
+        if manifest_rel in visited:
+            continue
+        visited.add(manifest_rel)
+        try:
+            manifest = read_manifest(root_path / manifest_rel)
+        except ManifestError as exc:
+            raise BrokenLinkError(manifest_rel, None, f"unreadable manifest ({exc})", None, None) from None
+        if report is None:
+            report = ChainReport(target=target_rel, prereg_sha256=manifest["prereg_sha256"], prereg_path="")
+        report.manifests.append(manifest_rel)
+        if manifest["prereg_sha256"] != report.prereg_sha256:
+            raise BrokenLinkError(
+                manifest_rel,
+                None,
+                "prereg hash differs from the target's",
+                report.prereg_sha256,
+                manifest["prereg_sha256"],
+            )
+        for entry in manifest["outputs"]:
+            path = root_path / entry["path"]
+            if not path.is_file():
+                raise BrokenLinkError(entry["path"], manifest_rel, "output is missing", entry["sha256"], None)
+            found = file_sha256(path)
+            if found != entry["sha256"]:
+                raise BrokenLinkError(entry["path"], manifest_rel, "output changed", entry["sha256"], found)
+            report.artifacts += 1
+        if "prereg_path" in manifest:
+            _check_prereg(root_path, manifest_rel, manifest["prereg_path"], report.prereg_sha256)
+            report.prereg_path = report.prereg_path or manifest["prereg_path"]
+        upstream = []
+        for entry in manifest["inputs"]:
+            path = root_path / entry["path"]
+            if not path.is_file():
+                raise BrokenLinkError(
+                    entry["path"], manifest_rel, "input manifest is missing", entry["sha256"], None
+                )
+            found = file_sha256(path)
+            if found != entry["sha256"]:
+                raise BrokenLinkError(
+                    entry["path"], manifest_rel, "input manifest changed", entry["sha256"], found
+                )
+            upstream.append(entry["path"])
+        stack.extend(reversed(upstream))  # depth first, in listed order
+        report.notes += _environment_notes(manifest_rel, manifest, seen_notes)
+    assert report is not None  # the target was visited
+    if not report.prereg_path:
+        raise BrokenLinkError(
+            target_rel,
+            None,
+            "the chain never reaches the prereg (no manifest records prereg_path)",
+            None,
+            None,
+        )
+    return report

@@ -1,0 +1,139 @@
+"""Manifests: what each rule wrote, what it read, and under which design, code and machine.
+
+Why: Snakemake orders rules by file timestamps and records no content hashes. Every rule here writes,
+beside its outputs, a manifest holding the sha256 and size of each output, the path and sha256 of each
+upstream manifest it consumed, the registered design's hash, the code version and the environment. Since
+downstream rules take upstream manifests as inputs, the manifests form a chain from decision.md back to
+the prereg that anyone can re-hash (``grpo-probe verify``). Paths are stored relative to a root (the
+workflow's working directory) in POSIX form, and nothing in a manifest depends on the time or the host
+name, so a rerun on the same machine writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.provenance.environment import code_version, environment
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "ManifestError",
+    "file_sha256",
+    "read_manifest",
+    "relative_to_root",
+    "write_manifest",
+]
+
+MANIFEST_FORMAT = "grpo-probe-manifest/1"
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_CHUNK = 1 << 20
+
+
+class ManifestError(ValueError):
+    """A manifest cannot be written or read; the message names the file."""
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def relative_to_root(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> str:
+    """``path`` relative to ``root`` (default: the working directory) as a POSIX string; must lie under it."""
+    root_path = Path(root if root is not None else Path.cwd()).resolve()
+    full = Path(path) if Path(path).is_absolute() else Path.cwd() / path
+    try:
+        return full.resolve().relative_to(root_path).as_posix()
+    except ValueError:
+        raise ManifestError(f"{path}: not under the manifest root {root_path}") from None
+
+
+def write_manifest(
+    manifest_path: str | os.PathLike[str],
+    outputs: Sequence[str | os.PathLike[str]],
+    input_manifests: Sequence[str | os.PathLike[str]],
+    prereg_sha256: str,
+    rule: str,
+    extra: Mapping[str, Any] | None = None,
+    *,
+    root: str | os.PathLike[str] | None = None,
+    prereg_path: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Hash ``outputs`` and ``input_manifests`` and write the manifest atomically; return what was written.
+
+    ``root`` (default: the working directory) is what stored paths are relative to. ``prereg_path`` is
+    given by the rule that checks the prereg: it records the design file itself, so ``verify`` can end the
+    chain at the prereg and its lock.
+    """
+    if not isinstance(prereg_sha256, str) or not _SHA256.match(prereg_sha256):
+        raise ManifestError(
+            f"{manifest_path}: prereg_sha256 must be 64 lower-case hex digits, got {prereg_sha256!r}"
+        )
+    manifest_rel = relative_to_root(manifest_path, root)
+    root_path = Path(root) if root is not None else Path.cwd()
+
+    def entries(paths: Sequence[str | os.PathLike[str]], kind: str, with_size: bool) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for path in paths:
+            rel = relative_to_root(path, root)
+            if rel == manifest_rel:
+                raise ManifestError(f"{manifest_path}: a manifest cannot list itself as an {kind}")
+            if rel in seen:
+                raise ManifestError(f"{manifest_path}: {kind} {rel} is listed twice")
+            seen.add(rel)
+            full = root_path / rel
+            if not full.is_file():
+                raise ManifestError(f"{manifest_path}: {kind} {rel} does not exist")
+            entry: dict[str, Any] = {"path": rel, "sha256": file_sha256(full)}
+            if with_size:
+                entry["size"] = full.stat().st_size
+            out.append(entry)
+        return out
+
+    manifest: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "rule": rule,
+        "prereg_sha256": prereg_sha256,
+        "outputs": entries(outputs, "output", with_size=True),
+        "inputs": entries(input_manifests, "input manifest", with_size=False),
+        "code": code_version(),
+        "environment": environment(),
+        "extra": dict(extra or {}),
+    }
+    if prereg_path is not None:
+        manifest["prereg_path"] = relative_to_root(prereg_path, root)
+    try:
+        text = json.dumps(manifest, sort_keys=True, indent=2, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as exc:
+        raise ManifestError(f"{manifest_path}: extra is not plain JSON data: {exc}") from None
+    atomic_write_text(manifest_path, text)
+    return manifest
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse a manifest, checking its format and required fields; errors name the file."""
+    path = Path(path)
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such manifest") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: not a valid manifest: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise ManifestError(f"{path}: not a {MANIFEST_FORMAT} manifest")
+    for key in ("rule", "prereg_sha256", "outputs", "inputs"):
+        if key not in manifest:
+            raise ManifestError(f"{path}: manifest lacks {key!r}")
+    return manifest

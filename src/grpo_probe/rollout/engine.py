@@ -1,0 +1,376 @@
+"""The group runner: K keyed rollouts per seed, on a sequential path and a parallel path that share one loop.
+
+Why one loop: the parallel oracle can only prove what both paths have in common. :func:`run_lockstep`
+is the whole episode logic (reset, one ``policy.act`` per replan over the envs still running, execute,
+record); the sequential path calls it with one env at a time in this process, the parallel path calls
+it inside worker processes with several envs in lockstep. The draw index enters only the row keys
+``RowKey(run_key, seed, replan, draw)``, and a policy's rows never influence each other (fixed padded
+batch shape inside the policy), so an episode's bytes do not depend on which path, worker or batch ran it.
+
+Workers are started with ``spawn`` (or ``forkserver``): forking a process whose torch has started its
+thread pools can deadlock. Each worker builds its policy from a :class:`PolicySource` and runs torch on
+one thread; parallelism comes from processes and batching.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from grpo_probe.policies.protocol import Policy, RowDiagnostics, RowKey, SamplingMode
+from grpo_probe.rollout.policy_source import PolicySource
+from grpo_probe.rollout.progress import RolloutProgress
+from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec, EpisodeTiming
+from grpo_probe.rollout.table import result_row, rollout_table
+from grpo_probe.sim.env import BoatPushEnv
+from grpo_probe.sim.params import SimParams
+
+__all__ = [
+    "DEFAULT_ENVS_PER_WORKER",
+    "ChunkHook",
+    "GroupJob",
+    "RolloutPool",
+    "RolloutWorkerError",
+    "group_table",
+    "mean_timing",
+    "run_group",
+    "run_lockstep",
+    "run_parallel",
+    "run_sequential",
+    "single_torch_thread",
+]
+
+DEFAULT_ENVS_PER_WORKER = 8
+"""Envs a worker steps in lockstep per task: the probe's K, so one task is one seed's group."""
+
+ChunkHook = Callable[[BoatPushEnv, EpisodeSpec, int, np.ndarray], np.ndarray]
+"""``hook(env, spec, replan, chunk) -> chunk`` called before each chunk is executed.
+
+A test seam only: the oracle tests plant a 1-ulp perturbation in one env of one path through it. It
+must be picklable (a module-level function or a ``functools.partial`` of one) to reach workers.
+"""
+
+
+class RolloutWorkerError(RuntimeError):
+    """A worker process died (killed or crashed) before returning its episodes; nothing was written."""
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    """One group run: an arm's policy under one sampling mode on ``seeds`` x ``draws`` episodes."""
+
+    arm: str
+    cell: str
+    source: PolicySource
+    mode: SamplingMode
+    seeds: tuple[int, ...]
+    draws: int
+    """K: draws 0..K-1 of every seed (draw 0 of a flow cell is the anchor's keyed noise)."""
+    run_key: int
+    sim: SimParams = field(default_factory=SimParams)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        for name in ("arm", "cell"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"rollout job: {name} must be a non-empty string, got {value!r}")
+        if not self.seeds:
+            raise ValueError(f"rollout job {self.cell}/{self.arm}: seeds is empty")
+        for i, seed in enumerate(self.seeds):
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+                raise ValueError(
+                    f"rollout job {self.cell}/{self.arm}: seeds[{i}] must be an integer >= 0, got {seed!r}"
+                )
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"rollout job {self.cell}/{self.arm}: seeds contain duplicates")
+        if isinstance(self.draws, bool) or not isinstance(self.draws, int) or self.draws < 1:
+            raise ValueError(
+                f"rollout job {self.cell}/{self.arm}: draws must be an integer >= 1, got {self.draws!r}"
+            )
+        if isinstance(self.run_key, bool) or not isinstance(self.run_key, int) or self.run_key < 0:
+            raise ValueError(
+                f"rollout job {self.cell}/{self.arm}: run_key must be an integer >= 0, got {self.run_key!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        """``cell/arm seeds a-b`` for progress lines and error messages."""
+        return f"{self.cell}/{self.arm} seeds {min(self.seeds)}-{max(self.seeds)}"
+
+    def episodes(self) -> list[EpisodeSpec]:
+        """Every (seed, draw) of the job, sorted: the order rows are written in."""
+        return sorted(EpisodeSpec(int(s), d) for s in self.seeds for d in range(self.draws))
+
+    def replace(self, **changes: Any) -> GroupJob:
+        """A copy with some fields changed (e.g. the mode or the draws of an oracle's reference run)."""
+        return dataclasses.replace(self, **changes)
+
+
+@contextlib.contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """Run torch on one intra-op thread inside the block (as rollout workers always do)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _check_output(
+    policy: Policy, actions: Any, diagnostics: Any, batch: int, params: SimParams
+) -> np.ndarray:
+    shape = (batch, params.chunk_length, params.action_dims)
+    if not isinstance(actions, np.ndarray) or actions.shape != shape or actions.dtype != np.float32:
+        found = f"{getattr(actions, 'dtype', type(actions).__name__)} {getattr(actions, 'shape', '')}"
+        raise ValueError(
+            f"policy (head {policy.head!r}) returned actions {found}; the protocol needs float32 {shape}"
+        )
+    if len(diagnostics) != batch:
+        raise ValueError(
+            f"policy (head {policy.head!r}) returned {len(diagnostics)} diagnostics for {batch} rows"
+        )
+    return actions
+
+
+def run_lockstep(
+    policy: Policy,
+    envs: Sequence[BoatPushEnv],
+    specs: Sequence[EpisodeSpec],
+    *,
+    run_key: int,
+    mode: SamplingMode,
+    hook: ChunkHook | None = None,
+) -> list[EpisodeResult]:
+    """Run ``specs`` to the end, env ``i`` running ``specs[i]``, with one ``policy.act`` per replan.
+
+    Every replan the envs still running form one batch (rows in ``specs`` order); an env the strike cap
+    ended drops out of later batches. Returns one result per spec, in ``specs`` order.
+    """
+    if len(envs) < len(specs):
+        raise ValueError(f"run_lockstep: {len(specs)} episodes need as many envs, got {len(envs)}")
+    if not specs:
+        return []
+    start = time.perf_counter()
+    params = envs[0].params
+    n = len(specs)
+    timings = [EpisodeTiming() for _ in range(n)]
+    obs = [envs[i].reset(specs[i].seed) for i in range(n)]
+    executed: list[list[np.ndarray]] = [[] for _ in range(n)]
+    diagnostics: list[list[RowDiagnostics]] = [[] for _ in range(n)]
+    while True:
+        active = [i for i in range(n) if not envs[i].done]
+        if not active:
+            break
+        keys = [RowKey(run_key, specs[i].seed, envs[i].replan_index, specs[i].draw) for i in active]
+        t0 = time.perf_counter()
+        out = policy.act(np.stack([obs[i] for i in active]), keys, mode)
+        policy_s = (time.perf_counter() - t0) / len(active)
+        actions = _check_output(policy, out.actions, out.diagnostics, len(active), params)
+        for row, i in enumerate(active):
+            env = envs[i]
+            chunk = actions[row].copy()
+            if hook is not None:
+                chunk = hook(env, specs[i], env.replan_index, chunk)
+            executed[i].append(np.array(chunk[: params.executed_actions], dtype=np.float32, copy=True))
+            diagnostics[i].append(out.diagnostics[row])
+            timings[i].policy_s += policy_s
+            t1 = time.perf_counter()
+            obs[i] = env.execute_chunk(chunk)
+            timings[i].physics_s += time.perf_counter() - t1
+    per_episode_s = (time.perf_counter() - start) / n
+    results = []
+    for i in range(n):
+        timings[i].total_s = per_episode_s
+        results.append(
+            EpisodeResult(
+                spec=specs[i],
+                head=str(policy.head),
+                record=envs[i].record(),
+                executed_actions=np.stack(executed[i]),
+                diagnostics=diagnostics[i],
+                timing=timings[i],
+            )
+        )
+    return results
+
+
+def run_sequential(
+    job: GroupJob,
+    *,
+    policy: Policy | None = None,
+    hook: ChunkHook | None = None,
+    progress: RolloutProgress | None = None,
+) -> list[EpisodeResult]:
+    """The reference path: one env, batch 1, this process, episodes in (seed, draw) order."""
+    with single_torch_thread():
+        if policy is None:
+            policy = job.source.build()
+        env = BoatPushEnv(job.sim)
+        results = []
+        for spec in job.episodes():
+            results.extend(run_lockstep(policy, [env], [spec], run_key=job.run_key, mode=job.mode, hook=hook))
+            if progress is not None:
+                progress.update(1)
+    return results
+
+
+# -- worker side ---------------------------------------------------------------------------------------
+_WORKER_POLICIES: dict[str, Policy] = {}
+_WORKER_ENVS: dict[str, list[BoatPushEnv]] = {}
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):  # only settable before inter-op work has started
+        torch.set_num_interop_threads(1)
+
+
+def _worker_run(
+    source: PolicySource,
+    sim: SimParams,
+    run_key: int,
+    mode: SamplingMode,
+    specs: list[EpisodeSpec],
+    hook: ChunkHook | None,
+) -> list[EpisodeResult]:
+    """One task in a worker: build (once) the policy and envs, then run ``specs`` in lockstep."""
+    policy_key = repr(source)
+    if policy_key not in _WORKER_POLICIES:
+        _WORKER_POLICIES[policy_key] = source.build()
+    envs = _WORKER_ENVS.setdefault(repr(sim), [])
+    while len(envs) < len(specs):
+        envs.append(BoatPushEnv(sim))
+    return run_lockstep(_WORKER_POLICIES[policy_key], envs, specs, run_key=run_key, mode=mode, hook=hook)
+
+
+class RolloutPool:
+    """Worker processes for the parallel path; reusable across jobs (each worker caches its policies).
+
+    Use as a context manager. ``start_method`` is ``"spawn"`` (default) or ``"forkserver"``; ``"fork"`` is
+    refused because forking a process that holds torch state is unsafe.
+    """
+
+    def __init__(self, workers: int, *, start_method: str = "spawn") -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        if start_method not in ("spawn", "forkserver"):
+            raise ValueError(f"start_method must be 'spawn' or 'forkserver', got {start_method!r}")
+        self.workers = workers
+        self._executor = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context(start_method),
+            initializer=_init_worker,
+        )
+
+    def __enter__(self) -> RolloutPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (pending tasks are cancelled)."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def run(
+        self,
+        job: GroupJob,
+        *,
+        envs_per_worker: int = DEFAULT_ENVS_PER_WORKER,
+        hook: ChunkHook | None = None,
+        progress: RolloutProgress | None = None,
+    ) -> list[EpisodeResult]:
+        """Run every episode of ``job`` in tasks of ``envs_per_worker`` lockstep envs; results sorted."""
+        if isinstance(envs_per_worker, bool) or not isinstance(envs_per_worker, int) or envs_per_worker < 1:
+            raise ValueError(f"envs_per_worker must be an integer >= 1, got {envs_per_worker!r}")
+        specs = job.episodes()
+        batches = [specs[i : i + envs_per_worker] for i in range(0, len(specs), envs_per_worker)]
+        try:
+            futures: list[Future[list[EpisodeResult]]] = [
+                self._executor.submit(_worker_run, job.source, job.sim, job.run_key, job.mode, batch, hook)
+                for batch in batches
+            ]
+        except BrokenProcessPool as exc:
+            raise RolloutWorkerError(f"{job.label}: the worker pool is broken ({exc})") from exc
+        results: list[EpisodeResult] = []
+        pending = set(futures)
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for future in finished:
+                    batch_results = future.result()
+                    results.extend(batch_results)
+                    if progress is not None:
+                        progress.update(len(batch_results))
+        except BrokenProcessPool as exc:
+            raise RolloutWorkerError(
+                f"{job.label}: a rollout worker died (killed or crashed) before returning its episodes; "
+                "nothing was written, rerun the shard"
+            ) from exc
+        finally:
+            for future in pending:
+                future.cancel()
+        results.sort(key=lambda r: r.spec)
+        return results
+
+
+def run_parallel(
+    job: GroupJob,
+    *,
+    workers: int,
+    envs_per_worker: int = DEFAULT_ENVS_PER_WORKER,
+    hook: ChunkHook | None = None,
+    progress: RolloutProgress | None = None,
+    start_method: str = "spawn",
+) -> list[EpisodeResult]:
+    """The parallel path on a fresh pool of ``workers`` processes (see :class:`RolloutPool`)."""
+    with RolloutPool(workers, start_method=start_method) as pool:
+        return pool.run(job, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
+
+
+def run_group(
+    job: GroupJob,
+    *,
+    workers: int = 0,
+    pool: RolloutPool | None = None,
+    envs_per_worker: int = DEFAULT_ENVS_PER_WORKER,
+    hook: ChunkHook | None = None,
+    progress: RolloutProgress | None = None,
+) -> list[EpisodeResult]:
+    """Run ``job`` on ``pool`` if given, else sequentially (``workers == 0``) or on ``workers`` processes."""
+    if pool is not None:
+        return pool.run(job, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
+    if workers == 0:
+        return run_sequential(job, hook=hook, progress=progress)
+    return run_parallel(job, workers=workers, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
+
+
+def group_table(job: GroupJob, results: Sequence[EpisodeResult]) -> pa.Table:
+    """The rollout table of a job's results (rows sorted by (seed, draw))."""
+    return rollout_table(result_row(r, cell=job.cell, arm=job.arm, mode=job.mode) for r in results)
+
+
+def mean_timing(results: Sequence[EpisodeResult]) -> EpisodeTiming:
+    """Mean per-episode timing over ``results`` (for benchmarks and logs, never for artifacts)."""
+    if not results:
+        return EpisodeTiming(math.nan, math.nan, math.nan)
+    n = len(results)
+    return EpisodeTiming(
+        physics_s=sum(r.timing.physics_s for r in results) / n,
+        policy_s=sum(r.timing.policy_s for r in results) / n,
+        total_s=sum(r.timing.total_s for r in results) / n,
+    )

@@ -1,0 +1,312 @@
+"""The two oracles every probe number depends on, each writing a JSON report and failing loudly.
+
+- **Parallel oracle**: for a registered subset of (arm, mode, seeds, draws), run the sequential path
+  and the parallel path and compare every per-tick trace, executed action and token id bit for bit.
+- **Draw-0 oracle**: the probe instrument with its stochasticity switched off reproduces the reference
+  rows bit for bit: AR temperature -> greedy and flow draw 0 (the anchor's keyed noise) against the
+  anchor table; the SDE sampler at a = 0 against the deterministic Euler sampler on the same grid.
+
+A report holds pass/fail, how much was compared, the sha256 of both sides' rollout tables and the first
+divergence (arm, mode, seed, draw, tick, field, both values). It holds no times or paths of this machine,
+so the same inputs give the same report bytes. On a mismatch the report is written, then
+:class:`OracleMismatchError` is raised with the divergence in its message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.policies.protocol import SAMPLING_KINDS, SamplingMode
+from grpo_probe.rollout.divergence import ComparedEpisode, ComparisonCounts, Divergence, compare_episodes
+from grpo_probe.rollout.engine import (
+    DEFAULT_ENVS_PER_WORKER,
+    ChunkHook,
+    GroupJob,
+    RolloutPool,
+    group_table,
+    run_group,
+    run_sequential,
+)
+from grpo_probe.rollout.progress import RolloutProgress
+from grpo_probe.rollout.results import EpisodeResult
+from grpo_probe.rollout.table import ANCHOR_CELL, read_rollout_table, table_bytes
+
+__all__ = [
+    "EULER_KIND",
+    "OracleMismatchError",
+    "anchor_mode",
+    "draw0_probe_mode",
+    "run_draw0_oracle",
+    "run_parallel_oracle",
+]
+
+EULER_KIND = "flow_euler"
+"""Sampling kind of the deterministic Euler flow sampler, the reference of an SDE cell's draw-0 oracle."""
+
+
+class OracleMismatchError(RuntimeError):
+    """Two runs that must be bit-identical differ; the message names the first divergence."""
+
+    def __init__(self, message: str, divergence: Divergence) -> None:
+        super().__init__(message)
+        self.divergence = divergence
+
+
+def anchor_mode(head: str, steps: int = 10) -> SamplingMode:
+    """The deterministic mode of an arm's anchor rows: greedy for AR, the Heun ODE (draw 0) for flow."""
+    if head == "ar":
+        return SamplingMode("greedy")
+    if head == "flow":
+        return SamplingMode("flow_ode", steps=steps)
+    raise ValueError(f"no anchor mode is registered for head {head!r} (known: 'ar', 'flow')")
+
+
+def draw0_probe_mode(mode: SamplingMode) -> SamplingMode:
+    """The probe's mode with its stochasticity switched off: T -> greedy, SDE a -> 0, ODE unchanged."""
+    if mode.kind in ("greedy", "temperature"):
+        return SamplingMode("greedy")
+    if mode.kind == "flow_sde":
+        return SamplingMode("flow_sde", sde_a=0.0, steps=mode.steps)
+    return mode
+
+
+def _euler_mode(steps: int) -> SamplingMode:
+    if EULER_KIND not in SAMPLING_KINDS:
+        raise ValueError(
+            f"the draw-0 oracle of an SDE cell compares against the Euler sampler, but the policy protocol "
+            f"has no {EULER_KIND!r} sampling kind (known: {', '.join(SAMPLING_KINDS)})"
+        )
+    return SamplingMode(EULER_KIND, steps=steps)  # type: ignore[arg-type]
+
+
+def _mode_text(mode: SamplingMode) -> str:
+    if mode.kind == "temperature":
+        return f"temperature(T={mode.temperature!r})"
+    if mode.kind == "flow_sde":
+        return f"flow_sde(a={mode.sde_a!r}, steps={mode.steps})"
+    if mode.kind == "flow_ode":
+        return f"flow_ode(steps={mode.steps})"
+    return mode.kind
+
+
+def _job_dict(job: GroupJob) -> dict[str, Any]:
+    return {
+        "arm": job.arm,
+        "cell": job.cell,
+        "mode": {
+            "kind": job.mode.kind,
+            "temperature": job.mode.temperature,
+            "sde_a": job.mode.sde_a,
+            "steps": job.mode.steps,
+        },
+        "seeds": list(job.seeds),
+        "draws": job.draws,
+        "run_key": job.run_key,
+        "sim": job.sim.to_dict(),
+    }
+
+
+def _compare_groups(
+    job: GroupJob,
+    first: dict[tuple[int, int], ComparedEpisode],
+    second: dict[tuple[int, int], ComparedEpisode],
+    names: tuple[str, str],
+    skip: Sequence[str],
+) -> tuple[Divergence | None, ComparisonCounts]:
+    """Compare episode by episode in (seed, draw) order; the first divergence is the earliest episode's."""
+    counts = ComparisonCounts()
+    found: Divergence | None = None
+    mode = _mode_text(job.mode)
+    for seed, draw in sorted(set(first) | set(second)):
+        if (seed, draw) not in first or (seed, draw) not in second:
+            side = names[0] if (seed, draw) not in first else names[1]
+            counts.mismatched_episodes += 1
+            if found is None:
+                found = Divergence(
+                    job.arm, mode, seed, draw, None, "episode", "present", f"missing from {side}", names
+                )
+            continue
+        diff, episode_counts = compare_episodes(
+            first[(seed, draw)], second[(seed, draw)], executed_per_replan=job.sim.executed_actions, skip=skip
+        )
+        counts.add(episode_counts)
+        if diff is not None and found is None:
+            tick, field, value_a, value_b = diff
+            found = Divergence(job.arm, mode, seed, draw, tick, field, value_a, value_b, names)
+    return found, counts
+
+
+def _episodes(
+    job: GroupJob, results: Sequence[EpisodeResult]
+) -> tuple[dict[tuple[int, int], ComparedEpisode], bytes]:
+    table = group_table(job, results)
+    rows = table.to_pylist()
+    by_key = {}
+    for result, row in zip(results, rows, strict=True):
+        by_key[(result.spec.seed, result.spec.draw)] = ComparedEpisode(row, result.executed_actions)
+    return by_key, table_bytes(table)
+
+
+def _finish(
+    report: dict[str, Any], report_path: str | os.PathLike[str], divergence: Divergence | None
+) -> dict[str, Any]:
+    atomic_write_text(report_path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if divergence is not None:
+        raise OracleMismatchError(
+            f"{report['oracle']} oracle failed ({report_path}): {divergence.message()}", divergence
+        )
+    return report
+
+
+def run_parallel_oracle(
+    jobs: Sequence[GroupJob],
+    report_path: str | os.PathLike[str],
+    *,
+    workers: int = 2,
+    envs_per_worker: int = DEFAULT_ENVS_PER_WORKER,
+    pool: RolloutPool | None = None,
+    parallel_hook: ChunkHook | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run every job on both paths, compare bit for bit, write the report; raise on any difference.
+
+    ``parallel_hook`` is the test seam through which tests plant a perturbation in the parallel path.
+    """
+    if not jobs:
+        raise ValueError(f"{report_path}: the parallel oracle needs at least one (arm, mode) case")
+    names = ("sequential", "parallel")
+    digests = {name: {"tables": hashlib.sha256(), "actions": hashlib.sha256()} for name in names}
+    counts = ComparisonCounts()
+    first_divergence: Divergence | None = None
+    with ExitStack() as stack:
+        active_pool = pool if pool is not None else stack.enter_context(RolloutPool(workers))
+        for job in jobs:
+            total = len(job.episodes())
+            sequential_progress = RolloutProgress(
+                total, f"oracle sequential {job.label}", enabled=show_progress
+            )
+            sequential = run_sequential(job, progress=sequential_progress)
+            sequential_progress.close()
+            parallel_progress = RolloutProgress(total, f"oracle parallel {job.label}", enabled=show_progress)
+            parallel = active_pool.run(
+                job, envs_per_worker=envs_per_worker, hook=parallel_hook, progress=parallel_progress
+            )
+            parallel_progress.close()
+            sides = {}
+            for name, results in zip(names, (sequential, parallel), strict=True):
+                episodes, data = _episodes(job, results)
+                sides[name] = episodes
+                digests[name]["tables"].update(data)
+                for r in results:
+                    digests[name]["actions"].update(r.executed_actions.tobytes())
+            divergence, job_counts = _compare_groups(job, sides[names[0]], sides[names[1]], names, skip=())
+            counts.add(job_counts)
+            if first_divergence is None:
+                first_divergence = divergence
+    report = {
+        "oracle": "parallel",
+        "pass": first_divergence is None,
+        "workers": workers if pool is None else pool.workers,
+        "envs_per_worker": envs_per_worker,
+        "cases": [_job_dict(job) for job in jobs],
+        "counts": vars(counts),
+        **{
+            name: {"tables_sha256": d["tables"].hexdigest(), "actions_sha256": d["actions"].hexdigest()}
+            for name, d in digests.items()
+        },
+        "first_divergence": None if first_divergence is None else first_divergence.to_dict(),
+    }
+    return _finish(report, report_path, first_divergence)
+
+
+def _anchor_episodes(
+    job: GroupJob, anchor_table: str | os.PathLike[str]
+) -> tuple[dict[tuple[int, int], ComparedEpisode], bytes]:
+    table = read_rollout_table(anchor_table)
+    mask = pc.and_(
+        pc.and_(pc.equal(table["cell"], ANCHOR_CELL), pc.equal(table["arm"], job.arm)),
+        pc.and_(
+            pc.equal(table["draw"], 0), pc.is_in(table["seed"], value_set=pa.array(job.seeds, pa.int64()))
+        ),
+    )
+    selected = table.filter(mask).sort_by([("seed", "ascending"), ("draw", "ascending")])
+    rows = selected.to_pylist()
+    found = {row["seed"] for row in rows}
+    missing = [s for s in job.seeds if s not in found]
+    if missing:
+        raise ValueError(
+            f"{anchor_table}: no anchor row (cell 'anchor', draw 0) of arm {job.arm!r} for seeds {missing}"
+        )
+    return {(row["seed"], 0): ComparedEpisode(row) for row in rows}, table_bytes(selected)
+
+
+def run_draw0_oracle(
+    job: GroupJob,
+    report_path: str | os.PathLike[str],
+    *,
+    anchor_table: str | os.PathLike[str] | None = None,
+    workers: int = 0,
+    pool: RolloutPool | None = None,
+    envs_per_worker: int = DEFAULT_ENVS_PER_WORKER,
+    probe_hook: ChunkHook | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Run the cell ``job`` with stochasticity off (draw 0) on the probe path; compare with its reference.
+
+    Reference: the arm's rows in ``anchor_table`` for AR and flow-ODE cells (every column but ``cell``
+    must match, token ids included); for an SDE cell, the Euler sampler on the sequential path with the
+    same keyed initial noise (every column but the mode labels must match, actions included; at a = 0
+    the SDE sampler defines no log-prob, like Euler). ``workers``/``pool`` choose the probe path as in
+    :func:`run_group`.
+    """
+    probe_job = job.replace(mode=draw0_probe_mode(job.mode), draws=1)
+    progress = RolloutProgress(
+        len(probe_job.episodes()), f"draw-0 probe {probe_job.label}", enabled=show_progress
+    )
+    probe_results = run_group(
+        probe_job,
+        workers=workers,
+        pool=pool,
+        envs_per_worker=envs_per_worker,
+        hook=probe_hook,
+        progress=progress,
+    )
+    progress.close()
+    probe, probe_bytes = _episodes(probe_job, probe_results)
+    if job.mode.kind == "flow_sde":
+        reference_job = job.replace(mode=_euler_mode(job.mode.steps), draws=1)
+        reference, reference_bytes = _episodes(reference_job, run_sequential(reference_job))
+        reference_name = "euler"
+        skip: tuple[str, ...] = ("mode", "sde_a")
+    else:
+        if anchor_table is None:
+            raise ValueError(
+                f"draw-0 oracle of cell {job.cell!r}: an anchor table is required for mode {job.mode.kind!r}"
+            )
+        reference, reference_bytes = _anchor_episodes(probe_job, anchor_table)
+        reference_name = "anchor"
+        skip = ("cell",)
+    names = ("probe", reference_name)
+    divergence, counts = _compare_groups(probe_job, probe, reference, names, skip=skip)
+    report = {
+        "oracle": "draw0",
+        "pass": divergence is None,
+        "cell": job.cell,
+        "arm": job.arm,
+        "cell_mode": _job_dict(job)["mode"],
+        "probe": {**_job_dict(probe_job), "tables_sha256": hashlib.sha256(probe_bytes).hexdigest()},
+        "reference": {"kind": reference_name, "tables_sha256": hashlib.sha256(reference_bytes).hexdigest()},
+        "skipped_columns": list(skip),
+        "counts": vars(counts),
+        "first_divergence": None if divergence is None else divergence.to_dict(),
+    }
+    return _finish(report, report_path, divergence)

@@ -1,0 +1,112 @@
+"""Where a rollout worker gets its policy from: a checkpoint path or an importable factory, plus a device.
+
+Why a recipe and not a model: workers are started with ``spawn``/``forkserver`` (forking a process that
+has touched torch is unsafe), and a pickled model would tie the rollout to whatever state the parent
+held. Every process (the sequential path and each worker) builds its own policy from the same recipe,
+so all of them hold the same bytes of weights.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grpo_probe.policies.protocol import Policy
+
+__all__ = ["PolicySource", "resolve_device"]
+
+
+def resolve_device(requested: str) -> str:
+    """Check a torch device name for policies: ``cpu``, or ``cuda``/``cuda:N`` when CUDA is present.
+
+    Raises ``ValueError`` saying what was asked and what this machine has, so a run configured for a GPU
+    node fails at start on a CPU node instead of falling back silently to a different device.
+    """
+    if requested == "cpu":
+        return "cpu"
+    if requested == "cuda" or requested.startswith("cuda:"):
+        index_text = requested.partition(":")[2]
+        if requested != "cuda" and not index_text.isdigit():
+            raise ValueError(f"device {requested!r}: expected 'cpu', 'cuda' or 'cuda:N' with N a GPU index")
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device {requested!r} was requested but CUDA is not available "
+                f"(torch {torch.__version__}, built with CUDA {torch.version.cuda}); use device 'cpu'"
+            )
+        if index_text and int(index_text) >= torch.cuda.device_count():
+            raise ValueError(
+                f"device {requested!r} was requested but this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s)"
+            )
+        return requested
+    raise ValueError(f"device {requested!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """A recipe for building a policy in any process.
+
+    Exactly one of ``checkpoint`` (read with :func:`grpo_probe.policies.load_policy`) or ``factory``
+    (``"package.module:function"``, a user adapter or a test policy) names the policy. A factory is
+    called as ``function(device=device, **options)``, with ``checkpoint=...`` added when both are given.
+    ``options`` must hold picklable values; they travel to every worker.
+    """
+
+    checkpoint: str | None = None
+    factory: str | None = None
+    device: str = "cpu"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.checkpoint is None and self.factory is None:
+            raise ValueError("policy source: give a checkpoint path or a factory 'module:function'")
+        if self.factory is not None:
+            module_name, sep, attr = self.factory.partition(":")
+            if not sep or not module_name or not attr:
+                raise ValueError(
+                    f"policy source: factory must look like 'package.module:function', got {self.factory!r}"
+                )
+        if self.checkpoint is None and self.options.get("checkpoint") is not None:
+            raise ValueError("policy source: pass the checkpoint as PolicySource.checkpoint, not in options")
+
+    def describe(self) -> str:
+        """Short human-readable name used in messages and reports."""
+        parts = [p for p in (self.factory, self.checkpoint) if p is not None]
+        return f"{' '.join(parts)} on {self.device}"
+
+    def build(self) -> Policy:
+        """Build the policy in this process (checks the device first, then loads)."""
+        device = resolve_device(self.device)
+        if self.factory is None:
+            from grpo_probe.policies.protocol import load_policy
+
+            path = Path(str(self.checkpoint))
+            if not path.is_file():
+                raise FileNotFoundError(f"{path}: policy checkpoint not found")
+            policy = load_policy(path, device=device)
+        else:
+            module_name, _, attr = self.factory.partition(":")
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise ValueError(
+                    f"policy source: cannot import module {module_name!r} of {self.factory!r}: {exc}"
+                ) from exc
+            function = getattr(module, attr, None)
+            if not callable(function):
+                raise ValueError(f"policy source: {module_name!r} has no callable {attr!r}")
+            kwargs: dict[str, Any] = {"device": device, **self.options}
+            if self.checkpoint is not None:
+                kwargs["checkpoint"] = self.checkpoint
+            policy = function(**kwargs)
+        for name in ("head", "obs_dim", "act"):
+            if not hasattr(policy, name):
+                raise ValueError(
+                    f"policy source {self.describe()}: the policy has no {name!r} (see policies.protocol)"
+                )
+        return policy

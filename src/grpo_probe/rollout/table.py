@@ -1,0 +1,131 @@
+"""The rollout table: episode columns plus the cell, the sampling mode and per-replan policy diagnostics.
+
+Why a fixed schema and sorted rows: anchors and probe cells are joined by (arm, seed), oracles compare
+tables byte for byte, and an auditor's rerun must produce the same file. Rows are sorted by (seed, draw)
+before writing, so the bytes never depend on which worker finished first; parquet is written with fixed
+options and no pandas metadata.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from grpo_probe.atomic_io import atomic_path
+from grpo_probe.policies.protocol import SamplingMode
+from grpo_probe.rollout.results import EpisodeResult
+from grpo_probe.sim.episode_table import EPISODE_SCHEMA, read_episode_table
+
+__all__ = [
+    "ANCHOR_CELL",
+    "ROLLOUT_COLUMNS",
+    "ROLLOUT_SCHEMA",
+    "read_rollout_table",
+    "result_row",
+    "rollout_table",
+    "table_bytes",
+    "write_rollout_table",
+]
+
+ANCHOR_CELL = "anchor"
+"""The ``cell`` value of anchor rows (the deterministic rerun each probe cell is joined against)."""
+
+ROLLOUT_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("cell", pa.string(), nullable=False),
+    pa.field("arm", pa.string(), nullable=False),
+    pa.field("head", pa.string(), nullable=False),
+    pa.field("mode", pa.string(), nullable=False),
+    pa.field("temperature", pa.float64()),
+    pa.field("sde_a", pa.float64()),
+    pa.field("sampler_steps", pa.int32()),
+    pa.field("draw", pa.int32(), nullable=False),
+    pa.field("replan_logprob", pa.list_(pa.float64())),
+    pa.field("replan_entropy_mean", pa.list_(pa.float64())),
+    pa.field("replan_n_tokens", pa.list_(pa.int32())),
+    pa.field("replan_token_ids", pa.list_(pa.list_(pa.int32()))),
+)
+"""Columns a rollout row adds to the episode table's columns, in order."""
+
+ROLLOUT_SCHEMA: pa.Schema = pa.schema(list(EPISODE_SCHEMA) + list(ROLLOUT_COLUMNS))
+
+_PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": False}
+"""The episode table's writer options (``grpo_probe.sim.episode_table``), so both tables read alike."""
+
+
+def _mean_or_none(values: np.ndarray | None) -> float | None:
+    if values is None or len(values) == 0:
+        return None
+    return float(np.mean(np.asarray(values, dtype=np.float64)))
+
+
+def result_row(result: EpisodeResult, *, cell: str, arm: str, mode: SamplingMode) -> dict[str, Any]:
+    """The table row of one episode: its record, its labels and its per-replan diagnostics.
+
+    AR columns (entropy, token counts, token ids) are null for a row whose policy returned no tokens;
+    ``replan_logprob`` always has one entry per replan, null where the sampler defines no log-prob.
+    """
+    row = result.record.to_row()
+    diagnostics = result.diagnostics
+    has_tokens = any(d.token_ids is not None for d in diagnostics)
+    row.update(
+        cell=cell,
+        arm=arm,
+        head=result.head,
+        mode=mode.kind,
+        temperature=mode.temperature,
+        sde_a=mode.sde_a,
+        sampler_steps=None if mode.kind in ("greedy", "temperature") else mode.steps,
+        draw=result.spec.draw,
+        replan_logprob=[None if d.logprob is None else float(d.logprob) for d in diagnostics],
+        replan_entropy_mean=[_mean_or_none(d.entropy) for d in diagnostics] if has_tokens else None,
+        replan_n_tokens=(
+            [None if d.token_ids is None else len(d.token_ids) for d in diagnostics] if has_tokens else None
+        ),
+        replan_token_ids=(
+            [None if d.token_ids is None else [int(t) for t in d.token_ids] for d in diagnostics]
+            if has_tokens
+            else None
+        ),
+    )
+    return row
+
+
+def rollout_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
+    """Build the table with :data:`ROLLOUT_SCHEMA`, rows sorted by (seed, draw); duplicates are an error."""
+    ordered = sorted(rows, key=lambda r: (r["seed"], r["draw"]))
+    for prev, cur in itertools.pairwise(ordered):
+        if (prev["seed"], prev["draw"]) == (cur["seed"], cur["draw"]):
+            raise ValueError(f"rollout rows: (seed={cur['seed']}, draw={cur['draw']}) appears twice")
+    return pa.Table.from_pylist(ordered, schema=ROLLOUT_SCHEMA)
+
+
+def table_bytes(table: pa.Table) -> bytes:
+    """The exact parquet bytes :func:`write_rollout_table` writes (hashed by oracles and manifests)."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink, **_PARQUET_OPTIONS)
+    return sink.getvalue()
+
+
+def write_rollout_table(table: pa.Table, path: str | os.PathLike[str]) -> bytes:
+    """Write the table atomically; returns the bytes written so callers can hash them without rereading."""
+    if not table.schema.equals(ROLLOUT_SCHEMA):
+        raise ValueError(f"{path}: table schema differs from ROLLOUT_SCHEMA")
+    data = table_bytes(table)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return data
+
+
+def read_rollout_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = None) -> pa.Table:
+    """Read a rollout table; a missing file, a truncated file or a mistyped column is an error naming it."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: rollout table not found")
+    return read_episode_table(path, ROLLOUT_SCHEMA, columns)

@@ -1,0 +1,247 @@
+"""decision.md / decision.json end to end on fabricated tables: outcomes, numbers, errors, bytes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from grpo_probe.analysis.reads import READ_ROWS
+from grpo_probe.analysis.report import build_decision
+
+from .rollout_factory import anchor_rows, probe_rows, write_table
+
+SEEDS = (0, 1, 2)
+SPREAD = [0.0, 0.5, 1.0, 0.5]  # mean 0.5, std at ddof 1 = sqrt(0.5 / 3) = 0.4082 >= 0.25
+FLAT = [0.5, 0.5, 0.5, 0.5]
+
+
+def _write_inputs(root: Path, ar_draws, flow_draws, rows_reversed=False):
+    root.mkdir(parents=True, exist_ok=True)
+    order = (lambda rows: rows[::-1]) if rows_reversed else (lambda rows: rows)
+    c1 = probe_rows("c1", "ar_arm", "ar", {s: ar_draws for s in SEEDS})
+    c1[0].update(contact=True, reset_strikes=1, max_boat_speed_m_s=0.9)
+    c3 = probe_rows("c3", "teacher", "flow", {s: flow_draws for s in SEEDS}, contact=True)
+    probes = {
+        "c1": write_table(root / "probe_c1.parquet", order(c1)),
+        "c3": write_table(root / "probe_c3.parquet", order(c3)),
+    }
+    anchors = {
+        "ar_arm": write_table(
+            root / "anchor_ar.parquet", anchor_rows("ar_arm", "ar", {s: 0.5 for s in SEEDS})
+        ),
+        "teacher": write_table(
+            root / "anchor_teacher.parquet",
+            anchor_rows("teacher", "flow", {s: 0.5 for s in SEEDS}, contact=True),
+        ),
+    }
+    return probes, anchors
+
+
+def _build(out: Path, probes, anchors, prereg, prereg_info, **kwargs):
+    return build_decision(
+        probes,
+        anchors,
+        prereg,
+        prereg_info,
+        out / "decision.md",
+        out / "decision.json",
+        out / "figures",
+        [(str(p), "0" * 64) for p in (*probes.values(), *anchors.values())],
+        **kwargs,
+    )
+
+
+def _json_leaves(value, numbers, strings):
+    if isinstance(value, dict):
+        for v in value.values():
+            _json_leaves(v, numbers, strings)
+    elif isinstance(value, list):
+        for v in value:
+            _json_leaves(v, numbers, strings)
+    elif isinstance(value, str):
+        strings.append(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        numbers.add(float(value))
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+
+
+def _numbers_not_in_json(md: str, decision: dict) -> list[str]:
+    """Numeric tokens of decision.md that are no number of decision.json. Text copied verbatim from a
+    JSON string (descriptions, clauses, paths, hashes, the lock date) is removed first."""
+    numbers: set[float] = set()
+    strings: list[str] = []
+    _json_leaves(decision, numbers, strings)
+    for s in sorted(set(strings), key=len, reverse=True):
+        if len(s) > 2:
+            md = md.replace(s, " ")
+    return [t for t in _NUMBER.findall(md) if float(t) not in numbers]
+
+
+def _reads_table(md: str) -> dict[str, list[str]]:
+    section = md.split("## Reads per cell", 1)[1]
+    table = section[section.index("| read |") :].split("\n\n", 1)[0]
+    rows = [line.strip("|").split(" | ") for line in table.splitlines()[2:]]
+    return {cells[0].strip(): [c.strip(" |") for c in cells[1:]] for cells in rows}
+
+
+@pytest.mark.parametrize(
+    "ar_draws, flow_draws, kind",
+    [
+        (FLAT, FLAT, "park"),
+        (SPREAD, FLAT, "phase2_ar"),
+        (FLAT, SPREAD, "phase2_flow"),
+        (SPREAD, SPREAD, "ar_then_flow"),
+    ],
+)
+def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
+    tmp_path, prereg, prereg_info, ar_draws, flow_draws, kind
+):
+    probes, anchors = _write_inputs(tmp_path / "in", ar_draws, flow_draws)
+    decision = _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+    assert decision["outcome"]["kind"] == kind
+    md = (tmp_path / "out" / "decision.md").read_text()
+    assert json.loads((tmp_path / "out" / "decision.json").read_text()) == decision
+    assert decision["outcome"]["headline"] in md
+    assert _numbers_not_in_json(md, decision) == []
+    # the reads table, cell by cell, equals decision.json's reads
+    table = _reads_table(md)
+    for row in READ_ROWS:
+        label = row.label + (" (primary)" if row.primary else "")
+        for cell, text in zip(decision["cells"], table[label], strict=True):
+            value = cell["reads"][row.read]
+            assert text.split(" ")[0] == ("n/a" if value is None else f"{value:.4f}")
+            if value is not None and row.with_ci:
+                low, high = (float(x) for x in re.findall(r"\[(\S+), (\S+)\]", text)[0])
+                assert (low, high) == (
+                    cell["reads"][row.read + "_ci_low"],
+                    cell["reads"][row.read + "_ci_high"],
+                )
+    for cell in decision["cells"]:
+        for name in cell["figures"].values():
+            assert f"]({name})" in md
+            assert (tmp_path / "out" / name).read_bytes().startswith(b"\x89PNG")
+
+
+def test_reads_from_tables_match_hand_values(tmp_path, prereg, prereg_info):
+    probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
+    decision = _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+    c1, c3 = decision["cells"]
+    assert c1["reads"]["median_group_std_progress_cm"] == 0.4082  # sqrt(0.5 / 3) = 0.40825 quantized
+    assert c1["reads"]["mean_progress_delta_cm"] == 0.0
+    assert c1["reads"]["sampled_engagement_rate"] == 0.0833  # one contact among 12 draws: (1/4 + 0 + 0) / 3
+    assert c1["reads"]["sampled_swat_rate"] == 0.0833
+    assert c1["reads"]["mean_token_entropy"] == 0.6
+    assert c3["reads"]["median_group_std_progress_cm"] == 0.0
+    assert c3["reads"]["nondegenerate_fraction"] == 0.0
+    assert c3["reads"]["mean_token_entropy"] is None
+    assert (c1["k"], c1["n_seeds"]) == (4, 3)
+
+
+def test_raising_the_registered_signal_bar_flips_the_outcome_from_the_same_tables(
+    tmp_path, prereg, prereg_info
+):
+    probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
+    assert _build(tmp_path / "a", probes, anchors, prereg, prereg_info)["outcome"]["kind"] == "phase2_ar"
+    prereg["analysis"]["signal_bar_cm"] = 0.5
+    assert _build(tmp_path / "b", probes, anchors, prereg, prereg_info)["outcome"]["kind"] == "park"
+
+
+def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path, prereg, prereg_info):
+    probes, anchors = _write_inputs(tmp_path / "in", SPREAD, [0.0, 0.2, 0.1, 0.6])
+    out = tmp_path / "out"
+    _build(
+        out,
+        probes,
+        anchors,
+        prereg,
+        prereg_info,
+        compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
+    )
+    first = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert len(first) == 2 + 4 + 3 + 1  # md, json; c1: 4 figures; c3: 3 figures; guard rates
+    _build(
+        out,
+        probes,
+        anchors,
+        prereg,
+        prereg_info,
+        compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
+    )
+    again = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert again == first
+    shuffled_probes, _ = _write_inputs(tmp_path / "in", SPREAD, [0.0, 0.2, 0.1, 0.6], rows_reversed=True)
+    assert shuffled_probes == probes  # same paths, rows written in reverse order
+    _build(
+        out,
+        probes,
+        anchors,
+        prereg,
+        prereg_info,
+        compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
+    )
+    assert (out / "decision.json").read_bytes() == first[Path("decision.json")]
+
+
+def test_compute_table_against_the_gate(tmp_path, prereg, prereg_info):
+    probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
+    rows = [
+        {"stage": "train", "cpu_s": 3600.0, "gpu_s": None, "max_rss_mb": 900},
+        {"stage": "probe", "cpu_s": 1800, "gpu_s": 36, "max_rss_mb": 400},
+    ]
+    d = _build(
+        tmp_path / "o",
+        probes,
+        anchors,
+        prereg,
+        prereg_info,
+        compute=rows,
+        compute_gate={"cpu_hours": 1.0, "gpu_hours": 3.0},
+    )
+    assert (d["compute"]["total_cpu_hours"], d["compute"]["total_gpu_hours"]) == (1.5, 0.01)
+    assert d["compute"]["within_gate"] is False
+    md = (tmp_path / "o" / "decision.md").read_text()
+    assert "within the gate: no" in md
+    assert _numbers_not_in_json(md, d) == []
+
+
+def test_missing_column_error_names_table_and_column(tmp_path, prereg, prereg_info):
+    probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
+    write_table(probes["c3"], probe_rows("c3", "teacher", "flow", {s: FLAT for s in SEEDS}), drop=["contact"])
+    with pytest.raises(ValueError, match=r"probe_c3\.parquet: missing column\(s\) contact"):
+        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+    assert not (tmp_path / "out" / "decision.md").exists()
+
+
+def test_cell_without_anchor_rows_names_the_table_and_cell(tmp_path, prereg, prereg_info):
+    probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
+    del anchors["teacher"]
+    with pytest.raises(ValueError, match=r"probe_c3\.parquet: cell c3 \(arm teacher\) has no anchor rows"):
+        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+
+
+def test_empty_anchor_table_is_refused_naming_it(tmp_path, prereg, prereg_info):
+    probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
+    write_table(anchors["teacher"], [])
+    with pytest.raises(ValueError, match=r"anchor_teacher\.parquet: has no rows"):
+        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+
+
+def test_probe_table_for_an_unregistered_cell_is_refused(tmp_path, prereg, prereg_info):
+    probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
+    probes["c7"] = probes["c3"]
+    with pytest.raises(
+        ValueError, match=r"prereg/test_probe\.yaml: cells: .*unknown or disabled cells \['c7'\]"
+    ):
+        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+
+
+def test_prereg_info_without_a_lock_date_is_refused(tmp_path, prereg, prereg_info):
+    probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
+    del prereg_info["lock_date"]
+    with pytest.raises(ValueError, match="prereg_info: lock_date must be"):
+        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)

@@ -1,0 +1,92 @@
+"""The whole DAG on the smoke design: it runs, it is complete, its chain verifies, and it refuses drift."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+RESULTS = Path("results/smoke")
+SMOKE = ["--config", "prereg=prereg/smoke.yaml"]
+
+
+def test_smoke_workflow_writes_decision_md_and_json(smoke_run: Path) -> None:
+    md = (smoke_run / RESULTS / "decision.md").read_text()
+    decision = json.loads((smoke_run / RESULTS / "decision.json").read_text())
+    assert md.startswith("# GRPO signal probe: decision")
+    assert decision["outcome"]["kind"] in {"park", "phase2_ar", "phase2_flow", "ar_then_flow"}
+    assert (smoke_run / RESULTS / "compute.md").exists()
+    for figure in re.findall(r"\(figures/([^)]+\.png)\)", md):
+        assert (smoke_run / RESULTS / "figures" / figure).is_file()
+
+
+def test_a_second_run_has_nothing_to_do(smoke_run: Path, snakemake) -> None:
+    proc = snakemake(smoke_run, "-n", *SMOKE)
+    assert proc.returncode == 0, proc.stderr
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_verify_walks_the_chain_from_decision_to_prereg(smoke_run: Path, grpo_probe) -> None:
+    proc = grpo_probe(smoke_run, "verify", str(RESULTS / "decision.manifest.json"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_verify_names_a_tampered_anchor_table(smoke_run: Path, tmp_path: Path, grpo_probe) -> None:
+    copy = tmp_path / "tampered"
+    shutil.copytree(smoke_run, copy, symlinks=True)
+    anchor = copy / RESULTS / "anchors" / "ar.parquet"
+    data = bytearray(anchor.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    anchor.write_bytes(bytes(data))
+    proc = grpo_probe(copy, "verify", str(RESULTS / "decision.manifest.json"))
+    assert proc.returncode == 1
+    assert "anchors/ar.parquet" in proc.stdout + proc.stderr
+
+
+def test_editing_a_registered_threshold_after_lock_is_refused(fresh_copy: Path, snakemake) -> None:
+    prereg = fresh_copy / "prereg" / "smoke.yaml"
+    text = prereg.read_text()
+    assert "signal_bar_cm: 0.25" in text
+    prereg.write_text(text.replace("signal_bar_cm: 0.25", "signal_bar_cm: 0.10"))
+    proc = snakemake(fresh_copy, "-n", *SMOKE)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "prereg/smoke.yaml" in out and "smoke.yaml.lock" in out
+    assert not (fresh_copy / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("group_size: 2", "group_size: 0", "group_size"),
+        ("    arm: ar\n", "    arm: nope\n", "cells[0].arm"),
+    ],
+)
+def test_a_schema_violation_names_file_and_field(
+    fresh_copy: Path, old: str, new: str, field: str, snakemake
+) -> None:
+    prereg = fresh_copy / "prereg" / "smoke.yaml"
+    text = prereg.read_text()
+    assert old in text
+    prereg.write_text(text.replace(old, new, 1))
+    proc = snakemake(fresh_copy, "-n", *SMOKE)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "prereg/smoke.yaml" in out and field in out
+
+
+def test_dry_run_lists_the_registered_order(fresh_copy: Path, snakemake) -> None:
+    proc = snakemake(fresh_copy, "-n", *SMOKE)
+    assert proc.returncode == 0, proc.stderr
+    rules = re.findall(r"^(?:local)?rule (\w+):", proc.stdout, flags=re.M)
+    first = {name: rules.index(name) for name in ("parallel_oracle", "anchors", "probe", "join", "decision")}
+    last = {name: len(rules) - 1 - rules[::-1].index(name) for name in first}
+    assert last["parallel_oracle"] < first["anchors"]
+    assert last["anchors"] < first["probe"]
+    assert last["probe"] < first["join"]
+    assert last["join"] < first["decision"]

@@ -1,0 +1,16 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.steps import bind_checkpoint
+
+    bind_checkpoint(
+        prereg_path=snakemake.params.prereg,
+        arm=snakemake.wildcards.arm,
+        checkpoint=snakemake.input.checkpoint,
+        adapter=snakemake.params.adapter,
+        upstream=[snakemake.input.upstream],
+        source=snakemake.output.source,
+        manifest=snakemake.output.manifest,
+    )

@@ -1,0 +1,17 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.steps import decision
+
+    decision(
+        prereg_path=snakemake.params.prereg,
+        cell_tables=snakemake.params.cells,
+        anchor_tables=snakemake.params.anchors,
+        upstream=list(snakemake.input.upstream),
+        out_md=snakemake.output.md,
+        out_json=snakemake.output.json,
+        figures_dir=snakemake.output.figures,
+        manifest=snakemake.output.manifest,
+    )

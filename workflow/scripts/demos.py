@@ -1,0 +1,13 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.steps import demos
+
+    demos(
+        prereg_path=snakemake.params.prereg,
+        upstream=[snakemake.input.upstream],
+        out=snakemake.output.demos,
+        manifest=snakemake.output.manifest,
+    )

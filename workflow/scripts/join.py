@@ -1,0 +1,17 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.steps import join
+
+    join(
+        prereg_path=snakemake.params.prereg,
+        cell=snakemake.wildcards.cell,
+        shards=list(snakemake.input.shards),
+        anchor_table=snakemake.input.anchors,
+        upstream=list(snakemake.input.upstream),
+        cell_table=snakemake.output.cell_table,
+        joined=snakemake.output.joined,
+        manifest=snakemake.output.manifest,
+    )

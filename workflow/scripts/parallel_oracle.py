@@ -1,0 +1,15 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.steps import parallel_oracle
+
+    parallel_oracle(
+        prereg_path=snakemake.params.prereg,
+        sources=snakemake.params.sources,
+        upstream=list(snakemake.input.upstream),
+        report=snakemake.output.report,
+        manifest=snakemake.output.manifest,
+        device=snakemake.params.device,
+    )
