@@ -3,7 +3,11 @@
 # (config `prereg:`), run settings in config/config.yaml, machine sizing in profiles/.
 from snakemake.utils import min_version
 
+from grpo_probe.prereg import load_config
+
 min_version("9.0")
+# Snakemake's own YAML and schema errors name neither the file nor the field; this check names both.
+load_config("config/config.yaml")
 
 
 configfile: "config/config.yaml"

@@ -25,6 +25,7 @@ def chunks_per_second(
     policy: Policy, obs: np.ndarray, mode: SamplingMode, batch: int, repeats: int
 ) -> tuple[float, float]:
     """(chunks/s, mean AR tokens per chunk or nan) over ``repeats`` calls with fresh draws."""
+    policy.act(obs[:batch], [RowKey(0, seed, 0, repeats) for seed in range(batch)], mode)  # warm-up
     tokens: list[int] = []
     start = time.perf_counter()
     for r in range(repeats):

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "grpo_probe.analysis.commands",
     "grpo_probe.policies.commands",
     "grpo_probe.compute.commands",
+    "grpo_probe.audit.commands",
 )
 
 

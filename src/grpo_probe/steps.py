@@ -135,7 +135,9 @@ def bind_checkpoint(
         raise FileNotFoundError(f"{checkpoint}: checkpoint bound to arm {arm!r} not found")
     _check_pin(prereg, arm, checkpoint)
     _write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter})
-    _manifest(prereg, manifest, "bind_checkpoint", [checkpoint, source], upstream, {"arm": arm})
+    # The checkpoint lives outside the results tree, so it is recorded by hash rather than as an output.
+    extra = {"arm": arm, "checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint)}
+    _manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra)
 
 
 def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike) -> None:

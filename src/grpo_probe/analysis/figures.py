@@ -214,6 +214,6 @@ def plot_trajectories(
         ax.set_aspect("equal", adjustable="datalim")
         ax.set_xlabel("x (m)")
         ax.set_ylabel("y (m)")
-        ax.set_title(f"cell {cell}, seed {seed}: boat (thick) and pusher (thin)")
+        ax.set_title(f"cell {cell}, seed {seed}: boat (thick), pusher (thin)", fontsize="medium")
         ax.legend(fontsize="x-small", loc="best", ncols=2)
         return _save(fig, path)

@@ -10,8 +10,8 @@ Follows FAST (Pertsch et al. 2025, arXiv:2501.09747v1, Sec. 4 and Alg. 1) and it
 5. map each integer coefficient to one unicode character and train a BPE with ``vocab_size`` (1024)
    symbols on the demo chunks (HF ``tokenizers``); BOS and EOS follow: 1026 ids in total.
 
-One deliberate difference from the reference processor: FAST wraps the BPE in a ByteLevel
-pre-tokenizer, which splits characters above U+007F into several bytes. We train the BPE directly on the
+One deliberate difference from the reference processor: it trains a byte-level BPE, whose
+pre-tokenizer splits characters above U+007F into several bytes. We train the BPE directly on the
 coefficient characters, so every token stands for a whole number of coefficients; that is what lets the
 AR head's grammar mask count coefficients exactly (``coefficient_counts``). Decoding any id sequence pads
 with zero coefficients or truncates to exactly 300 and inverts the chain, so it always returns [50, 6].

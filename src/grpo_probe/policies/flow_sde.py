@@ -3,11 +3,12 @@
 Time runs as in openpi: x_t = t * eps + (1 - t) * a, velocity u = eps - a, t = 1 is noise and t = 0 the
 action chunk, so integrating from t = 1 down to t = 0 subtracts: x_{t - delta} = x_t - delta * v.
 
-The SDE step is Flow-GRPO's (Liu et al., arXiv:2505.05470v2, Eq. 9 and its noise schedule
-sigma_t = a * sqrt(t / (1 - t)); also the "Flow-SDE" of piRL, arXiv:2510.25889v1, Sec. 4), transcribed
-in openpi's time direction with delta = t_i - t_{i+1} > 0. With a = 0 its mean is exactly the Euler
-step and its std is 0, so :func:`euler_sample` and :func:`sde_sample` call the same :func:`sde_step`,
-and the SDE sampler at a = 0 reproduces the Euler sampler bit for bit.
+The SDE step is Flow-GRPO's (Liu et al., arXiv:2505.05470v2, Eq. 9 as the memo cites it, with the
+noise schedule sigma_t = a * sqrt(t / (1 - t)); the same step is piRL's "Flow-SDE", arXiv:2510.25889v1),
+transcribed in openpi's time direction with delta = t_i - t_{i+1} > 0. The test suite checks it
+against a NumPy transcription of Flow-GRPO's reference ``sde_step_with_logprob``. With a = 0 its
+mean is exactly the Euler step and its std is 0, so :func:`euler_sample` and :func:`sde_sample` call
+the same :func:`sde_step`, and the SDE sampler at a = 0 reproduces the Euler sampler bit for bit.
 
 All sampler arithmetic is float64; the velocity network sees float32 inputs.
 """

@@ -157,14 +157,16 @@ class Policy(Protocol):
         ...
 
 
-def load_policy(path: str | Path, device: str = "cpu") -> Policy:
+def load_policy(checkpoint: str | Path, device: str = "cpu") -> Policy:
     """Read a checkpoint written by :mod:`grpo_probe.policies.train` and return its policy.
 
+    The signature is that of a checkpoint adapter (``factory(checkpoint=..., device=...)``), so
+    ``grpo_probe.policies.protocol:load_policy`` binds one of this package's checkpoints in config.
     Raises ``ValueError`` naming the file when it is missing, corrupted, incomplete or of an unknown kind.
     """
     from grpo_probe.policies.checkpoint import policy_from_checkpoint, read_checkpoint
 
-    return policy_from_checkpoint(read_checkpoint(path), device=device)
+    return policy_from_checkpoint(read_checkpoint(checkpoint), device=device)
 
 
 def check_obs_batch(obs: np.ndarray, keys: Sequence[RowKey], obs_dim: int) -> np.ndarray:

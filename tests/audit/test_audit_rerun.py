@@ -1,0 +1,125 @@
+"""``grpo-probe audit``: one job rerun in a scratch directory, its bytes compared with its manifest."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from grpo_probe.provenance import file_sha256
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+RESULTS = Path("results/smoke")
+
+
+def _audit(workflow_tools, workdir: Path, path: str, *extra: str):
+    return workflow_tools.grpo_probe(workdir, "audit", path, "--cores", "2", *extra)
+
+
+def _tree_hashes(workdir: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(workdir)): file_sha256(p)
+        for p in sorted((workdir / RESULTS).rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "rule", "outputs"),
+    [
+        ("results/smoke/arms/ar/policy.pt", "train", 2),
+        ("results/smoke/decision.md", "decision", None),
+    ],
+)
+def test_audit_of_a_recorded_output_reruns_its_rule_and_prints_identical(
+    smoke_run: Path, workflow_tools, path: str, rule: str, outputs: int | None
+) -> None:
+    before = _tree_hashes(smoke_run)
+    proc = _audit(workflow_tools, smoke_run, path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"(rule {rule})" in proc.stdout
+    assert f"--allowed-rules {rule}" in proc.stdout
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("IDENTICAL")
+    manifest = next(line for line in proc.stdout.splitlines() if line.startswith("manifest: "))
+    recorded = json.loads((smoke_run / manifest.split()[1]).read_text())["outputs"]
+    assert len(recorded) == (outputs or len(recorded)) and f"all {len(recorded)} outputs" in last
+    for entry in recorded:
+        assert f"same     {entry['path']}  sha256 {entry['sha256']}" in proc.stdout
+    assert _tree_hashes(smoke_run) == before, "the audited tree must not be touched"
+
+
+def test_kept_scratch_holds_the_rerun_and_a_tampered_tree_file_is_noted(
+    run_copy: Path, workflow_tools, tmp_path: Path
+) -> None:
+    """The rerun is compared with the manifest, not with the tree, which may have been edited since."""
+    table = run_copy / RESULTS / "probe/c1_ar_t1_0/s1000-1001.parquet"
+    recorded = file_sha256(table)
+    table.write_bytes(table.read_bytes()[:-100])
+    scratch_parent = tmp_path / "scratch"
+    scratch_parent.mkdir()
+    proc = _audit(workflow_tools, run_copy, str(table), "--keep", "--scratch", str(scratch_parent))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("IDENTICAL")
+    assert "(rule probe)" in proc.stdout
+    assert re.search(
+        r"note: results/smoke/probe/c1_ar_t1_0/s1000-1001\.parquet: the file in the audited tree no "
+        r"longer matches its manifest",
+        proc.stdout,
+    )
+    scratch = Path(re.search(r"^scratch: (.+)$", proc.stdout, flags=re.M).group(1))
+    assert scratch.parent == scratch_parent
+    assert file_sha256(scratch / RESULTS / "probe/c1_ar_t1_0/s1000-1001.parquet") == recorded
+
+
+def test_a_forged_table_is_reported_with_hashes_sizes_and_first_differing_cell(
+    run_copy: Path, workflow_tools
+) -> None:
+    """A table edited together with its manifest passes verify; only the rerun shows the forgery."""
+    joined = run_copy / RESULTS / "join/c1_ar_t1_0.parquet"
+    original = file_sha256(joined)
+    table = pq.read_table(joined)
+    column = table.schema.get_field_index("std_progress_cm")
+    table = table.set_column(column, "std_progress_cm", pc.add(table.column(column), 1.0))
+    pq.write_table(table, joined)
+    manifest_path = run_copy / RESULTS / "join/c1_ar_t1_0.manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    entry = next(e for e in manifest["outputs"] if e["path"].endswith("join/c1_ar_t1_0.parquet"))
+    entry.update(sha256=file_sha256(joined), size=joined.stat().st_size)
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    assert workflow_tools.grpo_probe(run_copy, "verify", str(manifest_path)).returncode == 0
+
+    proc = _audit(workflow_tools, run_copy, "results/smoke/join/c1_ar_t1_0.parquet")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "DIFFERS  results/smoke/join/c1_ar_t1_0.parquet" in out
+    assert f"expected sha256 {entry['sha256']}  {entry['size']} bytes" in out
+    assert f"found    sha256 {original}" in out
+    assert "first difference: column 'std_progress_cm', row 0: expected" in out
+    assert "same     results/smoke/cells/c1_ar_t1_0.parquet" in out
+    assert out.strip().splitlines()[-1] == "DIFFERS: 1 of 2 outputs"
+
+
+def test_audit_refuses_a_file_no_manifest_lists(smoke_run: Path, workflow_tools) -> None:
+    proc = _audit(workflow_tools, smoke_run, "results/smoke/compute.md")
+    assert proc.returncode == 2
+    assert "results/smoke/compute.md: no manifest under" in proc.stderr
+
+
+def test_audit_refuses_to_rerun_from_an_input_that_changed(run_copy: Path, workflow_tools) -> None:
+    anchors = run_copy / RESULTS / "anchors/ar.parquet"
+    data = bytearray(anchors.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    anchors.write_bytes(bytes(data))
+    proc = _audit(workflow_tools, run_copy, "results/smoke/oracles/draw0/c1_ar_t1_0.json")
+    assert proc.returncode == 2
+    assert (
+        "results/smoke/anchors/ar.parquet (listed in results/smoke/anchors/ar.manifest.json): output changed"
+        in (proc.stderr)
+    )
+    assert "rerun:" not in proc.stdout

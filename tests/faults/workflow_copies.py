@@ -1,0 +1,118 @@
+"""Clean copies of the repository, one smoke run shared by the fault and audit tests, and their processes.
+
+Why one shared run: the smoke workflow takes minutes on a loaded 2-core machine, and the fault and
+audit tests only need a finished results tree to damage or rerun. The run lives under the session's
+base temp directory with a marker written when it completed, so the first conftest that asks runs
+it and any later one (tests/audit, tests/faults) reuses it. Destructive tests work on copies.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = ("--config", "prereg=prereg/smoke.yaml")
+RESULTS = Path("results/smoke")
+SHARD = RESULTS / "probe" / "c1_ar_t1_0" / "s1000-1001"
+"""The smoke design's first probe shard (cell c1, seeds 1000-1001), without its suffix."""
+_DONE = ".smoke-run-complete"
+
+
+def copy_repo(dest: Path) -> Path:
+    """Copy what a fresh clone would hold (tracked and unignored files), nothing the workflow wrote."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        src = REPO / name
+        if src.is_file():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, target)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """``python -m snakemake *args`` in ``workdir``; put targets before options that take lists."""
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def start_snakemake(workdir: Path, *args: str) -> subprocess.Popen[str]:
+    """Start ``python -m snakemake *args`` in a new session, so the whole run can be killed as one."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def grpo_probe(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """The ``grpo-probe`` command line in ``workdir``."""
+    return subprocess.run(
+        [sys.executable, "-m", "grpo_probe.cli", *args],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def session_processes(session: int) -> dict[int, str]:
+    """Live processes of a session id, pid -> command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != session:
+                continue
+            found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (ProcessLookupError, FileNotFoundError, PermissionError):
+            continue
+    return found
+
+
+def shared_smoke_run(base_temp: Path) -> Path:
+    """The repo copy in which the smoke workflow ran to decision.md, run once per test session.
+
+    ``GRPO_PROBE_SMOKE_RUN`` may name a finished run of the current code to use instead (read only:
+    tests that damage a run work on copies), which saves the run when iterating on one test.
+    """
+    given = os.environ.get("GRPO_PROBE_SMOKE_RUN")
+    if given:
+        return Path(given).resolve()
+    workdir = base_temp / "shared-smoke-run" / "repo"
+    if (workdir / _DONE).is_file():
+        return workdir
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    copy_repo(workdir)
+    proc = snakemake(workdir, "--cores", "2", *SMOKE, timeout=1200)
+    if proc.returncode != 0:
+        raise RuntimeError(f"smoke workflow failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    (workdir / _DONE).write_text("ok\n")
+    return workdir
+
+
+def copy_run(run: Path, dest: Path) -> Path:
+    """A copy of a finished run (results and Snakemake's metadata, times kept) for a test to damage."""
+    shutil.copytree(run, dest, symlinks=True, ignore=shutil.ignore_patterns(_DONE))
+    return dest
