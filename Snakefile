@@ -21,6 +21,13 @@ include: "rules/rollouts.smk"
 include: "rules/decision.smk"
 
 
+# Bookkeeping rules run where Snakemake runs, not as cluster jobs.
+localrules:
+    prereg_check,
+    compute,
+    all,
+
+
 rule all:
     default_target: True
     input:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_text
-from grpo_probe.prereg import Prereg, load_prereg
+from grpo_probe.prereg import ModeSpec, Prereg, load_prereg
 from grpo_probe.provenance import file_sha256, write_manifest
 
 __all__ = [
@@ -52,11 +52,28 @@ def _write_json(path: PathLike, value: Any) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
-def _mode_of(prereg: Prereg, cell_id: str):  # -> SamplingMode, imported lazily (torch)
+def _sampling_mode(mode: ModeSpec):  # -> SamplingMode; imported lazily, since policies import torch
     from grpo_probe.policies.protocol import SamplingMode
 
-    mode = prereg.cell(cell_id).mode
     return SamplingMode(kind=mode.kind, temperature=mode.temperature, sde_a=mode.sde_a, steps=mode.steps)
+
+
+def _group_job(
+    prereg: Prereg, arm: str, cell: str, source: Any, mode: Any, seeds: Sequence[int], draws: int
+):  # -> GroupJob
+    """A rollout job of ``arm`` under the prereg's run key and simulator numbers."""
+    from grpo_probe.rollout import GroupJob
+
+    return GroupJob(
+        arm=arm,
+        cell=cell,
+        source=source,
+        mode=mode,
+        seeds=tuple(seeds),
+        draws=draws,
+        run_key=prereg.run_key,
+        sim=prereg.sim,
+    )
 
 
 def _policy_source(source_json: PathLike, device: str):
@@ -166,8 +183,7 @@ def parallel_oracle(
     The worker count is registered with the subset (``oracles.parallel.workers``): the oracle proves the
     parallel path at that width, so it is not a run setting here.
     """
-    from grpo_probe.policies.protocol import SamplingMode
-    from grpo_probe.rollout import GroupJob, run_parallel_oracle
+    from grpo_probe.rollout import run_parallel_oracle
 
     prereg = load_prereg(prereg_path)
     spec = prereg.oracles.parallel
@@ -177,20 +193,9 @@ def parallel_oracle(
         for mode in spec.modes:
             if mode.head != head:
                 continue
-            jobs.append(
-                GroupJob(
-                    arm=arm,
-                    cell=f"oracle:{arm}:{mode.kind}",
-                    source=_policy_source(sources[arm], device),
-                    mode=SamplingMode(
-                        kind=mode.kind, temperature=mode.temperature, sde_a=mode.sde_a, steps=mode.steps
-                    ),
-                    seeds=tuple(spec.seeds),
-                    draws=spec.draws,
-                    run_key=prereg.run_key,
-                    sim=prereg.sim,
-                )
-            )
+            source = _policy_source(sources[arm], device)
+            cell = f"oracle:{arm}:{mode.kind}"
+            jobs.append(_group_job(prereg, arm, cell, source, _sampling_mode(mode), spec.seeds, spec.draws))
     result = run_parallel_oracle(jobs, report, workers=spec.workers)
     _manifest(prereg, manifest, "parallel_oracle", [report], upstream, {"episodes": result.get("episodes")})
 
@@ -206,20 +211,12 @@ def anchors(
     device: str = "cpu",
 ) -> None:
     """The arm's deterministic rerun on the registered seeds (AR greedy; flow Heun draw 0)."""
-    from grpo_probe.rollout import GroupJob, anchor_mode, write_shard
+    from grpo_probe.rollout import anchor_mode, write_shard
     from grpo_probe.rollout.table import ANCHOR_CELL
 
     prereg = load_prereg(prereg_path)
-    job = GroupJob(
-        arm=arm,
-        cell=ANCHOR_CELL,
-        source=_policy_source(source, device),
-        mode=anchor_mode(prereg.arms[arm].head),
-        seeds=prereg.seeds,
-        draws=1,
-        run_key=prereg.run_key,
-        sim=prereg.sim,
-    )
+    mode = anchor_mode(prereg.arms[arm].head)
+    job = _group_job(prereg, arm, ANCHOR_CELL, _policy_source(source, device), mode, prereg.seeds, 1)
     write_shard(job, table, workers=workers)
     _manifest(prereg, manifest, "anchors", [table], upstream, {"arm": arm})
 
@@ -236,22 +233,15 @@ def probe_shard(
     device: str = "cpu",
 ) -> None:
     """``seeds x K`` stochastic rollouts of one cell; every draw keyed by (seed, replan, draw)."""
-    from grpo_probe.rollout import GroupJob, write_shard
+    from grpo_probe.rollout import write_shard
 
     prereg = load_prereg(prereg_path)
     unknown = sorted(set(seeds) - set(prereg.seeds))
     if unknown:
         raise ValueError(f"{prereg.path}: shard seeds {unknown} are not registered seeds")
-    job = GroupJob(
-        arm=prereg.cell(cell).arm,
-        cell=cell,
-        source=_policy_source(source, device),
-        mode=_mode_of(prereg, cell),
-        seeds=tuple(seeds),
-        draws=prereg.group_size,
-        run_key=prereg.run_key,
-        sim=prereg.sim,
-    )
+    spec = prereg.cell(cell)
+    policy = _policy_source(source, device)
+    job = _group_job(prereg, spec.arm, cell, policy, _sampling_mode(spec.mode), seeds, prereg.group_size)
     write_shard(job, table, workers=workers)
     _manifest(prereg, manifest, "probe", [table], upstream, {"cell": cell, "seeds": list(seeds)})
 
@@ -268,19 +258,12 @@ def draw0_oracle(
     device: str = "cpu",
 ) -> None:
     """The cell's probe path with stochasticity off reproduces its reference rows bit for bit."""
-    from grpo_probe.rollout import GroupJob, run_draw0_oracle
+    from grpo_probe.rollout import run_draw0_oracle
 
     prereg = load_prereg(prereg_path)
-    job = GroupJob(
-        arm=prereg.cell(cell).arm,
-        cell=cell,
-        source=_policy_source(source, device),
-        mode=_mode_of(prereg, cell),
-        seeds=tuple(prereg.oracles.draw0_seeds),
-        draws=1,
-        run_key=prereg.run_key,
-        sim=prereg.sim,
-    )
+    spec = prereg.cell(cell)
+    policy = _policy_source(source, device)
+    job = _group_job(prereg, spec.arm, cell, policy, _sampling_mode(spec.mode), prereg.oracles.draw0_seeds, 1)
     run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
     _manifest(prereg, manifest, "draw0_oracle", [report], upstream, {"cell": cell})
 

@@ -13,11 +13,11 @@ from grpo_probe.prereg.canonical import read_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DATE = "2026-08-12T00:00:00Z"
-AMENDMENT = """amendments:
-  - date: "2026-08-13"
+AMENDMENT = """  - date: "2030-08-13"
     reason: raise the signal bar after the pilot
     fields: [analysis.signal_bar_cm]
 """
+"""A new entry, appended to the shipped design's amendments (its last section)."""
 
 
 @pytest.fixture
@@ -27,6 +27,15 @@ def smoke(tmp_path: Path) -> Path:
     shutil.copy(REPO / "prereg/smoke.yaml", path)
     lock_prereg(path, date=DATE)
     return path
+
+
+def _amend(path: Path) -> int:
+    """Append AMENDMENT to the design's amendments; returns how many entries it had before."""
+    before = len(load_prereg(path, require_lock=False).amendments)
+    text = path.read_text()
+    assert text.rstrip().splitlines()[-1].startswith("    fields:"), "amendments must be the last section"
+    path.write_text(text.rstrip("\n") + "\n" + AMENDMENT)
+    return before
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -67,38 +76,39 @@ def test_relock_of_a_change_without_amendment_is_refused(smoke: Path) -> None:
 
 def test_amendment_entry_and_relock_pass(smoke: Path, capsys) -> None:
     _edit(smoke, "signal_bar_cm: 0.25", "signal_bar_cm: 0.3")
-    _edit(smoke, "amendments: []\n", AMENDMENT)
+    before = _amend(smoke)
     assert main(["prereg", "lock", str(smoke)]) == 0
     assert "re-locked" in capsys.readouterr().out
     prereg = load_prereg(smoke)
     assert prereg.analysis["signal_bar_cm"] == 0.3
-    assert [a.fields for a in prereg.amendments] == [("analysis.signal_bar_cm",)]
-    assert read_yaml(lock_path(smoke))["amendments"] == 1
+    assert prereg.amendments[-1].fields == ("analysis.signal_bar_cm",)
+    assert read_yaml(lock_path(smoke))["amendments"] == before + 1
 
 
 def test_amendment_that_does_not_name_the_changed_section_is_refused(smoke: Path) -> None:
     _edit(smoke, "signal_bar_cm: 0.25", "signal_bar_cm: 0.3")
     _edit(smoke, "group_size: 2", "group_size: 3")
-    _edit(smoke, "amendments: []\n", AMENDMENT)
+    _amend(smoke)
     with pytest.raises(LockError, match="changed sections group_size are not named in the new amendments"):
         lock_prereg(smoke)
 
 
 def test_removing_an_old_amendment_is_refused(smoke: Path) -> None:
     _edit(smoke, "signal_bar_cm: 0.25", "signal_bar_cm: 0.3")
-    _edit(smoke, "amendments: []\n", AMENDMENT)
+    before = _amend(smoke)
     lock_prereg(smoke)
-    _edit(smoke, AMENDMENT, "amendments: []\n")
-    with pytest.raises(LockError, match=r"amendments are append-only: the lock covers 1, the file has 0"):
+    _edit(smoke, AMENDMENT, "")
+    match = rf"amendments are append-only: the lock covers {before + 1}, the file has {before}"
+    with pytest.raises(LockError, match=match):
         lock_prereg(smoke)
 
 
 def test_rewriting_an_old_amendment_is_refused(smoke: Path) -> None:
     _edit(smoke, "signal_bar_cm: 0.25", "signal_bar_cm: 0.3")
-    _edit(smoke, "amendments: []\n", AMENDMENT)
+    before = _amend(smoke)
     lock_prereg(smoke)
     _edit(smoke, "raise the signal bar after the pilot", "a different story")
-    with pytest.raises(LockError, match=r"amendments\[0\] differs from the locked entry"):
+    with pytest.raises(LockError, match=rf"amendments\[{before}\] differs from the locked entry"):
         lock_prereg(smoke)
 
 

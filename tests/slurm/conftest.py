@@ -6,7 +6,6 @@ GRPO_PROBE_SLURM_SETUP=1; anywhere else without a running SLURM the tests skip a
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -15,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from workflow_copies import copy_repo
 
 REPO = Path(__file__).resolve().parents[2]
 START_SLURM = REPO / "tools" / "slurm" / "start-slurm.sh"
@@ -26,19 +27,6 @@ WORKFLOW_TIMEOUT = ["timeout", "-k", "10", "900"]
 FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "2"]
 READY_STATES = {"idle", "mixed", "allocated", "completing"}
 HOW_TO_RUN = "run `sudo tools/slurm/start-slurm.sh`, then `pytest tests/slurm`"
-
-
-def _load_e2e_conftest():
-    """The clean-copy logic of the e2e tests, shared rather than duplicated (tests are not a package)."""
-    path = REPO / "tests" / "e2e" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("grpo_probe_tests_e2e_conftest", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-copy_repo = _load_e2e_conftest().copy_repo
 
 
 def slurm_node_state() -> str | None:

@@ -1,9 +1,9 @@
-"""Clean copies of the repository, one smoke run shared by the fault and audit tests, and their processes.
+"""Clean copies of the repository, one smoke run shared by the workflow-level tests, and their processes.
 
 Why one shared run: the smoke workflow takes minutes on a loaded 2-core machine, and the fault and
 audit tests only need a finished results tree to damage or rerun. The run lives under the session's
 base temp directory with a marker written when it completed, so the first conftest that asks runs
-it and any later one (tests/audit, tests/faults) reuses it. Destructive tests work on copies.
+it and any later one reuses it. Destructive tests work on copies.
 """
 
 from __future__ import annotations
