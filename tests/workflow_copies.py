@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SMOKE = ("--config", "prereg=prereg/smoke.yaml")
 RESULTS = Path("results/smoke")
 SHARD = RESULTS / "probe" / "c1_ar_t1_0" / "s1000-1001"
