@@ -39,7 +39,9 @@ def _start_shard(run: Path, workflow_tools) -> tuple[subprocess.Popen[str], str]
     recorded = json.loads((run / f"{shard}.manifest.json").read_text())["outputs"][0]["sha256"]
     for suffix in (".parquet", ".manifest.json"):
         (run / f"{shard}{suffix}").unlink()
-    return workflow_tools.start_snakemake(run, f"{shard}.manifest.json", *workflow_tools.SMOKE), recorded
+    return workflow_tools.start_snakemake(
+        run, f"{shard}.manifest.json", "--cores", "2", *workflow_tools.SMOKE
+    ), recorded
 
 
 def _no_shard_files(run: Path, shard: Path) -> list[str]:

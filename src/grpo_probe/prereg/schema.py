@@ -55,7 +55,7 @@ def _schema_file(schema_dir: str | os.PathLike[str] | None, name: str) -> Path:
 
 
 def analysis_fragment_path(schema_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where the analysis engineer's schema fragment lives (it may be absent)."""
+    """Where the analysis schema fragment (analysis and decision_rule sections) lives; it may be absent."""
     return _schema_file(schema_dir, ANALYSIS_FRAGMENT)
 
 
