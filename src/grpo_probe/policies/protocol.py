@@ -9,6 +9,8 @@ A worked adapter for a user's own deterministic flow checkpoint (``my_model`` ma
 observation batch and a float32 noise batch to chunks in [-1, 1])::
 
     import numpy as np
+
+from grpo_probe.sampling import SAMPLING_KINDS, SamplingMode
     from grpo_probe.keyed_rng import numpy_generator, tag
     from grpo_probe.policies import PolicyOutput, RowDiagnostics
 
@@ -34,11 +36,10 @@ adapter passes the probe's draw-0 and parallel oracles.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -57,8 +58,6 @@ __all__ = [
 CHUNK_LENGTH = 50
 """Actions per chunk a policy returns (the registered ``sim.chunk_length``)."""
 
-SAMPLING_KINDS = ("greedy", "temperature", "flow_ode", "flow_sde", "flow_euler")
-
 
 @dataclass(frozen=True)
 class RowKey:
@@ -74,51 +73,6 @@ class RowKey:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise ValueError(f"RowKey.{name} must be a non-negative integer, got {value!r}")
-
-
-@dataclass(frozen=True)
-class SamplingMode:
-    """How a head turns its distribution into one chunk.
-
-    ``greedy`` and ``temperature`` are AR modes (Gumbel-max at ``temperature``); ``flow_ode`` is the
-    Heun decode with ``steps`` steps (last step Euler) from keyed noise; ``flow_sde`` is the Flow-GRPO SDE
-    sampler with noise scale ``sde_a`` (``sde_a = 0`` reproduces the Euler sampler bit for bit);
-    ``flow_euler`` is that deterministic Euler sampler (same grid and keyed noise), the reference of the
-    SDE cells' draw-0 oracle.
-    """
-
-    kind: Literal["greedy", "temperature", "flow_ode", "flow_sde", "flow_euler"]
-    temperature: float | None = None
-    sde_a: float | None = None
-    steps: int = 10
-
-    def __post_init__(self) -> None:
-        if self.kind not in SAMPLING_KINDS:
-            raise ValueError(f"SamplingMode.kind must be one of {SAMPLING_KINDS}, got {self.kind!r}")
-        if self.kind == "temperature":
-            t = self.temperature
-            if t is None or isinstance(t, bool) or not isinstance(t, (int, float)):
-                raise ValueError(
-                    f"SamplingMode.temperature must be a number for kind 'temperature', got {t!r}"
-                )
-            if not math.isfinite(t) or t <= 0:
-                raise ValueError(f"SamplingMode.temperature must be a finite number > 0, got {t!r}")
-        elif self.temperature is not None:
-            raise ValueError(
-                f"SamplingMode.temperature is only allowed for kind 'temperature' (kind={self.kind!r})"
-            )
-        if self.kind == "flow_sde":
-            a = self.sde_a
-            if a is None or isinstance(a, bool) or not isinstance(a, (int, float)):
-                raise ValueError(f"SamplingMode.sde_a must be a number for kind 'flow_sde', got {a!r}")
-            if not math.isfinite(a) or a < 0:
-                raise ValueError(f"SamplingMode.sde_a must be a finite number >= 0, got {a!r}")
-        elif self.sde_a is not None:
-            raise ValueError(f"SamplingMode.sde_a is only allowed for kind 'flow_sde' (kind={self.kind!r})")
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"SamplingMode.steps must be a positive integer, got {self.steps!r}")
-        if self.kind == "flow_sde" and self.steps < 2:
-            raise ValueError(f"SamplingMode.steps must be >= 2 for kind 'flow_sde', got {self.steps!r}")
 
 
 @dataclass
