@@ -4,8 +4,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from grpo_probe.prereg import arm_bindings, load_config, load_prereg
-from grpo_probe.rollout import split_seeds
+from grpo_probe.prereg import arm_bindings, load_config, load_prereg, split_seeds
 
 validate(config, schema="../workflow/schemas/config.schema.yaml")
 RUN = load_config(config)
@@ -17,13 +16,9 @@ BINDINGS = arm_bindings(RUN, PREREG)
 ARMS = sorted(set(PREREG.arms_in_use()) | set(PREREG.oracles.parallel.arms))
 REFERENCE_ARMS = [a for a in ARMS if BINDINGS[a].source == "reference"]
 CHECKPOINT_ARMS = [a for a in ARMS if BINDINGS[a].source == "checkpoint"]
-SHARDS = {
-    cell: [
-        f"s{seeds[0]}-{seeds[-1]}"
-        for seeds in split_seeds(PREREG.seeds, config["seeds_per_shard"])
-    ]
-    for cell in CELLS
-}
+# Shards by index over the registered seed order: shard-{i} holds the i-th run of seeds_per_shard seeds.
+SHARD_SEEDS = split_seeds(PREREG.seeds, config["seeds_per_shard"])
+SHARDS = [f"shard-{i}" for i in range(len(SHARD_SEEDS))]
 
 
 def _alternatives(names):
@@ -33,7 +28,7 @@ def _alternatives(names):
 wildcard_constraints:
     arm=_alternatives(ARMS),
     cell=_alternatives(CELLS),
-    shard=r"s\d+-\d+",
+    shard=r"shard-\d+",
 
 
 def prereg_files():
@@ -92,21 +87,20 @@ def cell_upstream(wildcards):
 
 
 def shard_seeds(wildcards):
-    first, last = (int(v) for v in wildcards.shard[1:].split("-"))
-    return [seed for seed in PREREG.seeds if first <= seed <= last]
+    return list(SHARD_SEEDS[int(wildcards.shard.removeprefix("shard-"))])
 
 
 def cell_shard_tables(wildcards):
     return [
         f"{R}/probe/{wildcards.cell}/{shard}.parquet"
-        for shard in SHARDS[wildcards.cell]
+        for shard in SHARDS
     ]
 
 
 def cell_join_upstream(wildcards):
     shards = [
         f"{R}/probe/{wildcards.cell}/{shard}.manifest.json"
-        for shard in SHARDS[wildcards.cell]
+        for shard in SHARDS
     ]
     return [
         *shards,

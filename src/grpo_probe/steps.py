@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_text
-from grpo_probe.prereg import ModeSpec, Prereg, load_prereg
+from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.provenance import file_sha256, write_manifest
 
 __all__ = [
@@ -50,12 +50,6 @@ def _manifest(
 
 def _write_json(path: PathLike, value: Any) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
-
-
-def _sampling_mode(mode: ModeSpec):  # -> SamplingMode; imported lazily, since policies import torch
-    from grpo_probe.policies.protocol import SamplingMode
-
-    return SamplingMode(kind=mode.kind, temperature=mode.temperature, sde_a=mode.sde_a, steps=mode.steps)
 
 
 def _group_job(
@@ -195,7 +189,7 @@ def parallel_oracle(
                 continue
             source = _policy_source(sources[arm], device)
             cell = f"oracle:{arm}:{mode.kind}"
-            jobs.append(_group_job(prereg, arm, cell, source, _sampling_mode(mode), spec.seeds, spec.draws))
+            jobs.append(_group_job(prereg, arm, cell, source, mode, spec.seeds, spec.draws))
     result = run_parallel_oracle(jobs, report, workers=spec.workers)
     _manifest(prereg, manifest, "parallel_oracle", [report], upstream, {"episodes": result.get("episodes")})
 
@@ -211,11 +205,11 @@ def anchors(
     device: str = "cpu",
 ) -> None:
     """The arm's deterministic rerun on the registered seeds (AR greedy; flow Heun draw 0)."""
-    from grpo_probe.rollout import anchor_mode, write_shard
+    from grpo_probe.rollout import write_shard
     from grpo_probe.rollout.table import ANCHOR_CELL
 
     prereg = load_prereg(prereg_path)
-    mode = anchor_mode(prereg.arms[arm].head)
+    mode = prereg.arms[arm].anchor
     job = _group_job(prereg, arm, ANCHOR_CELL, _policy_source(source, device), mode, prereg.seeds, 1)
     write_shard(job, table, workers=workers)
     _manifest(prereg, manifest, "anchors", [table], upstream, {"arm": arm})
@@ -241,7 +235,7 @@ def probe_shard(
         raise ValueError(f"{prereg.path}: shard seeds {unknown} are not registered seeds")
     spec = prereg.cell(cell)
     policy = _policy_source(source, device)
-    job = _group_job(prereg, spec.arm, cell, policy, _sampling_mode(spec.mode), seeds, prereg.group_size)
+    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
     write_shard(job, table, workers=workers)
     _manifest(prereg, manifest, "probe", [table], upstream, {"cell": cell, "seeds": list(seeds)})
 
@@ -263,7 +257,7 @@ def draw0_oracle(
     prereg = load_prereg(prereg_path)
     spec = prereg.cell(cell)
     policy = _policy_source(source, device)
-    job = _group_job(prereg, spec.arm, cell, policy, _sampling_mode(spec.mode), prereg.oracles.draw0_seeds, 1)
+    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, prereg.oracles.draw0_seeds, 1)
     run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
     _manifest(prereg, manifest, "draw0_oracle", [report], upstream, {"cell": cell})
 
@@ -284,14 +278,13 @@ def join(
 
     from grpo_probe.analysis.anchor_join import check_seeds_match, join_seeds
     from grpo_probe.analysis.group_stats import seed_groups
-    from grpo_probe.analysis.spec import AnalysisSpec
     from grpo_probe.analysis.tables import read_rollout_table as read_analysed
     from grpo_probe.rollout import merge_shards
     from grpo_probe.sim.episode_table import write_episode_table
 
     prereg = load_prereg(prereg_path)
     merge_shards(list(shards), cell_table)
-    spec = AnalysisSpec.from_prereg(prereg.raw, str(prereg.path))
+    spec = prereg.analysis
     probe, anchor = read_analysed(cell_table), read_analysed(anchor_table)
     check_seeds_match(probe, anchor, cell)
     groups = {g.seed: g for g in seed_groups(probe, spec)}
@@ -356,13 +349,7 @@ def decision(
     build_decision(
         probe_tables=dict(cell_tables),
         anchor_tables=dict(anchor_tables),
-        prereg=prereg.raw,
-        prereg_info={
-            "name": prereg.name,
-            "sha256": prereg.sha256,
-            "lock_date": prereg.lock_date or "unlocked",
-            "path": str(prereg.path),
-        },
+        prereg=prereg,
         out_md=out_md,
         out_json=out_json,
         figures_dir=figures_dir,

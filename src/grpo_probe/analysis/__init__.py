@@ -1,9 +1,9 @@
 """The probe's analysis: group statistics, the anchor join, guard trips, AR entropy, the registered
 decision rule, and decision.md / decision.json with their figures.
 
-The entry point is :func:`grpo_probe.analysis.report.build_decision`; :class:`AnalysisSpec` parses the
-prereg's ``analysis:`` and ``decision_rule:`` sections. Both are loaded on first use, so validating a
-prereg (which parses the spec) does not import matplotlib.
+The entry point is :func:`grpo_probe.analysis.report.build_decision`, on the typed registered design
+(:class:`grpo_probe.prereg.Prereg`). It is loaded on first use, so importing this package does not
+import matplotlib.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["AnalysisSpec", "build_decision"]
+__all__ = ["build_decision"]
 
-_HOMES = {"AnalysisSpec": "grpo_probe.analysis.spec", "build_decision": "grpo_probe.analysis.report"}
+_HOMES = {"build_decision": "grpo_probe.analysis.report"}
 
 
 def __getattr__(name: str) -> Any:

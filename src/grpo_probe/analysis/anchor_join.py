@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_probe.analysis.bootstrap import Estimate, bootstrap_generator, percentile_bootstrap
-from grpo_probe.analysis.spec import AnalysisSpec
+from grpo_probe.prereg import AnalysisNumbers
 from grpo_probe.analysis.tables import RolloutTable
 
 __all__ = ["JoinSummary", "SeedJoin", "check_seeds_match", "join_seeds", "summarize_join"]
@@ -80,7 +80,7 @@ def join_seeds(probe: RolloutTable, anchor: RolloutTable) -> list[SeedJoin]:
     return joins
 
 
-def summarize_join(joins: list[SeedJoin], spec: AnalysisSpec, cell: str) -> JoinSummary:
+def summarize_join(joins: list[SeedJoin], spec: AnalysisNumbers, cell: str) -> JoinSummary:
     """Means over seeds of the progress difference and of engagement, with percentile-bootstrap CIs.
 
     Competence cost is the mean over seeds of (mean of the K sampled ``progress_final_cm`` minus the

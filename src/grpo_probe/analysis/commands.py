@@ -71,13 +71,7 @@ def run_decide(args: argparse.Namespace) -> int:
     decision = build_decision(
         probe_tables=probes,
         anchor_tables=anchors,
-        prereg=prereg.raw,
-        prereg_info={
-            "name": prereg.name,
-            "sha256": prereg.sha256,
-            "lock_date": prereg.lock_date,
-            "path": str(args.prereg),
-        },
+        prereg=prereg,
         out_md=args.out_md,
         out_json=args.out_json,
         figures_dir=args.figures_dir,

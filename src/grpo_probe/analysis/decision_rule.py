@@ -2,7 +2,7 @@
 
 Why: the memo's rule (section 4) decides what phase 2 is, so it must be applied exactly as registered and
 say why. The thresholds and criteria are data (``decision_rule:`` in the prereg, parsed by
-:mod:`grpo_probe.analysis.spec`); this module only evaluates them. Its fixed part is the memo's routing:
+:mod:`grpo_probe.prereg.rule`); this module only evaluates them. Its fixed part is the memo's routing:
 
 - no AR or flow cell qualifies -> ``park`` (GRPO-on-sim parks);
 - AR cells qualify, flow cells do not -> ``phase2_ar`` (token-GRPO on the AR head, the SimpleVLA-RL mapping);
@@ -22,7 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_probe.analysis.spec import HEADS, CellSpec, DecisionRule, RankKey
+from grpo_probe.prereg import Cell
+from grpo_probe.prereg.rule import HEADS, DecisionRule, RankKey
 
 __all__ = ["OUTCOMES", "CellVerdict", "ConditionResult", "Outcome", "evaluate_rule"]
 
@@ -99,7 +100,7 @@ def _condition(cond: Any, reads: Mapping[str, float | None]) -> ConditionResult:
     return ConditionResult(cond.read, value, cond.op, cond.threshold, cond.source, passed)
 
 
-def _verdict(rule: DecisionRule, cell: CellSpec, reads: Mapping[str, float | None]) -> CellVerdict:
+def _verdict(rule: DecisionRule, cell: Cell, reads: Mapping[str, float | None]) -> CellVerdict:
     results = []
     for criterion in rule.criteria:
         conditions = tuple(_condition(c, reads) for c in criterion.all_of)
@@ -112,11 +113,11 @@ def _verdict(rule: DecisionRule, cell: CellSpec, reads: Mapping[str, float | Non
 
 
 def _rank(
-    cells: Sequence[CellSpec], keys: Sequence[RankKey], reads: Mapping[str, Mapping[str, float | None]]
-) -> list[CellSpec]:
+    cells: Sequence[Cell], keys: Sequence[RankKey], reads: Mapping[str, Mapping[str, float | None]]
+) -> list[Cell]:
     """Best first: each key in turn (an undefined read ranks last), then registered order."""
 
-    def sort_key(indexed: tuple[int, CellSpec]) -> tuple[Any, ...]:
+    def sort_key(indexed: tuple[int, Cell]) -> tuple[Any, ...]:
         position, cell = indexed
         parts: list[Any] = []
         for key in keys:
@@ -130,11 +131,11 @@ def _rank(
     return [cell for _, cell in sorted(enumerate(cells), key=sort_key)]
 
 
-def _rank_clause(head: str, ranked: Sequence[CellSpec], keys: Sequence[RankKey], reads: Any) -> str:
+def _rank_clause(head: str, ranked: Sequence[Cell], keys: Sequence[RankKey], reads: Any) -> str:
     def shown(value: float | None) -> str:
         return "undefined" if value is None else f"{value:.4f}"
 
-    def describe(cell: CellSpec) -> str:
+    def describe(cell: Cell) -> str:
         values = ", ".join(f"{k.read}={shown(reads[cell.id].get(k.read))}" for k in keys)
         return f"{cell.id} (arm {cell.arm}{'; ' + values if values else ''})"
 
@@ -147,7 +148,7 @@ def _rank_clause(head: str, ranked: Sequence[CellSpec], keys: Sequence[RankKey],
 
 
 def evaluate_rule(
-    rule: DecisionRule, cells: Sequence[CellSpec], reads: Mapping[str, Mapping[str, float | None]]
+    rule: DecisionRule, cells: Sequence[Cell], reads: Mapping[str, Mapping[str, float | None]]
 ) -> tuple[list[CellVerdict], Outcome]:
     """Apply the registered rule to the reads of each enabled cell (``reads[cell.id][read name]``)."""
     verdicts = [_verdict(rule, cell, reads[cell.id]) for cell in cells]

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from grpo_probe.analysis.bootstrap import Estimate, bootstrap_generator, percentile_bootstrap
-from grpo_probe.analysis.spec import AnalysisSpec
+from grpo_probe.prereg import AnalysisNumbers
 from grpo_probe.analysis.tables import RolloutTable
 
 __all__ = ["GroupSummary", "SeedGroup", "median_seed", "seed_groups", "summarize_groups", "within_group_std"]
@@ -58,7 +58,7 @@ def within_group_std(values: ArrayLike, ddof: int) -> float:
     return float(np.std(x, ddof=ddof))
 
 
-def seed_groups(table: RolloutTable, spec: AnalysisSpec) -> list[SeedGroup]:
+def seed_groups(table: RolloutTable, spec: AnalysisNumbers) -> list[SeedGroup]:
     """Per seed (ascending): the within-group stds and whether the ranking is non-degenerate.
 
     A group is non-degenerate when its std of ``progress_final_cm`` is strictly above
@@ -82,7 +82,7 @@ def seed_groups(table: RolloutTable, spec: AnalysisSpec) -> list[SeedGroup]:
     return groups
 
 
-def summarize_groups(groups: list[SeedGroup], spec: AnalysisSpec, cell: str) -> GroupSummary:
+def summarize_groups(groups: list[SeedGroup], spec: AnalysisNumbers, cell: str) -> GroupSummary:
     """Medians over seeds of the group stds (percentile bootstrap over seeds) and the non-degenerate share."""
     boot = spec.bootstrap
     count = sum(g.nondegenerate for g in groups)

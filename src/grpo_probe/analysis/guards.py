@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from grpo_probe.analysis.reads import GUARDS
-from grpo_probe.analysis.spec import AnalysisSpec
+from grpo_probe.prereg import AnalysisNumbers
 from grpo_probe.analysis.tables import RolloutTable
 
 __all__ = ["GuardRate", "guard_rates", "guard_trips"]
@@ -40,7 +40,7 @@ class GuardRate:
         return self.anchor_count / self.anchor_n
 
 
-def guard_trips(table: RolloutTable, spec: AnalysisSpec) -> dict[str, NDArray[np.bool_]]:
+def guard_trips(table: RolloutTable, spec: AnalysisNumbers) -> dict[str, NDArray[np.bool_]]:
     """Per episode, whether each guard tripped, as registered:
 
     reset_strike: ``reset_strikes > 0``; knocked_off: ``knocked_off``; not_upright: ``not final_upright``;
@@ -56,7 +56,7 @@ def guard_trips(table: RolloutTable, spec: AnalysisSpec) -> dict[str, NDArray[np
     }
 
 
-def guard_rates(probe: RolloutTable, anchor: RolloutTable, spec: AnalysisSpec) -> list[GuardRate]:
+def guard_rates(probe: RolloutTable, anchor: RolloutTable, spec: AnalysisNumbers) -> list[GuardRate]:
     """Pooled trip rates per guard (in ``GUARDS`` order), sampled episodes against anchor episodes.
 
     With the same K draws for every seed, the pooled sampled rate equals the mean over seeds of the

@@ -33,15 +33,11 @@ from grpo_probe.analysis.figures import (
 from grpo_probe.analysis.group_stats import SeedGroup, median_seed, seed_groups, summarize_groups
 from grpo_probe.analysis.guards import GuardRate, guard_rates
 from grpo_probe.analysis.reads import READ_ROWS, quantize
-from grpo_probe.analysis.spec import AnalysisSpec, CellSpec
 from grpo_probe.analysis.tables import RolloutTable, read_anchor_table, read_probe_table
 from grpo_probe.atomic_io import atomic_write_text
-from grpo_probe.sim.params import SimParams
+from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
 
 __all__ = ["build_decision", "decision_json_text", "default_template", "render_decision_md"]
-
-_PREREG_INFO_KEYS = ("name", "sha256", "lock_date")
-
 
 def default_template() -> Path:
     """``reports/decision.md.j2`` of the source tree this package runs from (installed editable)."""
@@ -60,20 +56,27 @@ def _slug(cell: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", cell)
 
 
-def _check_prereg_info(prereg_info: Mapping[str, Any]) -> tuple[dict[str, str], str]:
-    missing = [k for k in _PREREG_INFO_KEYS if not isinstance(prereg_info.get(k), str) or not prereg_info[k]]
-    if missing:
-        raise ValueError(
-            f"prereg_info: {', '.join(missing)} must be non-empty string(s), got {dict(prereg_info)!r}"
-        )
-    where = str(prereg_info.get("path") or prereg_info["name"])
-    return {k: str(prereg_info[k]) for k in _PREREG_INFO_KEYS}, where
+def _prereg_info(prereg: Prereg) -> dict[str, str]:
+    """The design's identity as decision.json records it."""
+    return {"name": prereg.name, "sha256": prereg.sha256, "lock_date": prereg.lock_date or "unlocked"}
+
+
+def _mode_record(cell: Cell) -> dict[str, Any]:
+    """The cell's sampling mode as a mapping of the fields its kind takes."""
+    mode: dict[str, Any] = {"kind": cell.mode.kind}
+    if cell.mode.temperature is not None:
+        mode["temperature"] = cell.mode.temperature
+    if cell.mode.sde_a is not None:
+        mode["sde_a"] = cell.mode.sde_a
+    if cell.head == "flow":
+        mode["steps"] = cell.mode.steps
+    return mode
 
 
 def _check_table_keys(
-    spec: AnalysisSpec, probe_tables: Mapping[str, Any], anchor_tables: Mapping[str, Any], where: str
+    prereg: Prereg, probe_tables: Mapping[str, Any], anchor_tables: Mapping[str, Any], where: str
 ) -> None:
-    enabled = [c.id for c in spec.cells]
+    enabled = [c.id for c in prereg.enabled_cells]
     without = [c for c in enabled if c not in probe_tables]
     unknown = sorted(set(probe_tables) - set(enabled))
     if without or unknown:
@@ -81,13 +84,12 @@ def _check_table_keys(
             f"{where}: cells: probe tables do not match the enabled cells: enabled cells without a table "
             f"{without}, tables for unknown or disabled cells {unknown}"
         )
-    arms = dict(spec.arms)
     for arm in sorted(anchor_tables):
-        if arm not in arms:
+        if arm not in prereg.arms:
             raise ValueError(
                 f"{anchor_tables[arm]}: anchor table for arm {arm!r}, which {where} does not register"
             )
-    for cell in spec.cells:
+    for cell in prereg.enabled_cells:
         if cell.arm not in anchor_tables:
             raise ValueError(
                 f"{probe_tables[cell.id]}: cell {cell.id} (arm {cell.arm}) has no anchor rows: "
@@ -150,10 +152,10 @@ class _CellResult:
 
 
 def _cell_analysis(
-    cell: CellSpec,
+    cell: Cell,
     probe: RolloutTable,
     anchor: RolloutTable,
-    spec: AnalysisSpec,
+    spec: AnalysisNumbers,
 ) -> tuple[dict[str, float | None], _CellResult]:
     """The cell's reads (flat, quantized) and its analysis; figures are drawn by the caller."""
     check_seeds_match(probe, anchor, cell.id)
@@ -181,7 +183,7 @@ def _cell_analysis(
         "id": cell.id,
         "arm": cell.arm,
         "head": cell.head,
-        "mode": dict(cell.mode),
+        "mode": _mode_record(cell),
         "mode_text": cell.mode_text(),
         "optional": cell.optional,
         "description": cell.description,
@@ -236,11 +238,11 @@ def _cell_analysis(
 
 
 def _draw_figures(
-    cells: Sequence[CellSpec],
+    cells: Sequence[Cell],
     parts: Mapping[str, _CellResult],
     probes: Mapping[str, RolloutTable],
     anchors: Mapping[str, RolloutTable],
-    spec: AnalysisSpec,
+    spec: AnalysisNumbers,
     figures_dir: Path,
     link_base: Path,
     disk_radius_m: float,
@@ -354,8 +356,7 @@ def decision_json_text(decision: Mapping[str, Any]) -> str:
 def build_decision(
     probe_tables: Mapping[str, str | os.PathLike[str]],
     anchor_tables: Mapping[str, str | os.PathLike[str]],
-    prereg: Mapping[str, Any],
-    prereg_info: Mapping[str, Any],
+    prereg: Prereg,
     out_md: str | os.PathLike[str],
     out_json: str | os.PathLike[str],
     figures_dir: str | os.PathLike[str],
@@ -368,35 +369,31 @@ def build_decision(
     """Analyse every enabled cell, apply the registered rule, write figures, decision.json and decision.md.
 
     ``probe_tables``: cell id -> probe table; ``anchor_tables``: arm id -> anchor table; ``prereg``: the
-    parsed prereg; ``prereg_info``: ``name``, ``sha256``, ``lock_date`` (and optionally ``path``, used in
-    error messages); ``provenance``: (artifact path, sha256) pairs for the footer; ``compute``: per stage
+    registered design; ``provenance``: (artifact path, sha256) pairs for the footer; ``compute``: per stage
     ``{stage, cpu_s, gpu_s, max_rss_mb}``; ``compute_gate``: ``{cpu_hours, gpu_hours}``. Returns the
     decision record, which is exactly what decision.json holds.
     """
-    info, where = _check_prereg_info(prereg_info)
-    spec = AnalysisSpec.from_prereg(prereg, where)
-    _check_table_keys(spec, probe_tables, anchor_tables, where)
-    heads = dict(spec.arms)
-    used_arms = sorted({c.arm for c in spec.cells})
-    anchors = {arm: read_anchor_table(anchor_tables[arm], arm, heads[arm]) for arm in used_arms}
+    info, where = _prereg_info(prereg), str(prereg.path)
+    spec = prereg.analysis
+    cells = prereg.enabled_cells
+    _check_table_keys(prereg, probe_tables, anchor_tables, where)
+    used_arms = sorted({c.arm for c in cells})
+    anchors = {arm: read_anchor_table(anchor_tables[arm], arm, prereg.arm_head(arm)) for arm in used_arms}
     probes = {
-        c.id: read_probe_table(probe_tables[c.id], c.id, c.arm, c.head, spec.group_std_ddof)
-        for c in spec.cells
+        c.id: read_probe_table(probe_tables[c.id], c.id, c.arm, c.head, spec.group_std_ddof) for c in cells
     }
     reads: dict[str, dict[str, float | None]] = {}
     parts: dict[str, _CellResult] = {}
-    for cell in spec.cells:
+    for cell in cells:
         reads[cell.id], parts[cell.id] = _cell_analysis(cell, probes[cell.id], anchors[cell.arm], spec)
-    verdicts, outcome = evaluate_rule(spec.rule, spec.cells, reads)
+    verdicts, outcome = evaluate_rule(prereg.decision_rule, cells, reads)
 
     out_md = Path(out_md)
-    sim = prereg.get("sim") if isinstance(prereg.get("sim"), Mapping) else {}
-    disk_radius_m = float(sim.get("disk_radius_m", SimParams().disk_radius_m))
     figures = _draw_figures(
-        spec.cells, parts, probes, anchors, spec, Path(figures_dir), out_md.parent, disk_radius_m
+        cells, parts, probes, anchors, spec, Path(figures_dir), out_md.parent, prereg.sim.disk_radius_m
     )
     cells_out = []
-    for cell, verdict in zip(spec.cells, verdicts, strict=True):
+    for cell, verdict in zip(cells, verdicts, strict=True):
         record = dict(parts[cell.id].record)
         record["figures"] = figures["cells"][cell.id]
         record["verdict"] = {
@@ -420,11 +417,11 @@ def build_decision(
             },
         }
         cells_out.append(record)
-    rule = spec.rule
+    rule = prereg.decision_rule
     decision: dict[str, Any] = {
         "format": "grpo-probe decision 1",
         "prereg": info,
-        "analysis": spec.registered_numbers(),
+        "analysis": spec.to_dict(),
         "decision_rule": {
             "criteria": [
                 {

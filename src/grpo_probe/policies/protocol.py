@@ -9,8 +9,6 @@ A worked adapter for a user's own deterministic flow checkpoint (``my_model`` ma
 observation batch and a float32 noise batch to chunks in [-1, 1])::
 
     import numpy as np
-
-from grpo_probe.sampling import SAMPLING_KINDS, SamplingMode
     from grpo_probe.keyed_rng import numpy_generator, tag
     from grpo_probe.policies import PolicyOutput, RowDiagnostics
 
@@ -42,6 +40,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from grpo_probe.sampling import SAMPLING_KINDS, SamplingMode
 
 __all__ = [
     "CHUNK_LENGTH",

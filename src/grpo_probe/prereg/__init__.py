@@ -6,7 +6,6 @@ from grpo_probe.prereg.design import (
     Cell,
     ComputeGate,
     LockOutcome,
-    ModeSpec,
     Oracles,
     ParallelOracle,
     Prereg,
@@ -15,20 +14,25 @@ from grpo_probe.prereg.design import (
     expand_seeds,
     load_prereg,
     lock_prereg,
+    prereg_from_mapping,
+    split_seeds,
 )
+from grpo_probe.prereg.rule import AnalysisNumbers, BootstrapSpec, DecisionRule
 from grpo_probe.prereg.lock import LockError, lock_path
 from grpo_probe.prereg.run_config import ArmBinding, RunConfig, arm_bindings, load_config
 from grpo_probe.prereg.schema import SchemaError
 
 __all__ = [
     "Amendment",
+    "AnalysisNumbers",
     "Arm",
     "ArmBinding",
+    "BootstrapSpec",
     "Cell",
     "ComputeGate",
+    "DecisionRule",
     "LockError",
     "LockOutcome",
-    "ModeSpec",
     "Oracles",
     "ParallelOracle",
     "Prereg",
@@ -42,4 +46,6 @@ __all__ = [
     "load_prereg",
     "lock_path",
     "lock_prereg",
+    "prereg_from_mapping",
+    "split_seeds",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +25,17 @@ from grpo_probe.prereg.lock import (
     utc_now_iso,
     write_lock,
 )
-from grpo_probe.prereg.schema import analysis_fragment_path, load_prereg_schema, validate_against
+from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
+from grpo_probe.prereg.schema import load_prereg_schema, validate_against
+from grpo_probe.sampling import HEAD_OF_MODE, SamplingMode
 from grpo_probe.sim.params import SimParams
 
 __all__ = [
-    "HEAD_OF_MODE",
     "Amendment",
     "Arm",
     "Cell",
     "ComputeGate",
     "LockOutcome",
-    "ModeSpec",
     "Oracles",
     "ParallelOracle",
     "Prereg",
@@ -45,39 +45,13 @@ __all__ = [
     "expand_seeds",
     "load_prereg",
     "lock_prereg",
+    "prereg_from_mapping",
     "read_valid_prereg",
+    "split_seeds",
 ]
-
-HEAD_OF_MODE: dict[str, str] = {"greedy": "ar", "temperature": "ar", "flow_ode": "flow", "flow_sde": "flow"}
-"""The head each sampling mode belongs to."""
-
 
 class PreregError(ValueError):
     """A design breaks a cross-field rule; the message names the file and the field."""
-
-
-@dataclass(frozen=True)
-class ModeSpec:
-    """A registered sampling mode, field for field ``policies.protocol.SamplingMode(**vars(mode))``."""
-
-    kind: str
-    temperature: float | None = None
-    sde_a: float | None = None
-    steps: int = 10
-
-    @property
-    def head(self) -> str:
-        """The head this mode samples."""
-        return HEAD_OF_MODE[self.kind]
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> ModeSpec:
-        return cls(
-            kind=values["kind"],
-            temperature=values.get("temperature"),
-            sde_a=values.get("sde_a"),
-            steps=int(values.get("steps", 10)),
-        )
 
 
 @dataclass(frozen=True)
@@ -88,18 +62,29 @@ class Arm:
     head: str
     checkpoint_sha256: str | None
     description: str
+    anchor: SamplingMode
+    """The deterministic sampler of the arm's anchor rows (AR greedy; flow Heun draw 0), registered."""
 
 
 @dataclass(frozen=True)
 class Cell:
-    """A probe cell: every seed, ``group_size`` draws, one arm, one stochastic mode."""
+    """A probe cell: every seed, ``group_size`` draws, one arm (of ``head``), one stochastic mode."""
 
     id: str
     arm: str
-    mode: ModeSpec
+    head: str
+    mode: SamplingMode
     optional: bool
     enabled: bool
     description: str
+
+    def mode_text(self) -> str:
+        """``temperature (temperature=1.6)``: the sampling mode as decision.md prints it."""
+        params = {"temperature": self.mode.temperature, "sde_a": self.mode.sde_a}
+        if self.head == "flow":
+            params["steps"] = self.mode.steps
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(params.items()) if v is not None)
+        return f"{self.mode.kind} ({shown})" if shown else self.mode.kind
 
 
 @dataclass(frozen=True)
@@ -116,7 +101,7 @@ class ParallelOracle:
     """Subset on which the parallel rollout path must equal the sequential one byte for byte."""
 
     arms: tuple[str, ...]
-    modes: tuple[ModeSpec, ...]
+    modes: tuple[SamplingMode, ...]
     seeds: tuple[int, ...]
     draws: int
     workers: int
@@ -163,11 +148,10 @@ class Prereg:
     training: Training
     cells: tuple[Cell, ...]
     oracles: Oracles
-    analysis: dict[str, Any]
-    decision_rule: dict[str, Any]
+    analysis: AnalysisNumbers
+    decision_rule: DecisionRule
     compute_gate: ComputeGate
     amendments: tuple[Amendment, ...]
-    raw: dict[str, Any] = field(repr=False)
     sha256: str
     lock_date: str | None
 
@@ -183,6 +167,10 @@ class Prereg:
                 return c
         raise KeyError(f"{self.path}: no cell {cell_id!r} (cells: {', '.join(c.id for c in self.cells)})")
 
+    def arm_head(self, arm: str) -> str:
+        """The head of a registered arm."""
+        return self.arms[arm].head
+
     def arms_in_use(self) -> tuple[str, ...]:
         """Arms an enabled cell or the parallel oracle needs, in registered arm order."""
         used = {c.arm for c in self.enabled_cells} | set(self.oracles.parallel.arms)
@@ -196,6 +184,18 @@ def expand_seeds(spec: Mapping[str, int] | Sequence[int]) -> tuple[int, ...]:
     return tuple(int(s) for s in spec)
 
 
+def split_seeds(seeds: Sequence[int], seeds_per_shard: int) -> list[tuple[int, ...]]:
+    """Shards by index: consecutive runs of at most ``seeds_per_shard`` seeds in the given order.
+
+    Shard ``i`` holds positions ``i * seeds_per_shard`` onward of the registered seed list, whatever the
+    seeds' values or order, so no seed can fall in two shards.
+    """
+    if isinstance(seeds_per_shard, bool) or not isinstance(seeds_per_shard, int) or seeds_per_shard < 1:
+        raise ValueError(f"seeds_per_shard must be an integer >= 1, got {seeds_per_shard!r}")
+    seeds = tuple(seeds)
+    return [seeds[i : i + seeds_per_shard] for i in range(0, len(seeds), seeds_per_shard)]
+
+
 def _mode_problems(mode: Mapping[str, Any], at: str) -> list[str]:
     kind = mode["kind"]
     problems = []
@@ -205,6 +205,20 @@ def _mode_problems(mode: Mapping[str, Any], at: str) -> list[str]:
         problems.append(f"{at}.sde_a: only allowed for kind 'flow_sde' (kind is {kind!r})")
     if "steps" in mode and HEAD_OF_MODE[kind] != "flow":
         problems.append(f"{at}.steps: only allowed for flow kinds (kind is {kind!r})")
+    return problems
+
+
+_ANCHOR_KINDS = ("greedy", "flow_ode", "flow_euler")
+"""Deterministic samplers an anchor may use: AR greedy; flow draw 0 of the keyed noise (Heun or Euler)."""
+
+
+def _duplicate_problems(seeds: Sequence[int], at: str) -> list[str]:
+    first: dict[int, int] = {}
+    problems = []
+    for i, seed in enumerate(seeds):
+        if seed in first:
+            problems.append(f"{at}[{i}]: seed {seed} is registered twice (first at {at}[{first[seed]}])")
+        first.setdefault(seed, i)
     return problems
 
 
@@ -223,6 +237,17 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
     arms: Mapping[str, Any] = raw["arms"]
     arm_list = ", ".join(arms)
     seeds = expand_seeds(raw["seeds"])
+    problems += _duplicate_problems(seeds, "seeds")
+    problems += _duplicate_problems(expand_seeds(raw["training"]["demos"]["seeds"]), "training.demos.seeds")
+
+    for arm_id, arm in arms.items():
+        at = f"arms.{arm_id}.anchor"
+        problems += _mode_problems(arm["anchor"], at)
+        kind = arm["anchor"]["kind"]
+        if HEAD_OF_MODE[kind] != arm["head"]:
+            problems.append(f"{at}.kind: {kind!r} samples the {HEAD_OF_MODE[kind]} head, but the arm's head is {arm['head']!r}")
+        elif kind not in _ANCHOR_KINDS:
+            problems.append(f"{at}.kind: an anchor is deterministic; {kind!r} is not (use one of {', '.join(_ANCHOR_KINDS)})")
 
     try:
         SimParams.from_dict(raw["sim"])
@@ -246,6 +271,14 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
                     f"but arm {cell['arm']!r} has head {head!r}"
                 )
         problems += _mode_problems(cell["mode"], f"{at}.mode")
+        if cell["arm"] in arms and cell["mode"]["kind"] == "flow_ode":
+            anchor = SamplingMode.from_dict(arms[cell["arm"]]["anchor"])
+            if anchor != SamplingMode.from_dict(cell["mode"]):
+                problems.append(
+                    f"{at}.mode: the draw-0 oracle compares draw 0 of a flow_ode cell with its arm's anchor "
+                    f"rows, so the mode must equal arms.{cell['arm']}.anchor ({anchor.kind}, "
+                    f"steps={anchor.steps})"
+                )
         if not cell["optional"] and not cell["enabled"]:
             problems.append(f"{at}.enabled: a required cell (optional: false) must be enabled")
     if not any(cell["enabled"] for cell in raw["cells"]):
@@ -279,6 +312,8 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
             )
     problems += _subset_problems(parallel["seeds"], seeds, "oracles.parallel.seeds")
     problems += _subset_problems(raw["oracles"]["draw0"]["seeds"], seeds, "oracles.draw0.seeds")
+    problems += _duplicate_problems(parallel["seeds"], "oracles.parallel.seeds")
+    problems += _duplicate_problems(raw["oracles"]["draw0"]["seeds"], "oracles.draw0.seeds")
     return problems
 
 
@@ -288,27 +323,34 @@ def read_valid_prereg(
     """Parse and validate a prereg (schema, then cross-field rules); return it with its canonical sha256."""
     path = Path(path)
     raw = read_yaml(path)
+    return raw, _validate(raw, path, schema_dir)
+
+
+def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -> str:
     if not isinstance(raw, dict):
         raise PreregError(f"{path}: a prereg must be a YAML mapping, got {type(raw).__name__}")
     validate_against(raw, load_prereg_schema(schema_dir), str(path))
     problems = design_problems(raw)
     if problems:
         raise PreregError("\n".join(f"{path}: {p}" for p in problems))
-    if analysis_fragment_path(schema_dir).exists():
-        # the analysis sections' cross-references (criteria named in qualifies exist) belong to the analysis
-        from grpo_probe.analysis.spec import AnalysisSpec
-
-        AnalysisSpec.from_prereg(raw, str(path), schema_dir)
+    # the analysis sections validate themselves (criteria named in qualifies exist)
+    parse_analysis_sections(raw, str(path), schema_dir)
     try:
-        sha = canonical_sha256(raw)
+        return canonical_sha256(raw)
     except ValueError as exc:  # NaN or infinity has no canonical JSON form
         raise PreregError(f"{path}: {exc}") from None
-    return raw, sha
 
 
 def _build(path: Path, raw: dict[str, Any], sha: str, lock_date: str | None) -> Prereg:
     parallel = raw["oracles"]["parallel"]
     gate = raw["compute_gate"]
+    analysis, rule = parse_analysis_sections(raw, str(path))
+    arms = {
+        arm_id: Arm(
+            arm_id, a["head"], a["checkpoint_sha256"], a["description"], SamplingMode.from_dict(a["anchor"])
+        )
+        for arm_id, a in raw["arms"].items()
+    }
     return Prereg(
         path=path,
         name=raw["name"],
@@ -317,10 +359,7 @@ def _build(path: Path, raw: dict[str, Any], sha: str, lock_date: str | None) -> 
         sim=SimParams.from_dict(raw["sim"]),
         seeds=expand_seeds(raw["seeds"]),
         group_size=raw["group_size"],
-        arms={
-            arm_id: Arm(arm_id, a["head"], a["checkpoint_sha256"], a["description"])
-            for arm_id, a in raw["arms"].items()
-        },
+        arms=arms,
         training=Training(
             demo_seeds=expand_seeds(raw["training"]["demos"]["seeds"]),
             demo_noise=float(raw["training"]["demos"]["noise"]),
@@ -330,7 +369,8 @@ def _build(path: Path, raw: dict[str, Any], sha: str, lock_date: str | None) -> 
             Cell(
                 c["id"],
                 c["arm"],
-                ModeSpec.from_dict(c["mode"]),
+                arms[c["arm"]].head,
+                SamplingMode.from_dict(c["mode"]),
                 c["optional"],
                 c["enabled"],
                 c["description"],
@@ -340,23 +380,36 @@ def _build(path: Path, raw: dict[str, Any], sha: str, lock_date: str | None) -> 
         oracles=Oracles(
             parallel=ParallelOracle(
                 arms=tuple(parallel["arms"]),
-                modes=tuple(ModeSpec.from_dict(m) for m in parallel["modes"]),
+                modes=tuple(SamplingMode.from_dict(m) for m in parallel["modes"]),
                 seeds=tuple(parallel["seeds"]),
                 draws=parallel["draws"],
                 workers=parallel["workers"],
             ),
             draw0_seeds=tuple(raw["oracles"]["draw0"]["seeds"]),
         ),
-        analysis=dict(raw["analysis"]),
-        decision_rule=dict(raw["decision_rule"]),
+        analysis=analysis,
+        decision_rule=rule,
         compute_gate=ComputeGate(
             float(gate["cpu_hours"]), float(gate["gpu_hours"]), gate.get("description", "")
         ),
         amendments=tuple(Amendment(a["date"], a["reason"], tuple(a["fields"])) for a in raw["amendments"]),
-        raw=raw,
         sha256=sha,
         lock_date=lock_date,
     )
+
+
+def prereg_from_mapping(
+    raw: Mapping[str, Any], path: str | os.PathLike[str], schema_dir: str | os.PathLike[str] | None = None
+) -> Prereg:
+    """A validated, unlocked :class:`Prereg` from an in-memory design (``path`` names it in errors).
+
+    For designs built by code (tests, a design table rebuilt at another registered version); a design
+    the workflow runs comes from :func:`load_prereg`, which also checks the lock.
+    """
+    path = Path(path)
+    raw = dict(raw)
+    sha = _validate(raw, path, schema_dir)
+    return _build(path, raw, sha, None)
 
 
 def load_prereg(

@@ -15,7 +15,7 @@ from grpo_probe.rollout.engine import (
 from grpo_probe.rollout.oracles import OracleMismatchError, anchor_mode, run_draw0_oracle, run_parallel_oracle
 from grpo_probe.rollout.policy_source import PolicySource, resolve_device
 from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec
-from grpo_probe.rollout.shards import merge_shards, split_seeds, write_shard
+from grpo_probe.rollout.shards import merge_shards, write_shard
 from grpo_probe.rollout.table import ROLLOUT_SCHEMA, read_rollout_table, write_rollout_table
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "run_parallel",
     "run_parallel_oracle",
     "run_sequential",
-    "split_seeds",
     "write_rollout_table",
     "write_shard",
 ]

@@ -1,6 +1,6 @@
-"""Shards: a cell's seeds split into ranges, each range one rollout table written atomically.
+"""Shards: a cell's seeds split by position in the registered order, each part one rollout table written atomically.
 
-Why shards: a SLURM job that dies loses one seed range, not a cell; Snakemake reruns just that shard.
+Why shards: a SLURM job that dies loses one shard, not a cell; Snakemake reruns just that shard.
 A shard's table is written only after all its episodes finished (one rename), so a killed run leaves no
 shard file; a rerun first removes temporary files a killed writer may have left beside it, then runs
 from a clean start and writes the same bytes an uninterrupted run writes (every draw is keyed, rows are
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from grpo_probe.prereg.design import split_seeds
 from grpo_probe.rollout.engine import (
     DEFAULT_ENVS_PER_WORKER,
     ChunkHook,
@@ -38,14 +39,6 @@ class ShardSummary:
     path: Path
     rows: int
     sha256: str
-
-
-def split_seeds(seeds: Sequence[int], seeds_per_shard: int) -> list[tuple[int, ...]]:
-    """Consecutive seed ranges of at most ``seeds_per_shard`` seeds (in the given order)."""
-    if isinstance(seeds_per_shard, bool) or not isinstance(seeds_per_shard, int) or seeds_per_shard < 1:
-        raise ValueError(f"seeds_per_shard must be an integer >= 1, got {seeds_per_shard!r}")
-    seeds = tuple(seeds)
-    return [seeds[i : i + seeds_per_shard] for i in range(0, len(seeds), seeds_per_shard)]
 
 
 def remove_stale_temps(path: str | os.PathLike[str]) -> list[Path]:
