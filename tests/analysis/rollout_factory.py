@@ -14,9 +14,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["ROLLOUT_SCHEMA", "anchor_rows", "default_prereg", "probe_rows", "rollout_row", "write_table"]
+__all__ = [
+    "ROLLOUT_SCHEMA",
+    "anchor_rows",
+    "as_prereg",
+    "default_prereg",
+    "probe_rows",
+    "rollout_row",
+    "write_table",
+]
 
+from grpo_probe.prereg import Prereg, prereg_from_mapping
+from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.sim.episode_table import EPISODE_SCHEMA
+
+_SMOKE = Path(__file__).resolve().parents[2] / "prereg" / "smoke.yaml"
 
 _F = pa.float64()
 _LF = pa.list_(pa.float64())
@@ -192,3 +204,36 @@ def default_prereg() -> dict[str, Any]:
     """A fresh copy of a small prereg: an AR cell c1 and a flow cell c3, the registered default numbers
     (with 200 bootstrap resamples to keep tests fast)."""
     return copy.deepcopy(_DEFAULT_PREREG)
+
+
+def as_prereg(partial: Mapping[str, Any], where: str = "prereg/test_probe.yaml") -> Prereg:
+    """The typed, validated design of a test's partial prereg: what the test states (arms with their
+    heads, cells, analysis, decision rule), completed with the smoke design's sections for the rest."""
+    raw = read_yaml(_SMOKE)
+    raw["name"] = "test_probe"
+    raw["amendments"] = []
+    raw["arms"] = {}
+    for arm, body in partial["arms"].items():
+        head = body["head"]
+        raw["arms"][arm] = {
+            "head": head,
+            "anchor": body.get("anchor", {"kind": "greedy"} if head == "ar" else {"kind": "flow_ode", "steps": 10}),
+            "checkpoint_sha256": body.get("checkpoint_sha256"),
+            "description": body.get("description", f"test arm {arm}"),
+        }
+    raw["training"]["arms"] = {arm: {"steps": 1, "batch_size": 2, "lr": 0.001} for arm in raw["arms"]}
+    raw["cells"] = [
+        {"optional": False, "enabled": True, "description": f"test cell {c['id']}"} | dict(c)
+        for c in partial["cells"]
+    ]
+    for cell in raw["cells"]:
+        if cell["mode"]["kind"] == "flow_ode":
+            cell["mode"] = {"steps": 10} | dict(cell["mode"])
+    first = next(iter(raw["arms"]))
+    head = raw["arms"][first]["head"]
+    raw["oracles"]["parallel"]["arms"] = [first]
+    raw["oracles"]["parallel"]["modes"] = [raw["arms"][first]["anchor"]]
+    raw["analysis"] = copy.deepcopy(partial["analysis"])
+    raw["decision_rule"] = copy.deepcopy(partial["decision_rule"])
+    assert head in ("ar", "flow")
+    return prereg_from_mapping(raw, where)

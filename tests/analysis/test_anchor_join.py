@@ -7,10 +7,9 @@ import pytest
 from grpo_probe.analysis.anchor_join import check_seeds_match, join_seeds, summarize_join
 from grpo_probe.analysis.entropy import entropy_summary
 from grpo_probe.analysis.guards import guard_rates
-from grpo_probe.analysis.spec import AnalysisSpec
 from grpo_probe.analysis.tables import read_anchor_table, read_probe_table, read_rollout_table
 
-from .rollout_factory import anchor_rows, probe_rows, rollout_row, write_table
+from .rollout_factory import anchor_rows, as_prereg, probe_rows, rollout_row, write_table
 
 
 def _tables(tmp_path, probe, anchor):
@@ -33,7 +32,7 @@ def test_competence_and_engagement_against_the_anchor_by_hand(tmp_path, prereg):
         (1, -2.0, False),
     ]
     assert joins[0].sampled_engagement_rate == 1 / 3
-    summary = summarize_join(joins, AnalysisSpec.from_prereg(prereg, "t.yaml"), "c1")
+    summary = summarize_join(joins, as_prereg(prereg).analysis, "c1")
     assert summary.mean_progress_delta_cm.value == -0.5
     assert summary.sampled_engagement_rate == pytest.approx(1 / 6, abs=1e-15)
     assert summary.anchor_engagement_rate == 0.5
@@ -91,7 +90,7 @@ def test_guard_trip_rates_by_hand_with_thresholds_strict(tmp_path, prereg):
         )
     anchor = anchor_rows("ar_arm", "ar", {0: 0.0}, reset_strikes=3) + anchor_rows("ar_arm", "ar", {1: 0.0})
     p, a = _tables(tmp_path, probe, anchor)
-    rates = {r.guard: r for r in guard_rates(p, a, AnalysisSpec.from_prereg(prereg, "t.yaml"))}
+    rates = {r.guard: r for r in guard_rates(p, a, as_prereg(prereg).analysis)}
     assert list(rates) == ["reset_strike", "knocked_off", "not_upright", "away_tail", "swat"]
     assert {g: (r.sampled_count, r.sampled_n) for g, r in rates.items()} == {
         "reset_strike": (2, 4),

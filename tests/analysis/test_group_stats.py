@@ -9,15 +9,14 @@ import pytest
 
 from grpo_probe.analysis.bootstrap import bootstrap_generator, percentile_bootstrap
 from grpo_probe.analysis.group_stats import median_seed, seed_groups, summarize_groups, within_group_std
-from grpo_probe.analysis.spec import AnalysisSpec
 from grpo_probe.analysis.tables import read_probe_table
 
-from .rollout_factory import probe_rows, write_table
+from .rollout_factory import as_prereg, probe_rows, write_table
 
 
 def _spec(prereg, **analysis):
     prereg["analysis"].update(analysis)
-    return AnalysisSpec.from_prereg(prereg, "test.yaml")
+    return as_prereg(prereg).analysis
 
 
 def _probe(tmp_path, progress_by_seed, **overrides):

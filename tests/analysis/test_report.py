@@ -11,7 +11,7 @@ import pytest
 from grpo_probe.analysis.reads import READ_ROWS
 from grpo_probe.analysis.report import build_decision
 
-from .rollout_factory import anchor_rows, probe_rows, write_table
+from .rollout_factory import anchor_rows, as_prereg, probe_rows, write_table
 
 SEEDS = (0, 1, 2)
 SPREAD = [0.0, 0.5, 1.0, 0.5]  # mean 0.5, std at ddof 1 = sqrt(0.5 / 3) = 0.4082 >= 0.25
@@ -40,12 +40,11 @@ def _write_inputs(root: Path, ar_draws, flow_draws, rows_reversed=False):
     return probes, anchors
 
 
-def _build(out: Path, probes, anchors, prereg, prereg_info, **kwargs):
+def _build(out: Path, probes, anchors, prereg, **kwargs):
     return build_decision(
         probes,
         anchors,
-        prereg,
-        prereg_info,
+        as_prereg(prereg),
         out / "decision.md",
         out / "decision.json",
         out / "figures",
@@ -99,10 +98,10 @@ def _reads_table(md: str) -> dict[str, list[str]]:
     ],
 )
 def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
-    tmp_path, prereg, prereg_info, ar_draws, flow_draws, kind
+    tmp_path, prereg, ar_draws, flow_draws, kind
 ):
     probes, anchors = _write_inputs(tmp_path / "in", ar_draws, flow_draws)
-    decision = _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+    decision = _build(tmp_path / "out", probes, anchors, prereg)
     assert decision["outcome"]["kind"] == kind
     md = (tmp_path / "out" / "decision.md").read_text()
     assert json.loads((tmp_path / "out" / "decision.json").read_text()) == decision
@@ -127,9 +126,9 @@ def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
             assert (tmp_path / "out" / name).read_bytes().startswith(b"\x89PNG")
 
 
-def test_reads_from_tables_match_hand_values(tmp_path, prereg, prereg_info):
+def test_reads_from_tables_match_hand_values(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
-    decision = _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+    decision = _build(tmp_path / "out", probes, anchors, prereg)
     c1, c3 = decision["cells"]
     assert c1["reads"]["median_group_std_progress_cm"] == 0.4082  # sqrt(0.5 / 3) = 0.40825 quantized
     assert c1["reads"]["mean_progress_delta_cm"] == 0.0
@@ -143,15 +142,15 @@ def test_reads_from_tables_match_hand_values(tmp_path, prereg, prereg_info):
 
 
 def test_raising_the_registered_signal_bar_flips_the_outcome_from_the_same_tables(
-    tmp_path, prereg, prereg_info
+    tmp_path, prereg
 ):
     probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
-    assert _build(tmp_path / "a", probes, anchors, prereg, prereg_info)["outcome"]["kind"] == "phase2_ar"
+    assert _build(tmp_path / "a", probes, anchors, prereg)["outcome"]["kind"] == "phase2_ar"
     prereg["analysis"]["signal_bar_cm"] = 0.5
-    assert _build(tmp_path / "b", probes, anchors, prereg, prereg_info)["outcome"]["kind"] == "park"
+    assert _build(tmp_path / "b", probes, anchors, prereg)["outcome"]["kind"] == "park"
 
 
-def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path, prereg, prereg_info):
+def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", SPREAD, [0.0, 0.2, 0.1, 0.6])
     out = tmp_path / "out"
     _build(
@@ -159,7 +158,6 @@ def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path
         probes,
         anchors,
         prereg,
-        prereg_info,
         compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
     )
     first = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
@@ -169,7 +167,6 @@ def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path
         probes,
         anchors,
         prereg,
-        prereg_info,
         compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
     )
     again = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
@@ -181,13 +178,12 @@ def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path
         probes,
         anchors,
         prereg,
-        prereg_info,
         compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
     )
     assert (out / "decision.json").read_bytes() == first[Path("decision.json")]
 
 
-def test_compute_table_against_the_gate(tmp_path, prereg, prereg_info):
+def test_compute_table_against_the_gate(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
     rows = [
         {"stage": "train", "cpu_s": 3600.0, "gpu_s": None, "max_rss_mb": 900},
@@ -198,7 +194,6 @@ def test_compute_table_against_the_gate(tmp_path, prereg, prereg_info):
         probes,
         anchors,
         prereg,
-        prereg_info,
         compute=rows,
         compute_gate={"cpu_hours": 1.0, "gpu_hours": 3.0},
     )
@@ -209,39 +204,32 @@ def test_compute_table_against_the_gate(tmp_path, prereg, prereg_info):
     assert _numbers_not_in_json(md, d) == []
 
 
-def test_missing_column_error_names_table_and_column(tmp_path, prereg, prereg_info):
+def test_missing_column_error_names_table_and_column(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
     write_table(probes["c3"], probe_rows("c3", "teacher", "flow", {s: FLAT for s in SEEDS}), drop=["contact"])
     with pytest.raises(ValueError, match=r"probe_c3\.parquet: missing column\(s\) contact"):
-        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+        _build(tmp_path / "out", probes, anchors, prereg)
     assert not (tmp_path / "out" / "decision.md").exists()
 
 
-def test_cell_without_anchor_rows_names_the_table_and_cell(tmp_path, prereg, prereg_info):
+def test_cell_without_anchor_rows_names_the_table_and_cell(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
     del anchors["teacher"]
     with pytest.raises(ValueError, match=r"probe_c3\.parquet: cell c3 \(arm teacher\) has no anchor rows"):
-        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+        _build(tmp_path / "out", probes, anchors, prereg)
 
 
-def test_empty_anchor_table_is_refused_naming_it(tmp_path, prereg, prereg_info):
+def test_empty_anchor_table_is_refused_naming_it(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
     write_table(anchors["teacher"], [])
     with pytest.raises(ValueError, match=r"anchor_teacher\.parquet: has no rows"):
-        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+        _build(tmp_path / "out", probes, anchors, prereg)
 
 
-def test_probe_table_for_an_unregistered_cell_is_refused(tmp_path, prereg, prereg_info):
+def test_probe_table_for_an_unregistered_cell_is_refused(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
     probes["c7"] = probes["c3"]
     with pytest.raises(
         ValueError, match=r"prereg/test_probe\.yaml: cells: .*unknown or disabled cells \['c7'\]"
     ):
-        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
-
-
-def test_prereg_info_without_a_lock_date_is_refused(tmp_path, prereg, prereg_info):
-    probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
-    del prereg_info["lock_date"]
-    with pytest.raises(ValueError, match="prereg_info: lock_date must be"):
-        _build(tmp_path / "out", probes, anchors, prereg, prereg_info)
+        _build(tmp_path / "out", probes, anchors, prereg)
