@@ -91,17 +91,11 @@ def shard_seeds(wildcards):
 
 
 def cell_shard_tables(wildcards):
-    return [
-        f"{R}/probe/{wildcards.cell}/{shard}.parquet"
-        for shard in SHARDS
-    ]
+    return [f"{R}/probe/{wildcards.cell}/{shard}.parquet" for shard in SHARDS]
 
 
 def cell_join_upstream(wildcards):
-    shards = [
-        f"{R}/probe/{wildcards.cell}/{shard}.manifest.json"
-        for shard in SHARDS
-    ]
+    shards = [f"{R}/probe/{wildcards.cell}/{shard}.manifest.json" for shard in SHARDS]
     return [
         *shards,
         f"{R}/oracles/draw0/{wildcards.cell}.manifest.json",

@@ -17,8 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = ("--config", "prereg=prereg/smoke.yaml")
 RESULTS = Path("results/smoke")
-SHARD = RESULTS / "probe" / "c1_ar_t1_0" / "s1000-1001"
-"""The smoke design's first probe shard (cell c1, seeds 1000-1001), without its suffix."""
+SHARD = RESULTS / "probe" / "c1_ar_t1_0" / "shard-0"
+"""The smoke design's first probe shard (cell c1, its first seeds_per_shard seeds), without its suffix."""
 _DONE = ".smoke-run-complete"
 
 

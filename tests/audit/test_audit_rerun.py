@@ -58,7 +58,7 @@ def test_kept_scratch_holds_the_rerun_and_a_tampered_tree_file_is_noted(
     run_copy: Path, workflow_tools, tmp_path: Path
 ) -> None:
     """The rerun is compared with the manifest, not with the tree, which may have been edited since."""
-    table = run_copy / RESULTS / "probe/c1_ar_t1_0/s1000-1001.parquet"
+    table = run_copy / RESULTS / "probe/c1_ar_t1_0/shard-0.parquet"
     recorded = file_sha256(table)
     table.write_bytes(table.read_bytes()[:-100])
     scratch_parent = tmp_path / "scratch"
@@ -74,7 +74,7 @@ def test_kept_scratch_holds_the_rerun_and_a_tampered_tree_file_is_noted(
     )
     scratch = Path(re.search(r"^scratch: (.+)$", proc.stdout, flags=re.M).group(1))
     assert scratch.parent == scratch_parent
-    assert file_sha256(scratch / RESULTS / "probe/c1_ar_t1_0/s1000-1001.parquet") == recorded
+    assert file_sha256(scratch / RESULTS / "probe/c1_ar_t1_0/shard-0.parquet") == recorded
 
 
 def test_a_forged_table_is_reported_with_hashes_sizes_and_first_differing_cell(

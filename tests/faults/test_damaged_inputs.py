@@ -37,7 +37,7 @@ def _join_cell(shard: str) -> None:
     )
 
 
-@pytest.mark.parametrize("table", ["anchors/ar.parquet", "probe/c1_ar_t1_0/s1000-1001.parquet"])
+@pytest.mark.parametrize("table", ["anchors/ar.parquet", "probe/c1_ar_t1_0/shard-0.parquet"])
 def test_a_truncated_table_fails_the_join_naming_the_file(
     run_copy: Path, monkeypatch: pytest.MonkeyPatch, table: str
 ) -> None:
@@ -46,7 +46,7 @@ def test_a_truncated_table_fails_the_join_naming_the_file(
     manifest = run_copy / RESULTS / "join" / f"{CELL}.manifest.json"
     before = manifest.read_bytes()
     with pytest.raises(ValueError, match=re.escape(f"{RESULTS}/{table}")):
-        _join_cell(f"{RESULTS}/probe/{CELL}/s1000-1001.parquet")
+        _join_cell(f"{RESULTS}/probe/{CELL}/shard-0.parquet")
     assert manifest.read_bytes() == before, "a failed join must not vouch for anything"
 
 

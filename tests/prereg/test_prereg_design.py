@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from grpo_probe.policies.protocol import SamplingMode
-from grpo_probe.prereg import PreregError, SchemaError, load_prereg
+from grpo_probe.prereg import PreregError, SchemaError, load_prereg, split_seeds
 from grpo_probe.prereg.canonical import read_yaml
-from grpo_probe.prereg.schema import ANALYSIS_FRAGMENT, PREREG_SCHEMA, default_schema_dir, load_prereg_schema
+from grpo_probe.prereg.schema import PREREG_SCHEMA, default_schema_dir, load_prereg_schema
+from grpo_probe.sampling import SamplingMode
 from grpo_probe.sim.params import SimParams
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +57,12 @@ def test_registered_probe_is_the_memo_design() -> None:
         ("flow_short", "flow_ode", None, None, False, True),
         ("flow_teacher", "flow_sde", None, 0.5, True, True),
     ]
-    assert prereg.analysis["signal_bar_cm"] == 0.25
+    assert prereg.analysis.signal_bar_cm == 0.25
+    assert {a: arm.anchor.kind for a, arm in prereg.arms.items()} == {
+        "ar": "greedy",
+        "flow_teacher": "flow_ode",
+        "flow_short": "flow_ode",
+    }
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -166,12 +170,41 @@ def test_duplicate_yaml_key_is_refused_naming_file(tmp_path: Path) -> None:
     assert str(path) in message and "duplicate key 'group_size'" in message
 
 
-def test_analysis_sections_are_plain_objects_until_the_fragment_exists(tmp_path: Path) -> None:
-    schemas = tmp_path / "schemas"
-    schemas.mkdir()
-    shutil.copy(default_schema_dir() / PREREG_SCHEMA, schemas / PREREG_SCHEMA)
-    path = _edited_smoke(tmp_path, lambda raw: raw.update(decision_rule={"anything": 1}))
-    assert load_prereg(path, require_lock=False, schema_dir=schemas).decision_rule == {"anything": 1}
-    shutil.copy(default_schema_dir() / ANALYSIS_FRAGMENT, schemas / ANALYSIS_FRAGMENT)
-    with pytest.raises(SchemaError, match=r"smoke\.yaml: decision_rule: "):
-        load_prereg(path, require_lock=False, schema_dir=schemas)
+def test_duplicate_seed_is_refused_naming_both_positions(tmp_path: Path) -> None:
+    path = _edited_smoke(tmp_path, lambda raw: raw.update(seeds=[1001, 1000, 1001]))
+    assert f"{path}: seeds[2]: seed 1001 is registered twice (first at seeds[0])" in _error(path, PreregError)
+
+
+def test_seeds_in_any_order_are_kept_in_that_order(tmp_path: Path) -> None:
+    def edit(raw: dict) -> None:
+        raw["seeds"] = [1001, 1000]
+
+    path = _edited_smoke(tmp_path, edit)
+    assert load_prereg(path, require_lock=False).seeds == (1001, 1000)
+
+
+def test_anchor_sampler_must_fit_the_head_and_be_deterministic(tmp_path: Path) -> None:
+    def edit(raw: dict) -> None:
+        raw["arms"]["ar"]["anchor"] = {"kind": "flow_ode", "steps": 10}
+        raw["arms"]["flow_short"]["anchor"] = {"kind": "flow_sde", "sde_a": 0.5, "steps": 10}
+
+    path = _edited_smoke(tmp_path, edit)
+    message = _error(path, PreregError)
+    assert (
+        f"{path}: arms.ar.anchor.kind: 'flow_ode' samples the flow head, but the arm's head is 'ar'"
+        in message
+    )
+    assert f"{path}: arms.flow_short.anchor.kind: an anchor is deterministic; 'flow_sde' is not" in message
+
+
+def test_flow_ode_cell_must_match_its_arms_anchor(tmp_path: Path) -> None:
+    path = _edited_smoke(tmp_path, lambda raw: raw["cells"][1]["mode"].update(steps=5))
+    assert f"{path}: cells[1].mode: the draw-0 oracle compares draw 0 of a flow_ode cell" in _error(
+        path, PreregError
+    )
+
+
+def test_split_seeds_is_by_position_in_the_registered_order() -> None:
+    assert split_seeds((1004, 1000, 1003, 1001, 1002), 2) == [(1004, 1000), (1003, 1001), (1002,)]
+    with pytest.raises(ValueError, match="seeds_per_shard must be an integer >= 1"):
+        split_seeds((1, 2), 0)

@@ -39,6 +39,7 @@ from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
 
 __all__ = ["build_decision", "decision_json_text", "default_template", "render_decision_md"]
 
+
 def default_template() -> Path:
     """``reports/decision.md.j2`` of the source tree this package runs from (installed editable)."""
     return Path(__file__).resolve().parents[3] / "reports" / "decision.md.j2"

@@ -1,10 +1,11 @@
 """The registered analysis numbers and decision rule: two typed sections of the prereg.
 
 Why here and not in the analysis: every number the decision depends on is registered (the prereg's
-``analysis:`` and ``decision_rule:`` sections, shape fixed by ``workflow/schemas/prereg.analysis.schema.yaml``),
-so these sections are parsed and checked with the rest of the design, once, and the analysis only reads
-them. Each section validates itself: the schema fragment for the field shapes, then what a schema cannot
-say (every criterion named in ``qualifies`` is defined). Errors name the prereg and the field.
+``analysis:`` and ``decision_rule:`` sections, their shape fixed by
+``workflow/schemas/prereg.analysis.schema.yaml``), so these sections are parsed and checked with the rest
+of the design, once, and the analysis only reads them. Each section validates itself: the schema fragment
+for the field shapes, then what a schema cannot say (every criterion named in ``qualifies`` is defined).
+Errors name the prereg and the field.
 """
 
 from __future__ import annotations

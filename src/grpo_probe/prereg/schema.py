@@ -4,7 +4,7 @@ Why: the Snakefile validates config and prereg with the same schema files this m
 one definition of what a valid design is. The prereg schema is assembled from two files: the base
 (``prereg.schema.yaml``, every section but the analysis) and the analysis fragment
 (``prereg.analysis.schema.yaml``, whose ``properties`` hold the ``analysis`` and ``decision_rule``
-sections). While the fragment is absent those two sections are checked only as objects.
+sections, which :mod:`grpo_probe.prereg.rule` also validates on their own).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _schema_file(schema_dir: str | os.PathLike[str] | None, name: str) -> Path:
 
 
 def analysis_fragment_path(schema_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where the analysis schema fragment (analysis and decision_rule sections) lives; it may be absent."""
+    """Where the analysis schema fragment (analysis and decision_rule sections) lives."""
     return _schema_file(schema_dir, ANALYSIS_FRAGMENT)
 
 
@@ -64,8 +64,6 @@ def load_prereg_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict
     base_path = _schema_file(schema_dir, PREREG_SCHEMA)
     schema = read_yaml(base_path)
     fragment_path = analysis_fragment_path(schema_dir)
-    if not fragment_path.exists():
-        return schema
     fragment = read_yaml(fragment_path)
     if not isinstance(fragment, Mapping) or not isinstance(fragment.get("properties"), Mapping):
         raise SchemaError(f"{fragment_path}: must be a JSON-schema object with a 'properties' mapping")
