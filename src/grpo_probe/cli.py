@@ -3,6 +3,11 @@
 Each area module exposes ``register(subparsers)``; it adds its subcommands and sets ``func`` on each,
 a callable taking the parsed namespace and returning an exit code. Areas are imported lazily by
 name so ``grpo-probe --help`` stays fast and one area's heavy imports do not slow another's.
+
+This module and the ``commands`` modules are the top layer of the package: nothing else imports them
+(the import-linter contracts in pyproject.toml say so), and a command module imports only its own area
+and the layers below it. That is why ``prereg lock|check``, whose ``--manifest`` writes the provenance
+chain's root, is registered by :mod:`grpo_probe.provenance.commands`, above the prereg.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ __all__ = ["main"]
 
 COMMAND_MODULES: tuple[str, ...] = (
     "grpo_probe.sim.commands",
-    "grpo_probe.prereg.commands",
     "grpo_probe.provenance.commands",
     "grpo_probe.rollout.commands",
     "grpo_probe.analysis.commands",
@@ -27,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The full ``grpo-probe`` parser, one subcommand group per module of ``COMMAND_MODULES``."""
     parser = argparse.ArgumentParser(prog="grpo-probe", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:

@@ -19,7 +19,7 @@ def _bind_ar(workdir: Path, checkpoint: Path) -> Path:
     binding = {
         "source": "checkpoint",
         "path": str(checkpoint),
-        "adapter": "grpo_probe.policies.protocol:load_policy",
+        "adapter": "grpo_probe.policies.checkpoint:load_policy",
     }
     config.write_text(yaml.safe_dump({"arms": {"ar": binding}}))
     return config

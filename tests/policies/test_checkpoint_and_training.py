@@ -10,8 +10,10 @@ import torch
 
 from grpo_probe.policies import Policy, load_policy
 from grpo_probe.policies.checkpoint import file_sha256, read_checkpoint
-from grpo_probe.policies.synthetic_demos import SyntheticDemos
-from grpo_probe.policies.train import ARTrainConfig, FlowTrainConfig, reference_arm, train_ar, train_flow
+from grpo_probe.policies.models import ARTrainConfig, FlowTrainConfig
+from grpo_probe.policies.synthetic_demos import SyntheticDemos, synthetic_demos
+from grpo_probe.policies.train import head_config, train_ar, train_arm, train_flow
+from grpo_probe.prereg import load_prereg
 
 from .conftest import TINY_AR, TINY_FLOW
 
@@ -93,9 +95,16 @@ def test_config_from_dict_rejects_unknown_and_mistyped_fields() -> None:
     assert ARTrainConfig.from_dict({"lr": 1}).lr == 1.0
 
 
-def test_short_flow_arm_is_a_twentieth_of_the_teacher_budget() -> None:
-    _, teacher = reference_arm("flow_teacher")
-    _, short = reference_arm("flow_short")
+def test_registered_short_flow_arm_is_a_twentieth_of_the_teacher_budget() -> None:
+    design = load_prereg(Path(__file__).resolve().parents[2] / "prereg/grpo_signal_probe.yaml")
+    teacher = head_config("flow", design.training.arms["flow_teacher"])
+    short = head_config("flow", design.training.arms["flow_short"])
     assert short.steps * 20 == teacher.steps
-    with pytest.raises(ValueError, match="unknown reference arm"):
-        reference_arm("er60k")
+    with pytest.raises(ValueError, match=r"p\.yaml: training\.arms\.x: unknown head 'diffusion'"):
+        head_config("diffusion", where="p.yaml: training.arms.x")
+
+
+def test_demos_of_another_chunk_shape_than_the_registered_one_are_refused(tmp_path: Path) -> None:
+    demos = synthetic_demos(8)
+    with pytest.raises(ValueError, match=r"demo chunks have shape \(50, 6\), but the registered"):
+        train_arm("flow", demos, tmp_path / "f.ckpt", {"steps": 1}, chunk_shape=(40, 6))

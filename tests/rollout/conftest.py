@@ -39,7 +39,7 @@ def real_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
     torch.set_num_threads(1)
     try:
         train_arm("ar", demos, root / "ar.ckpt", TINY_AR)
-        train_arm("flow_teacher", demos, root / "flow.ckpt", TINY_FLOW)
+        train_arm("flow", demos, root / "flow.ckpt", TINY_FLOW)
     finally:
         torch.set_num_threads(threads)
     return {"ar": root / "ar.ckpt", "flow": root / "flow.ckpt"}

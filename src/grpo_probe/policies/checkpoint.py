@@ -5,6 +5,9 @@ probe must never run on a truncated or edited checkpoint. The payload is a ``tor
 containers (loaded back with ``weights_only=True``) serialized to memory, so no temporary file name
 leaks into the archive, then written atomically. ``content_sha256`` covers kind, config, tokenizer and
 every tensor; a mismatch on load means the file was corrupted.
+
+Reading a checkpoint back into a policy (:func:`load_policy`) needs the heads and the builders of
+:mod:`grpo_probe.policies.models`, never the trainer: training depends on this module, not the reverse.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ import numpy as np
 import torch
 
 from grpo_probe.atomic_io import atomic_write_bytes
+from grpo_probe.policies.ar_head import ARPolicy
+from grpo_probe.policies.fast_tokenizer import FastTokenizer
+from grpo_probe.policies.flow_head import FlowPolicy
+from grpo_probe.policies.models import ARTrainConfig, FlowTrainConfig, build_ar_model, build_flow_model
 from grpo_probe.policies.protocol import Policy
 
 __all__ = [
@@ -28,6 +35,7 @@ __all__ = [
     "FORMAT_VERSION",
     "Checkpoint",
     "file_sha256",
+    "load_policy",
     "policy_from_checkpoint",
     "read_checkpoint",
     "write_checkpoint",
@@ -106,6 +114,7 @@ def write_checkpoint(ckpt: Checkpoint, path: str | Path) -> str:
 
 
 def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a checkpoint file's bytes, the hash a prereg pins and training prints."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
@@ -161,18 +170,24 @@ def read_checkpoint(path: str | Path, expected_kind: str | None = None) -> Check
     )
 
 
+def _flow_chunk_length(ckpt: Checkpoint, action_dims: int, where: str) -> int:
+    """The chunk length a flow checkpoint was trained for: its velocity net's output width / action dims."""
+    outputs = [k for k in ckpt.state_dict if k.startswith("net.") and k.endswith(".bias")]
+    if not outputs or action_dims < 1:
+        raise ValueError(f"{where}: not a flow velocity net (no net.*.bias weights or no action dims)")
+    last = max(outputs, key=lambda k: int(k.split(".")[1]))
+    width = int(ckpt.state_dict[last].shape[0])
+    if width % action_dims:
+        raise ValueError(f"{where}: output width {width} is not a multiple of {action_dims} action dims")
+    return width // action_dims
+
+
 def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu") -> Policy:
     """Build the head a checkpoint describes; raises ``ValueError`` naming the file if weights do not fit.
 
     ``device`` is where the network runs ("cpu", "cuda", "cuda:N"); keyed draws stay on the CPU, so noise
     does not depend on it, though float results on different devices need not be bit-identical.
     """
-    from grpo_probe.policies.ar_head import ARPolicy
-    from grpo_probe.policies.fast_tokenizer import FastTokenizer
-    from grpo_probe.policies.flow_head import FlowPolicy
-    from grpo_probe.policies.protocol import CHUNK_LENGTH
-    from grpo_probe.policies.train import ARTrainConfig, FlowTrainConfig, build_ar_model, build_flow_model
-
     where = str(ckpt.path) if ckpt.path is not None else "checkpoint"
     obs_dim = int(ckpt.norm["obs_mean"].shape[0])
     if ckpt.kind == "ar":
@@ -181,7 +196,9 @@ def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu") -> Policy:
         model: torch.nn.Module = build_ar_model(ar_config, obs_dim, tokenizer)
     else:
         flow_config = FlowTrainConfig.from_dict(ckpt.config, where=f"{where}: config")
-        model = build_flow_model(flow_config, obs_dim, CHUNK_LENGTH, int(ckpt.norm["action_low"].shape[0]))
+        action_dims = int(ckpt.norm["action_low"].shape[0])
+        chunk_length = _flow_chunk_length(ckpt, action_dims, where)
+        model = build_flow_model(flow_config, obs_dim, chunk_length, action_dims)
     try:
         model.load_state_dict(ckpt.state_dict, strict=True)
     except RuntimeError as exc:
@@ -196,3 +213,13 @@ def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu") -> Policy:
         ckpt.norm["action_high"],
         device,
     )
+
+
+def load_policy(checkpoint: str | Path, device: str = "cpu") -> Policy:
+    """Read a checkpoint written by :mod:`grpo_probe.policies.train` and return its policy.
+
+    The signature is that of a checkpoint adapter (``factory(checkpoint=..., device=...)``), so
+    ``grpo_probe.policies.checkpoint:load_policy`` binds one of this package's checkpoints in config.
+    Raises ``ValueError`` naming the file when it is missing, corrupted, incomplete or of an unknown kind.
+    """
+    return policy_from_checkpoint(read_checkpoint(checkpoint), device=device)

@@ -13,8 +13,8 @@ __all__ = ["register"]
 def register(subparsers: argparse._SubParsersAction) -> None:
     policy = subparsers.add_parser("policy", help="the reference heads (AR and flow)")
     sub = policy.add_subparsers(dest="policy_command", required=True)
-    train = sub.add_parser("train", help="train a reference arm by behaviour cloning; prints the sha256")
-    train.add_argument("--arm", required=True, help="ar | flow_teacher | flow_short")
+    train = sub.add_parser("train", help="train a head by behaviour cloning; prints the sha256")
+    train.add_argument("--head", required=True, choices=("ar", "flow"), help="the head to train")
     train.add_argument("--demos", required=True, help="demos .npz written by the simulator")
     train.add_argument("--out", required=True, help="checkpoint path to write")
     train.add_argument("--config", default=None, help="JSON or YAML mapping of training-config overrides")
@@ -41,7 +41,9 @@ def run_train(args: argparse.Namespace) -> int:
         overrides = yaml.safe_load(Path(args.config).read_text())
         if not isinstance(overrides, dict):
             raise ValueError(f"{args.config}: must hold a mapping of training-config fields")
-    sha = train_arm(args.arm, Demos.load(args.demos), args.out, overrides)
+    sha = train_arm(
+        args.head, Demos.load(args.demos), args.out, overrides, where=str(args.config or "defaults")
+    )
     print(sha)
     return 0
 

@@ -30,13 +30,15 @@ observation batch and a float32 noise batch to chunks in [-1, 1])::
 
 Noise comes from the row's key (never a global RNG) and each row is computed on its own, so the
 adapter passes the probe's draw-0 and parallel oracles.
+
+This module is the bottom of the policies package and imports none of it: the heads and checkpoints build
+on it, and :func:`grpo_probe.policies.checkpoint.load_policy` reads this package's own checkpoints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -52,7 +54,6 @@ __all__ = [
     "RowKey",
     "SamplingMode",
     "check_obs_batch",
-    "load_policy",
 ]
 
 CHUNK_LENGTH = 50
@@ -109,18 +110,6 @@ class Policy(Protocol):
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
         """``obs`` float32 [B, obs_dim]; ``keys`` has length B; returns actions float32 [B, 50, 6]."""
         ...
-
-
-def load_policy(checkpoint: str | Path, device: str = "cpu") -> Policy:
-    """Read a checkpoint written by :mod:`grpo_probe.policies.train` and return its policy.
-
-    The signature is that of a checkpoint adapter (``factory(checkpoint=..., device=...)``), so
-    ``grpo_probe.policies.protocol:load_policy`` binds one of this package's checkpoints in config.
-    Raises ``ValueError`` naming the file when it is missing, corrupted, incomplete or of an unknown kind.
-    """
-    from grpo_probe.policies.checkpoint import policy_from_checkpoint, read_checkpoint
-
-    return policy_from_checkpoint(read_checkpoint(checkpoint), device=device)
 
 
 def check_obs_batch(obs: np.ndarray, keys: Sequence[RowKey], obs_dim: int) -> np.ndarray:

@@ -4,19 +4,21 @@ Why deterministic: an auditor reruns a training rule and must get the same check
 random number (weight init, minibatch indices, flow noise and times) comes from a keyed generator, torch
 runs single-threaded with deterministic algorithms, and the checkpoint is serialized canonically.
 
-Budgets: on one CPU core the reference arms (``REFERENCE_ARMS``) train in about 80 s (AR, 800 steps),
-70-110 s (flow teacher, 4000 steps) and 5 s (``flow_short``: the teacher's recipe with 1/20 of its
-optimizer steps, the ratio of the research team's ftrig4k to teacher80k).
+Which head an arm has and its budget are registered (``arms.<id>.head`` and ``training.arms.<id>`` in
+the prereg), so an arm may have any id. On one CPU core the registered probe's arms train in about 80 s
+(AR, 800 steps), 70-110 s (flow teacher, 4000 steps) and 5 s (flow short: the teacher's recipe with
+1/20 of its optimizer steps, the ratio of the research team's ftrig4k to teacher80k).
+
+The configs and the networks they describe live in :mod:`grpo_probe.policies.models`; this module only
+trains and writes checkpoints, so reading a checkpoint for inference never imports it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,19 +28,13 @@ from torch import nn
 from tqdm import tqdm
 
 from grpo_probe.keyed_rng import numpy_generator, tag, torch_generator
-from grpo_probe.policies.ar_head import ARTransformer
 from grpo_probe.policies.checkpoint import Checkpoint, write_checkpoint
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
-from grpo_probe.policies.flow_head import VelocityMLP
+from grpo_probe.policies.models import ARTrainConfig, FlowTrainConfig, build_ar_model, build_flow_model
 
 __all__ = [
-    "REFERENCE_ARMS",
-    "ARTrainConfig",
     "DemoArrays",
-    "FlowTrainConfig",
-    "build_ar_model",
-    "build_flow_model",
-    "reference_arm",
+    "head_config",
     "train_ar",
     "train_arm",
     "train_flow",
@@ -52,154 +48,42 @@ class DemoArrays(Protocol):
     chunks: np.ndarray
 
 
-class _ConfigMixin:
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any], where: str = "config") -> Any:
-        """Build from a mapping (a prereg ``arms.<arm>.train``); unknown or mistyped keys are errors."""
-        if not isinstance(values, Mapping):
-            raise ValueError(f"{where}: must be a mapping, got {type(values).__name__}")
-        fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        kwargs: dict[str, Any] = {}
-        for key, value in values.items():
-            if key not in fields:
-                raise ValueError(f"{where}: unknown field {key!r} (known: {', '.join(sorted(fields))})")
-            default = fields[key].default
-            if isinstance(default, bool) or isinstance(value, bool):
-                raise ValueError(f"{where}.{key} must be a number, got {value!r}")
-            if isinstance(default, int) and not isinstance(value, int):
-                raise ValueError(f"{where}.{key} must be an integer, got {value!r}")
-            if isinstance(default, float):
-                if not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise ValueError(f"{where}.{key} must be a finite number, got {value!r}")
-                value = float(value)
-            kwargs[key] = value
-        config = cls(**kwargs)
-        for key, f in fields.items():
-            value = getattr(config, key)
-            if key != "seed" and value <= 0 and f.name != "weight_decay":
-                raise ValueError(f"{where}.{key} must be > 0, got {value!r}")
-            if value < 0:
-                raise ValueError(f"{where}.{key} must be >= 0, got {value!r}")
-        return config
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)  # type: ignore[call-overload]
-
-
-@dataclass(frozen=True)
-class ARTrainConfig(_ConfigMixin):
-    """AR head: FAST tokenizer, decoder size and optimizer budget."""
-
-    seed: int = 0
-    """keys weight init and minibatch order"""
-    vocab_size: int = 1024
-    """BPE symbols of the FAST tokenizer (BOS and EOS come on top)"""
-    scale: float = 10.0
-    """FAST DCT coefficient scale before rounding"""
-    d_model: int = 128
-    """transformer width"""
-    n_layers: int = 2
-    """decoder blocks"""
-    n_heads: int = 4
-    """attention heads"""
-    n_prefix: int = 4
-    """observation prefix embeddings"""
-    steps: int = 800
-    """optimizer steps"""
-    batch_size: int = 32
-    """demo chunks per step"""
-    lr: float = 1e-3
-    """peak AdamW learning rate (linear warmup, cosine decay to 10%)"""
-    warmup_steps: int = 100
-    """linear warmup steps"""
-    weight_decay: float = 0.01
-    """AdamW weight decay"""
-    grad_clip: float = 1.0
-    """global gradient-norm clip"""
-
-
-@dataclass(frozen=True)
-class FlowTrainConfig(_ConfigMixin):
-    """Flow head: velocity MLP size and optimizer budget."""
-
-    seed: int = 0
-    """keys weight init, minibatch order, flow noise and times"""
-    hidden: int = 512
-    """MLP width"""
-    n_layers: int = 3
-    """hidden layers"""
-    obs_embed: int = 128
-    """observation embedding width"""
-    time_embed: int = 64
-    """sinusoidal time embedding width"""
-    steps: int = 4000
-    """optimizer steps"""
-    batch_size: int = 128
-    """demo chunks per step"""
-    lr: float = 1e-3
-    """peak AdamW learning rate (linear warmup, cosine decay to 10%)"""
-    warmup_steps: int = 100
-    """linear warmup steps"""
-    weight_decay: float = 0.0
-    """AdamW weight decay"""
-    grad_clip: float = 1.0
-    """global gradient-norm clip"""
-
-
-REFERENCE_ARMS: dict[str, tuple[str, ARTrainConfig | FlowTrainConfig]] = {
-    "ar": ("ar", ARTrainConfig()),
-    "flow_teacher": ("flow", FlowTrainConfig()),
-    "flow_short": ("flow", FlowTrainConfig(steps=FlowTrainConfig().steps // 20, warmup_steps=10)),
-}
-"""Registered arm name -> (head, default config) of the embedded default."""
-
-
-def reference_arm(
-    arm: str, overrides: Mapping[str, Any] | None = None
-) -> tuple[str, ARTrainConfig | FlowTrainConfig]:
-    """(head, config) of a reference arm, with prereg ``overrides`` applied."""
-    if arm not in REFERENCE_ARMS:
-        raise ValueError(f"unknown reference arm {arm!r} (known: {', '.join(REFERENCE_ARMS)})")
-    head, config = REFERENCE_ARMS[arm]
-    if overrides:
-        config = type(config).from_dict({**config.to_dict(), **overrides}, where=f"arms.{arm}.train")
-    return head, config
+def head_config(
+    head: str, settings: Mapping[str, Any] | None = None, where: str = "training"
+) -> ARTrainConfig | FlowTrainConfig:
+    """The training config of a ``head`` ("ar" or "flow"): its defaults with the registered ``settings``."""
+    defaults: dict[str, ARTrainConfig | FlowTrainConfig] = {"ar": ARTrainConfig(), "flow": FlowTrainConfig()}
+    if head not in defaults:
+        raise ValueError(f"{where}: unknown head {head!r} (known: {', '.join(defaults)})")
+    config = defaults[head]
+    if settings:
+        config = type(config).from_dict({**config.to_dict(), **settings}, where=where)
+    return config
 
 
 def train_arm(
-    arm: str, demos: DemoArrays, out: str | Path, overrides: Mapping[str, Any] | None = None
+    head: str,
+    demos: DemoArrays,
+    out: str | Path,
+    settings: Mapping[str, Any] | None = None,
+    *,
+    chunk_shape: tuple[int, int] | None = None,
+    where: str = "training",
 ) -> str:
-    """Train a reference arm into ``out``; returns the checkpoint sha256."""
-    head, config = reference_arm(arm, overrides)
+    """Train a head by behaviour cloning into ``out``; returns the checkpoint sha256.
+
+    ``chunk_shape`` is the registered (chunk length, action dims): the demos must hold chunks of that
+    shape, since the head is built for it.
+    """
+    config = head_config(head, settings, where)
+    if chunk_shape is not None and tuple(demos.chunks.shape[1:]) != tuple(chunk_shape):
+        raise ValueError(
+            f"{where}: demo chunks have shape {tuple(demos.chunks.shape[1:])}, but the registered "
+            f"sim.chunk_length x sim.action_dims is {tuple(chunk_shape)}"
+        )
     if head == "ar":
         return train_ar(demos, config, out)  # type: ignore[arg-type]
     return train_flow(demos, config, out)  # type: ignore[arg-type]
-
-
-def build_ar_model(config: ARTrainConfig, obs_dim: int, tokenizer: FastTokenizer) -> ARTransformer:
-    return ARTransformer(
-        obs_dim=obs_dim,
-        n_ids=tokenizer.n_ids,
-        d_model=config.d_model,
-        n_layers=config.n_layers,
-        n_heads=config.n_heads,
-        n_prefix=config.n_prefix,
-        max_tokens=tokenizer.n_coefficients,
-    )
-
-
-def build_flow_model(
-    config: FlowTrainConfig, obs_dim: int, chunk_length: int, action_dims: int
-) -> VelocityMLP:
-    return VelocityMLP(
-        obs_dim=obs_dim,
-        chunk_length=chunk_length,
-        action_dims=action_dims,
-        hidden=config.hidden,
-        n_layers=config.n_layers,
-        obs_embed=config.obs_embed,
-        time_embed=config.time_embed,
-    )
 
 
 @contextlib.contextmanager

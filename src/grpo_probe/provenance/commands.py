@@ -1,14 +1,63 @@
-"""``grpo-probe verify``: re-hash a manifest chain back to the prereg."""
+"""``grpo-probe prereg lock|check`` and ``grpo-probe verify``: the two ends of the manifest chain.
+
+Why the prereg commands live here and not in the prereg package: ``prereg check --manifest`` writes the
+chain's root manifest, so the command needs provenance, and provenance sits above the prereg (``verify``
+ends the chain at the prereg's canonical hash and lock, read through :mod:`grpo_probe.prereg.canonical`
+and :mod:`grpo_probe.prereg.lock`). A command module inside the prereg package that imported provenance
+would make the two packages import each other; here every import looks down.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
+from grpo_probe.prereg.canonical import read_yaml
+from grpo_probe.prereg.design import load_prereg, lock_prereg
+from grpo_probe.prereg.lock import lock_path
 from grpo_probe.provenance.chain import BrokenLinkError, verify_chain
+from grpo_probe.provenance.manifest import read_manifest, write_manifest
 
 __all__ = ["register"]
+
+
+def _results_hashes(results: Path, name: str) -> dict[str, list[str]]:
+    """prereg sha256 -> the manifests under ``<results>/<name>/`` that carry it (what results exist)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((results / name).rglob("*.manifest.json")):
+        found.setdefault(read_manifest(path)["prereg_sha256"], []).append(str(path))
+    return found
+
+
+def _lock(args: argparse.Namespace) -> int:
+    """Lock FILE; an amendment saying ``after_results: false`` is checked against the results folder."""
+    results = args.results
+    if results is None:
+        config = Path("config/config.yaml")
+        results = read_yaml(config).get("results", "results") if config.is_file() else "results"
+    name = read_yaml(args.file)["name"]
+    hashes = _results_hashes(Path(results), name)
+    outcome = lock_prereg(args.file, earlier_locks=args.earlier_lock, results_hashes=hashes)
+    print(outcome.message)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    prereg = load_prereg(args.file, require_lock=True)
+    if args.manifest:
+        write_manifest(
+            args.manifest,
+            outputs=[prereg.path, lock_path(prereg.path)],
+            input_manifests=[],
+            prereg_sha256=prereg.sha256,
+            rule="prereg_check",
+            extra={"name": prereg.name, "lock_date": prereg.lock_date, "amendments": len(prereg.amendments)},
+            prereg_path=prereg.path,
+        )
+    print(f"{prereg.path}: valid and locked ({prereg.lock_date}), sha256 {prereg.sha256}")
+    return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -27,7 +76,52 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``verify`` to the ``grpo-probe`` command line."""
+    """Add ``prereg lock``, ``prereg check`` and ``verify`` to the ``grpo-probe`` command line."""
+    _register_prereg(subparsers)
+    _register_verify(subparsers)
+
+
+def _register_prereg(subparsers: Any) -> None:
+    parser = subparsers.add_parser("prereg", help="lock or check a pre-registered design")
+    commands = parser.add_subparsers(dest="prereg_command", required=True)
+
+    lock = commands.add_parser(
+        "lock",
+        help="write FILE.lock (first lock, or re-lock after an appended amendment)",
+        description="Validate FILE and write FILE.lock. A locked design re-locks only when its change comes "
+        "with a new `amendments:` entry naming the changed fields and recording after_results and replaces, "
+        "and earlier amendments are unchanged. The lock keeps the sha256 of every registered version and "
+        "checks that FILE's amendment record rebuilds each one.",
+    )
+    lock.add_argument("file", metavar="FILE", help="prereg YAML, e.g. prereg/smoke.yaml")
+    lock.add_argument(
+        "--results",
+        default=None,
+        help="results folder whose manifests show which versions have results (default: the `results:` "
+        "setting of config/config.yaml, else results)",
+    )
+    lock.add_argument(
+        "--earlier-lock",
+        action="append",
+        default=[],
+        metavar="LOCK",
+        help="an older lock file of FILE (e.g. from version control); its version enters the lock's "
+        "history after FILE's amendment record rebuilds it to the same sha256 (repeatable)",
+    )
+    lock.set_defaults(func=_lock)
+
+    check = commands.add_parser(
+        "check",
+        help="validate FILE and check it against FILE.lock (the workflow's first rule)",
+        description="Validate FILE against the schema and cross-field rules and check it against FILE.lock; "
+        "exit 2 naming the file, the field or the lock on any mismatch.",
+    )
+    check.add_argument("file", metavar="FILE", help="prereg YAML, e.g. prereg/grpo_signal_probe.yaml")
+    check.add_argument("--manifest", default=None, help="also write the chain's root manifest here")
+    check.set_defaults(func=_check)
+
+
+def _register_verify(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "verify",
         help="re-hash every artifact from a manifest back to the prereg",

@@ -83,7 +83,7 @@ class PolicySource:
         """Build the policy in this process (checks the device first, then loads)."""
         device = resolve_device(self.device)
         if self.factory is None:
-            from grpo_probe.policies.protocol import load_policy
+            from grpo_probe.policies.checkpoint import load_policy
 
             path = Path(str(self.checkpoint))
             if not path.is_file():

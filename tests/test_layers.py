@@ -1,0 +1,61 @@
+"""What importing a layer really loads: the facts the import-linter contracts cannot see.
+
+Why in a fresh interpreter: the contracts in pyproject.toml read the import statements, but a module
+imported from inside a package first runs that package's ``__init__`` (and whatever it imports), and this
+test process has long since loaded torch, MuJoCo and the trainer. So each check starts a new Python,
+imports one thing, and lists what ``sys.modules`` then holds.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "mujoco")
+
+
+def loaded_after(statement: str) -> set[str]:
+    """Names in ``sys.modules`` of a fresh interpreter after it runs ``statement``."""
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, f"{statement!r} failed:\n{done.stderr}"
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+@pytest.mark.parametrize(
+    ("statement", "reader"),
+    [
+        ("import grpo_probe.policies.checkpoint", "grpo_probe.policies.checkpoint"),
+        ("from grpo_probe.policies import load_policy", "grpo_probe.policies.checkpoint"),
+        ("import grpo_probe.rollout", "grpo_probe.rollout.engine"),
+    ],
+)
+def test_loading_a_policy_for_inference_does_not_import_the_trainer(statement: str, reader: str) -> None:
+    loaded = loaded_after(statement)
+    assert reader in loaded
+    assert "grpo_probe.policies.train" not in loaded
+
+
+def test_the_policy_protocol_loads_without_torch() -> None:
+    """A user's adapter imports ``PolicyOutput`` from the package; that alone must not need torch."""
+    loaded = loaded_after("from grpo_probe.policies import PolicyOutput, RowDiagnostics, SamplingMode")
+    assert not {m for m in loaded if m.split(".")[0] in HEAVY}
+    assert "grpo_probe.policies.checkpoint" not in loaded
+
+
+@pytest.mark.parametrize("module", ["grpo_probe.prereg", "grpo_probe.sampling"])
+def test_the_prereg_loads_without_torch_or_mujoco(module: str) -> None:
+    """The workflow reads the design when Snakemake parses the rules (rules/common.smk), without torch."""
+    loaded = loaded_after(f"import {module}")
+    ours = sorted(m for m in loaded if m.startswith("grpo_probe"))
+    assert sorted(m for m in HEAVY if m in loaded) == [], f"import {module} loads {ours}"
+
+
+def test_the_sampling_type_imports_nothing_of_the_package() -> None:
+    loaded = loaded_after("import grpo_probe.sampling")
+    assert sorted(m for m in loaded if m.startswith("grpo_probe")) == ["grpo_probe", "grpo_probe.sampling"]
