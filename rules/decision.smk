@@ -1,6 +1,8 @@
 rule decision:
     input:
+        **prereg_files(),
         cells=list(decision_cell_tables().values()),
+        joined=[f"{R}/join/{cell}.parquet" for cell in CELLS],
         anchors=list(decision_anchor_tables().values()),
         upstream=decision_upstream(),
     output:
@@ -20,6 +22,7 @@ rule decision:
     params:
         prereg=RUN.prereg,
         cells=decision_cell_tables(),
+        joined={cell: f"{R}/join/{cell}.parquet" for cell in CELLS},
         anchors=decision_anchor_tables(),
     script:
         "../workflow/scripts/decision.py"
@@ -27,6 +30,7 @@ rule decision:
 
 rule compute:
     input:
+        **prereg_files(),
         decision=rules.decision.output.md,
     output:
         md=f"{R}/compute.md",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "parallel_oracle",
     "prereg_check",
     "probe_shard",
+    "root_decision",
     "train_reference_arm",
 ]
 
@@ -70,11 +71,16 @@ def _group_job(
     )
 
 
-def _policy_source(source_json: PathLike, device: str):
+def _policy_source(source_json: PathLike, checkpoint: PathLike, device: str):
+    """The arm's policy: the adapter its source.json records, loading the checkpoint the rule declares.
+
+    Why the declared path and not the one source.json recorded: the checkpoint is an input of the rule,
+    so Snakemake knows the job reads it, and an executor that stages inputs puts it exactly there.
+    """
     from grpo_probe.rollout import PolicySource
 
     recipe = json.loads(Path(source_json).read_text())
-    return PolicySource(checkpoint=recipe.get("checkpoint"), factory=recipe.get("factory"), device=device)
+    return PolicySource(checkpoint=str(checkpoint), factory=recipe.get("factory"), device=device)
 
 
 # -- prereg and training ---------------------------------------------------------------------------------
@@ -121,7 +127,14 @@ def train_reference_arm(
     prereg = load_prereg(prereg_path)
     if arm not in prereg.arms:
         raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
-    sha = train_arm(arm, Demos.load(demos_npz), checkpoint, prereg.training.arms.get(arm))
+    sha = train_arm(
+        prereg.arms[arm].head,
+        Demos.load(demos_npz),
+        checkpoint,
+        prereg.training.arms.get(arm),
+        chunk_shape=(prereg.sim.chunk_length, prereg.sim.action_dims),
+        where=f"{prereg.path}: training.arms.{arm}",
+    )
     _check_pin(prereg, arm, checkpoint)
     _write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": None})
     _manifest(
@@ -167,6 +180,7 @@ def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike) -> None:
 def parallel_oracle(
     prereg_path: PathLike,
     sources: Mapping[str, PathLike],
+    checkpoints: Mapping[str, PathLike],
     upstream: Sequence[PathLike],
     report: PathLike,
     manifest: PathLike,
@@ -187,7 +201,7 @@ def parallel_oracle(
         for mode in spec.modes:
             if mode.head != head:
                 continue
-            source = _policy_source(sources[arm], device)
+            source = _policy_source(sources[arm], checkpoints[arm], device)
             cell = f"oracle:{arm}:{mode.kind}"
             jobs.append(_group_job(prereg, arm, cell, source, mode, spec.seeds, spec.draws))
     result = run_parallel_oracle(jobs, report, workers=spec.workers)
@@ -198,6 +212,7 @@ def anchors(
     prereg_path: PathLike,
     arm: str,
     source: PathLike,
+    checkpoint: PathLike,
     upstream: Sequence[PathLike],
     table: PathLike,
     manifest: PathLike,
@@ -210,9 +225,11 @@ def anchors(
 
     prereg = load_prereg(prereg_path)
     mode = prereg.arms[arm].anchor
-    job = _group_job(prereg, arm, ANCHOR_CELL, _policy_source(source, device), mode, prereg.seeds, 1)
-    write_shard(job, table, workers=workers)
-    _manifest(prereg, manifest, "anchors", [table], upstream, {"arm": arm})
+    policy = _policy_source(source, checkpoint, device)
+    job = _group_job(prereg, arm, ANCHOR_CELL, policy, mode, prereg.seeds, 1)
+    shard = write_shard(job, table, workers=workers)
+    gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
+    _manifest(prereg, manifest, "anchors", [table], upstream, {"arm": arm, **gpu})
 
 
 def probe_shard(
@@ -220,6 +237,7 @@ def probe_shard(
     cell: str,
     seeds: Sequence[int],
     source: PathLike,
+    checkpoint: PathLike,
     upstream: Sequence[PathLike],
     table: PathLike,
     manifest: PathLike,
@@ -234,16 +252,18 @@ def probe_shard(
     if unknown:
         raise ValueError(f"{prereg.path}: shard seeds {unknown} are not registered seeds")
     spec = prereg.cell(cell)
-    policy = _policy_source(source, device)
+    policy = _policy_source(source, checkpoint, device)
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
-    write_shard(job, table, workers=workers)
-    _manifest(prereg, manifest, "probe", [table], upstream, {"cell": cell, "seeds": list(seeds)})
+    shard = write_shard(job, table, workers=workers)
+    gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
+    _manifest(prereg, manifest, "probe", [table], upstream, {"cell": cell, "seeds": list(seeds), **gpu})
 
 
 def draw0_oracle(
     prereg_path: PathLike,
     cell: str,
     source: PathLike,
+    checkpoint: PathLike,
     anchor_table: PathLike,
     upstream: Sequence[PathLike],
     report: PathLike,
@@ -256,7 +276,7 @@ def draw0_oracle(
 
     prereg = load_prereg(prereg_path)
     spec = prereg.cell(cell)
-    policy = _policy_source(source, device)
+    policy = _policy_source(source, checkpoint, device)
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, prereg.oracles.draw0_seeds, 1)
     run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
     _manifest(prereg, manifest, "draw0_oracle", [report], upstream, {"cell": cell})
@@ -273,57 +293,23 @@ def join(
     joined: PathLike,
     manifest: PathLike,
 ) -> None:
-    """Merge a cell's shards, then put each seed's group statistics next to its anchor row."""
-    import pyarrow as pa
+    """Merge a cell's shards, then put each seed's group statistics next to its anchor row.
 
-    from grpo_probe.analysis.anchor_join import check_seeds_match, join_seeds
-    from grpo_probe.analysis.group_stats import seed_groups
+    The joined table is where the per-seed statistics decision.md reports are computed; the decision
+    step reads them from it (:func:`grpo_probe.analysis.joined.read_joined_table`).
+    """
+    from grpo_probe.analysis.joined import JOIN_SCHEMA, join_cell, joined_table
     from grpo_probe.analysis.tables import read_rollout_table as read_analysed
     from grpo_probe.rollout import merge_shards
     from grpo_probe.sim.episode_table import write_episode_table
 
     prereg = load_prereg(prereg_path)
     merge_shards(list(shards), cell_table)
-    spec = prereg.analysis
-    probe, anchor = read_analysed(cell_table), read_analysed(anchor_table)
-    check_seeds_match(probe, anchor, cell)
-    groups = {g.seed: g for g in seed_groups(probe, spec)}
-    rows = []
-    for j in join_seeds(probe, anchor):
-        g = groups[j.seed]
-        rows.append(
-            {
-                "cell": cell,
-                "arm": probe.arm,
-                "seed": j.seed,
-                "k": g.k,
-                "std_progress_cm": g.std_progress_cm,
-                "std_best_point_cm": g.std_best_point_cm,
-                "nondegenerate": g.nondegenerate,
-                "sampled_mean_progress_cm": j.sampled_mean_progress_cm,
-                "anchor_progress_cm": j.anchor_progress_cm,
-                "progress_delta_cm": j.progress_delta_cm,
-                "sampled_engagement_rate": j.sampled_engagement_rate,
-                "anchor_engaged": j.anchor_engaged,
-            }
-        )
-    schema = pa.schema(
-        [
-            ("cell", pa.string()),
-            ("arm", pa.string()),
-            ("seed", pa.int64()),
-            ("k", pa.int32()),
-            ("std_progress_cm", pa.float64()),
-            ("std_best_point_cm", pa.float64()),
-            ("nondegenerate", pa.bool_()),
-            ("sampled_mean_progress_cm", pa.float64()),
-            ("anchor_progress_cm", pa.float64()),
-            ("progress_delta_cm", pa.float64()),
-            ("sampled_engagement_rate", pa.float64()),
-            ("anchor_engaged", pa.bool_()),
-        ]
-    )
-    write_episode_table(joined, pa.Table.from_pylist(rows, schema=schema), schema=schema)
+    arm = prereg.cell(cell).arm
+    probe = read_analysed(cell_table, cell, arm)
+    anchor = read_analysed(anchor_table, "anchor", arm)
+    table = joined_table(join_cell(cell, probe, anchor, prereg.analysis))
+    write_episode_table(joined, table, schema=JOIN_SCHEMA)
     _manifest(prereg, manifest, "join", [cell_table, joined], upstream, {"cell": cell})
 
 
@@ -336,8 +322,13 @@ def decision(
     out_json: PathLike,
     figures_dir: PathLike,
     manifest: PathLike,
+    join_tables: Mapping[str, PathLike],
 ) -> None:
-    """decision.md, decision.json and the figures, from the joined cells and the anchors."""
+    """decision.md, decision.json and the figures, from the joined cells and the anchors.
+
+    The per-seed group statistics are read from ``join_tables`` (the join rule's output), not recomputed;
+    the cell tables give the guard trips, the AR entropy and the figures.
+    """
     from grpo_probe.analysis import build_decision
     from grpo_probe.provenance import read_manifest
 
@@ -346,7 +337,7 @@ def decision(
     for path in upstream:
         for entry in read_manifest(path).get("outputs", []):
             provenance.append((entry["path"], entry["sha256"]))
-    build_decision(
+    record = build_decision(
         probe_tables=dict(cell_tables),
         anchor_tables=dict(anchor_tables),
         prereg=prereg,
@@ -354,7 +345,9 @@ def decision(
         out_json=out_json,
         figures_dir=figures_dir,
         provenance=sorted(set(provenance)),
+        join_tables=dict(join_tables),
     )
+    _write_decision(_decision_paths(record, _relative_to(Path(out_md).parent), str), out_md, out_json)
     figures = sorted(Path(figures_dir).rglob("*.png"))
     _manifest(prereg, manifest, "decision", [out_md, out_json, *figures], upstream)
 
@@ -365,3 +358,94 @@ def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_j
 
     prereg = load_prereg(prereg_path)
     compute_report(prereg, benchmarks, out_md, out_json)
+
+
+# -- decision.md's file paths, and its copy at the repository root ---------------------------------------
+_CELL_TABLES = ("probe_table", "anchor_table", "join_table")
+"""The fields of each decision.json cell that name a table; the provenance footer names the rest."""
+
+_SIBLING_PAGES = ("compute.md",)
+"""Pages beside decision.md that its template links by name rather than through decision.json."""
+
+
+def _relative_to(folder: Path) -> Callable[[str], str]:
+    """A path as the workflow gives it (relative to the working directory) -> relative to ``folder``."""
+    return lambda path: Path(os.path.relpath(path, folder)).as_posix()
+
+
+def _moved(source_dir: Path, target_dir: Path) -> Callable[[str], str]:
+    """A path relative to ``source_dir`` -> the same file relative to ``target_dir``."""
+    return lambda path: Path(os.path.relpath(source_dir / path, target_dir)).as_posix()
+
+
+def _decision_paths(
+    record: Mapping[str, Any], tables: Callable[[str], str], figures: Callable[[str], str]
+) -> dict[str, Any]:
+    """decision.json with its file paths mapped: ``tables`` for every table (each cell's and the provenance
+    footer's), ``figures`` for the figure links.
+
+    Why: decision.md and decision.json name files relative to their own folder, so where ``results:``
+    points changes none of their bytes, and a copy rendered for another folder only moves its paths.
+    """
+    out = json.loads(json.dumps(record))
+    for cell in out["cells"]:
+        for key in _CELL_TABLES:
+            if cell.get(key) is not None:
+                cell[key] = tables(cell[key])
+        cell["figures"] = {name: figures(path) for name, path in cell["figures"].items()}
+    out["figures"] = {name: figures(path) for name, path in out["figures"].items()}
+    provenance = [{**entry, "path": tables(entry["path"])} for entry in out["provenance"]]
+    out["provenance"] = sorted(provenance, key=lambda entry: (entry["path"], entry["sha256"]))
+    return out
+
+
+def _write_decision(
+    record: Mapping[str, Any], out_md: PathLike, out_json: PathLike, edit: Callable[[str], str] = str
+) -> None:
+    """decision.json and decision.md (the template's text, passed through ``edit``) from ``record``."""
+    from grpo_probe.analysis.report import decision_json_text, render_decision_md
+
+    atomic_write_text(out_json, decision_json_text(record))
+    atomic_write_text(out_md, edit(render_decision_md(record)))
+
+
+def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out_json: PathLike) -> None:
+    """The configured design's decision.md and decision.json again, rendered for another folder.
+
+    Why rendered and not copied: the design's pages link figures, tables and compute.md relative to their
+    own folder (``results/<design>/``), so a byte copy at the repository root would link nowhere. The copy
+    opens with the design's name, its prereg and its folder, and records the sha256 of the decision.json it
+    was rendered from (the one in the manifest chain ``grpo-probe verify`` walks); it is a view, not a link
+    of that chain. A record of another design than the configured prereg is refused.
+    """
+    prereg = load_prereg(prereg_path)
+    source = Path(record)
+    target_dir = Path(out_md).parent
+    decision = json.loads(source.read_text(encoding="utf-8"))
+    if decision["prereg"]["sha256"] != prereg.sha256:
+        raise ValueError(
+            f"{source}: prereg.sha256 {decision['prereg']['sha256']} is not the sha256 {prereg.sha256} of "
+            f"{prereg.path}, the configured design"
+        )
+    moved = _moved(source.parent, target_dir)
+    out = _decision_paths(decision, moved, moved)
+    design, folder, page = decision["prereg"]["name"], moved("."), moved(source.name)
+    out["rendered_from"] = {
+        "design": design,
+        "prereg": Path(prereg.path).as_posix(),
+        "folder": folder,
+        "decision_json": page,
+        "sha256": file_sha256(source),
+    }
+    header = (
+        f"> Design **{design}** (`{out['rendered_from']['prereg']}`), run in [`{folder}/`]({folder}/): "
+        f"this page is rendered here from [`{page}`]({page}) (sha256 `{out['rendered_from']['sha256']}`), "
+        "with every link relative to this folder.\n\n"
+    )
+
+    def for_this_folder(text: str) -> str:
+        for name in _SIBLING_PAGES:  # the template writes these links literally, for the design's folder
+            text = text.replace(f"]({name})", f"]({moved(name)})")
+        return header + text
+
+    _write_decision(out, out_md, out_json, for_this_folder)

@@ -217,7 +217,9 @@ def as_prereg(partial: Mapping[str, Any], where: str = "prereg/test_probe.yaml")
         head = body["head"]
         raw["arms"][arm] = {
             "head": head,
-            "anchor": body.get("anchor", {"kind": "greedy"} if head == "ar" else {"kind": "flow_ode", "steps": 10}),
+            "anchor": body.get(
+                "anchor", {"kind": "greedy"} if head == "ar" else {"kind": "flow_ode", "steps": 10}
+            ),
             "checkpoint_sha256": body.get("checkpoint_sha256"),
             "description": body.get("description", f"test arm {arm}"),
         }

@@ -141,9 +141,7 @@ def test_reads_from_tables_match_hand_values(tmp_path, prereg):
     assert (c1["k"], c1["n_seeds"]) == (4, 3)
 
 
-def test_raising_the_registered_signal_bar_flips_the_outcome_from_the_same_tables(
-    tmp_path, prereg
-):
+def test_raising_the_registered_signal_bar_flips_the_outcome_from_the_same_tables(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
     assert _build(tmp_path / "a", probes, anchors, prereg)["outcome"]["kind"] == "phase2_ar"
     prereg["analysis"]["signal_bar_cm"] = 0.5

@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 DATE = "2026-08-12T00:00:00Z"
 AMENDMENT = """  - date: "2030-08-13"
     reason: raise the signal bar after the pilot
+    after_results: true
+    replaces:
+      analysis.signal_bar_cm: {was: 0.25}
     fields: [analysis.signal_bar_cm]
 """
 """A new entry, appended to the shipped design's amendments (its last section)."""
@@ -80,7 +83,7 @@ def test_amendment_entry_and_relock_pass(smoke: Path, capsys) -> None:
     assert main(["prereg", "lock", str(smoke)]) == 0
     assert "re-locked" in capsys.readouterr().out
     prereg = load_prereg(smoke)
-    assert prereg.analysis["signal_bar_cm"] == 0.3
+    assert prereg.analysis.signal_bar_cm == 0.3
     assert prereg.amendments[-1].fields == ("analysis.signal_bar_cm",)
     assert read_yaml(lock_path(smoke))["amendments"] == before + 1
 

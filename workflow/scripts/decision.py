@@ -8,6 +8,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     decision(
         prereg_path=snakemake.params.prereg,
         cell_tables=snakemake.params.cells,
+        join_tables=snakemake.params.joined,
         anchor_tables=snakemake.params.anchors,
         upstream=list(snakemake.input.upstream),
         out_md=snakemake.output.md,

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from grpo_probe.analysis.bootstrap import Estimate, bootstrap_generator, percentile_bootstrap
-from grpo_probe.prereg import AnalysisNumbers
 from grpo_probe.analysis.tables import RolloutTable
+from grpo_probe.prereg import AnalysisNumbers
 
 __all__ = ["JoinSummary", "SeedJoin", "check_seeds_match", "join_seeds", "summarize_join"]
 

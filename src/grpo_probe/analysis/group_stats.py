@@ -14,8 +14,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from grpo_probe.analysis.bootstrap import Estimate, bootstrap_generator, percentile_bootstrap
-from grpo_probe.prereg import AnalysisNumbers
 from grpo_probe.analysis.tables import RolloutTable
+from grpo_probe.prereg import AnalysisNumbers
 
 __all__ = ["GroupSummary", "SeedGroup", "median_seed", "seed_groups", "summarize_groups", "within_group_std"]
 

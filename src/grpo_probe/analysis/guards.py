@@ -13,8 +13,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from grpo_probe.analysis.reads import GUARDS
-from grpo_probe.prereg import AnalysisNumbers
 from grpo_probe.analysis.tables import RolloutTable
+from grpo_probe.prereg import AnalysisNumbers
 
 __all__ = ["GuardRate", "guard_rates", "guard_trips"]
 

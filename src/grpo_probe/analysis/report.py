@@ -19,7 +19,7 @@ from typing import Any
 
 import jinja2
 
-from grpo_probe.analysis.anchor_join import SeedJoin, check_seeds_match, join_seeds, summarize_join
+from grpo_probe.analysis.anchor_join import SeedJoin, summarize_join
 from grpo_probe.analysis.bootstrap import Estimate
 from grpo_probe.analysis.decision_rule import evaluate_rule
 from grpo_probe.analysis.entropy import EntropySummary, entropy_summary
@@ -30,10 +30,13 @@ from grpo_probe.analysis.figures import (
     plot_guard_rates,
     plot_trajectories,
 )
-from grpo_probe.analysis.group_stats import SeedGroup, median_seed, seed_groups, summarize_groups
+from grpo_probe.analysis.group_stats import SeedGroup, median_seed, summarize_groups
 from grpo_probe.analysis.guards import GuardRate, guard_rates
+from grpo_probe.analysis.joined import JoinedCell, join_cell, read_joined_table
 from grpo_probe.analysis.reads import READ_ROWS, quantize
+from grpo_probe.analysis.stability import SeedColumns, seed_columns
 from grpo_probe.analysis.tables import RolloutTable, read_anchor_table, read_probe_table
+from grpo_probe.analysis.versions import outcome_record, rule_record, version_records
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
 
@@ -98,6 +101,30 @@ def _check_table_keys(
             )
 
 
+def _check_join_keys(prereg: Prereg, join_tables: Mapping[str, Any], where: str) -> None:
+    enabled = [c.id for c in prereg.enabled_cells]
+    without = [c for c in enabled if c not in join_tables]
+    unknown = sorted(set(join_tables) - set(enabled))
+    if without or unknown:
+        raise ValueError(
+            f"{where}: cells: join tables do not match the enabled cells: enabled cells without a join "
+            f"table {without}, join tables for unknown or disabled cells {unknown}"
+        )
+
+
+def _read_join(path: str | os.PathLike[str], cell: Cell, probe: RolloutTable) -> JoinedCell:
+    """The cell's join table, checked against the cell's own table: the same seeds, K draws each."""
+    joined = read_joined_table(path, cell.id, cell.arm, probe.seeds.tolist())
+    k = int(probe.seeds.size and probe.rows_of(int(probe.seeds[0])).size)
+    odd = [g for g in joined.groups if g.k != k]
+    if odd:
+        raise ValueError(
+            f"{path}: column k: seed {odd[0].seed} has k={odd[0].k}, but cell {cell.id}'s table "
+            f"({probe.path}) holds K={k} draws per seed"
+        )
+    return joined
+
+
 def _hours_or_seconds(value: Any, field: str) -> float:
     if (
         isinstance(value, bool)
@@ -156,13 +183,17 @@ def _cell_analysis(
     cell: Cell,
     probe: RolloutTable,
     anchor: RolloutTable,
+    joined: JoinedCell,
     spec: AnalysisNumbers,
 ) -> tuple[dict[str, float | None], _CellResult]:
-    """The cell's reads (flat, quantized) and its analysis; figures are drawn by the caller."""
-    check_seeds_match(probe, anchor, cell.id)
-    groups = seed_groups(probe, spec)
+    """The cell's reads (flat, quantized) and its analysis; figures are drawn by the caller.
+
+    The per-seed group statistics and anchor differences come from ``joined`` (the join table); the
+    summaries over seeds, the guard trips and the AR entropy are computed here from the cell's tables.
+    """
+    groups = list(joined.groups)
     summary = summarize_groups(groups, spec, cell.id)
-    joins = join_seeds(probe, anchor)
+    joins = list(joined.joins)
     join = summarize_join(joins, spec, cell.id)
     rates = guard_rates(probe, anchor, spec)
     entropy = entropy_summary(probe)
@@ -190,6 +221,7 @@ def _cell_analysis(
         "description": cell.description,
         "probe_table": probe.path,
         "anchor_table": anchor.path,
+        "join_table": joined.path,
         "n_seeds": summary.n_seeds,
         "k": summary.k,
         "nondegenerate_count": summary.nondegenerate_count,
@@ -366,28 +398,61 @@ def build_decision(
     compute_gate: Mapping[str, Any] | None = None,
     *,
     template: str | os.PathLike[str] | None = None,
+    join_tables: Mapping[str, str | os.PathLike[str]] | None = None,
 ) -> dict[str, Any]:
     """Analyse every enabled cell, apply the registered rule, write figures, decision.json and decision.md.
 
-    ``probe_tables``: cell id -> probe table; ``anchor_tables``: arm id -> anchor table; ``prereg``: the
-    registered design; ``provenance``: (artifact path, sha256) pairs for the footer; ``compute``: per stage
-    ``{stage, cpu_s, gpu_s, max_rss_mb}``; ``compute_gate``: ``{cpu_hours, gpu_hours}``. Returns the
-    decision record, which is exactly what decision.json holds.
+    ``probe_tables``: cell id -> probe table (the merged cell table); ``anchor_tables``: arm id -> anchor
+    table; ``prereg``: the registered design; ``provenance``: (artifact path, sha256) pairs for the footer;
+    ``compute``: per stage ``{stage, cpu_s, gpu_s, max_rss_mb}``; ``compute_gate``: ``{cpu_hours,
+    gpu_hours}``; ``join_tables``: cell id -> the join rule's table, whose per-seed group statistics are
+    the ones reported (without it they are joined here, by the same code). Besides this run's outcome, the
+    record holds what every registered version of the rule decides on the same tables (``versions``).
+    Returns the decision record, which is exactly what decision.json holds.
     """
     info, where = _prereg_info(prereg), str(prereg.path)
     spec = prereg.analysis
     cells = prereg.enabled_cells
     _check_table_keys(prereg, probe_tables, anchor_tables, where)
+    if join_tables is not None:
+        _check_join_keys(prereg, join_tables, where)
     used_arms = sorted({c.arm for c in cells})
     anchors = {arm: read_anchor_table(anchor_tables[arm], arm, prereg.arm_head(arm)) for arm in used_arms}
     probes = {
         c.id: read_probe_table(probe_tables[c.id], c.id, c.arm, c.head, spec.group_std_ddof) for c in cells
     }
+    joined = {
+        c.id: join_cell(c.id, probes[c.id], anchors[c.arm], spec)
+        if join_tables is None
+        else _read_join(join_tables[c.id], c, probes[c.id])
+        for c in cells
+    }
     reads: dict[str, dict[str, float | None]] = {}
     parts: dict[str, _CellResult] = {}
     for cell in cells:
-        reads[cell.id], parts[cell.id] = _cell_analysis(cell, probes[cell.id], anchors[cell.arm], spec)
+        reads[cell.id], parts[cell.id] = _cell_analysis(
+            cell, probes[cell.id], anchors[cell.arm], joined[cell.id], spec
+        )
     verdicts, outcome = evaluate_rule(prereg.decision_rule, cells, reads)
+    columns = {
+        c.id: seed_columns(c, joined[c.id].groups, joined[c.id].joins, probes[c.id], anchors[c.arm], spec)
+        for c in cells
+    }
+
+    def reads_for(numbers: AnalysisNumbers) -> tuple[dict[str, Any], dict[str, SeedColumns]]:
+        """Reads and per-seed columns under another version's analysis numbers (this run's are reused)."""
+        if numbers == spec:
+            return reads, columns
+        other_reads, other_columns = {}, {}
+        for c in cells:
+            other = join_cell(c.id, probes[c.id], anchors[c.arm], numbers)
+            other_reads[c.id] = _cell_analysis(c, probes[c.id], anchors[c.arm], other, numbers)[0]
+            other_columns[c.id] = seed_columns(
+                c, other.groups, other.joins, probes[c.id], anchors[c.arm], numbers
+            )
+        return other_reads, other_columns
+
+    versions = version_records(prereg, cells, reads_for, outcome)
 
     out_md = Path(out_md)
     figures = _draw_figures(
@@ -423,31 +488,10 @@ def build_decision(
         "format": "grpo-probe decision 1",
         "prereg": info,
         "analysis": spec.to_dict(),
-        "decision_rule": {
-            "criteria": [
-                {
-                    "name": c.name,
-                    "description": c.description,
-                    "all_of": [
-                        {"read": x.read, "op": x.op, "threshold": _q(x.threshold), "source": x.source}
-                        for x in c.all_of
-                    ],
-                }
-                for c in rule.criteria
-            ],
-            "qualifies": {head: list(names) for head, names in rule.qualifies},
-            "rank_by": [{"read": k.read, "prefer": k.prefer} for k in rule.rank_by],
-        },
+        "decision_rule": rule_record(rule),
         "cells": cells_out,
-        "outcome": {
-            "kind": outcome.kind,
-            "headline": outcome.headline,
-            "ar_arm": outcome.ar_arm,
-            "flow_arm": outcome.flow_arm,
-            "qualifying": {head: list(ids) for head, ids in outcome.qualifying},
-            "ranking": {head: list(ids) for head, ids in outcome.ranking},
-            "clauses": list(outcome.clauses),
-        },
+        "outcome": outcome_record(outcome),
+        "versions": versions,
         "figures": {"guard_rates": figures["guard_rates"]},
         "compute": _compute_section(compute, compute_gate),
         "provenance": [{"path": str(p), "sha256": str(h)} for p, h in sorted(provenance)],

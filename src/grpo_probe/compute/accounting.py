@@ -5,6 +5,12 @@ decision.md and decision.json must be byte-identical when an auditor reruns the 
 measured compute lives in ``compute.md`` / ``compute.json`` beside the decision, and decision.md links
 to it. The estimate extrapolates the parallel oracle's CPU time per episode to the whole run, so a user
 can price the probe on their machine after the first stages and before the bulk of the rollouts.
+
+GPU seconds are not in the benchmark files. A rollout rule on a CUDA device times its policy calls
+between ``torch.cuda.synchronize()`` barriers and records the sum in its manifest (``extra.gpu_s``); on
+the CPU it records ``null``. A stage without a measurement is "not measured", never 0.0: the GPU part
+of the gate is checked only when every stage that runs the policies measured it, and is otherwise
+reported as unverified.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +26,20 @@ from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.prereg import Prereg
 
 __all__ = [
+    "POLICY_STAGES",
+    "GateVerdict",
     "StageCompute",
     "compute_report",
     "estimate_run",
+    "gate_verdict",
     "oracle_episodes",
     "read_benchmarks",
+    "read_gpu_seconds",
     "run_episodes",
 ]
+
+POLICY_STAGES: tuple[str, ...] = ("parallel_oracle", "anchors", "probe", "draw0_oracle")
+"""Stages that run the policies, so the stages a GPU run spends GPU time in."""
 
 _STAGE_ORDER = (
     "prereg_check",
@@ -50,8 +63,9 @@ class StageCompute:
     wall_s: float
     cpu_s: float
     max_rss_mb: float
-    gpu_s: float = 0.0
-    """Not measured by Snakemake's benchmark files; kept for a GPU run's report (0 on CPU)."""
+    gpu_s: float | None = None
+    """Synchronized GPU seconds of the stage's policy calls; None when not measured (the CPU, or a rule
+    that records none)."""
 
 
 def _number(row: dict[str, str], column: str, path: Path) -> float:
@@ -131,49 +145,134 @@ def estimate_run(prereg: Prereg, bench_dir: str | os.PathLike[str]) -> dict[str,
     }
 
 
+def read_gpu_seconds(results_dir: str | os.PathLike[str]) -> dict[str, float | None]:
+    """Per stage, the GPU seconds its manifests under ``results_dir`` record (``extra.gpu_s``).
+
+    A stage's value is the sum over its jobs when every job measured it, else None (not measured): one
+    job on the CPU or a manifest without the field makes the whole stage unmeasured.
+    """
+    found: dict[str, list[float | None]] = {}
+    for path in sorted(Path(results_dir).rglob("*.manifest.json")):
+        try:
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            rule, extra = manifest["rule"], manifest.get("extra", {})
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a readable manifest ({exc})") from None
+        value = extra.get("gpu_s")
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0
+        ):
+            raise ValueError(f"{path}: extra.gpu_s must be a number >= 0 or null, got {value!r}")
+        found.setdefault(rule, []).append(None if value is None else float(value))
+    return {
+        stage: None if any(v is None for v in values) else sum(v for v in values if v is not None)
+        for stage, values in found.items()
+    }
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """The run against the registered gate: CPU always measured, GPU only where every policy stage was."""
+
+    cpu_hours: float
+    gpu_hours: float | None
+    """Total GPU-hours, None when some policy stage did not measure its GPU time."""
+    cpu_within: bool
+    gpu_within: bool | None
+    """None: unverified (not measured)."""
+    unmeasured: tuple[str, ...]
+    """Policy stages whose GPU time was not measured."""
+
+    @property
+    def within(self) -> bool | None:
+        """False when a measured part is over; None when the CPU part is within and GPU unverified."""
+        if not self.cpu_within or self.gpu_within is False:
+            return False
+        return None if self.gpu_within is None else True
+
+    def text(self, cpu_gate: float, gpu_gate: float) -> str:
+        """The verdict line of compute.md."""
+        cpu_state = "within" if self.cpu_within else "OVER"
+        cpu = f"{self.cpu_hours:.3f} CPU-hours against the registered {cpu_gate:g}: {cpu_state}"
+        if self.gpu_hours is None:
+            gpu = (
+                f"GPU-hours not measured (no synchronized GPU timing for {', '.join(self.unmeasured)}), "
+                f"so the GPU part of the gate ({gpu_gate:g} GPU-hours) is unverified"
+            )
+        else:
+            gpu = (
+                f"{self.gpu_hours:.3f} GPU-hours against the registered {gpu_gate:g}: "
+                f"{'within' if self.gpu_within else 'OVER'}"
+            )
+        overall = {True: "within the gate", False: "OVER the gate", None: "GPU part unverified"}[self.within]
+        return f"Total: {cpu}; {gpu}: **{overall}**."
+
+
+def gate_verdict(stages: list[StageCompute], cpu_gate: float, gpu_gate: float) -> GateVerdict:
+    """Totals of ``stages`` against the gate; a policy stage without GPU seconds leaves GPU unverified."""
+    cpu_hours = sum(s.cpu_s for s in stages) / 3600.0
+    unmeasured = tuple(s.stage for s in stages if s.stage in POLICY_STAGES and s.gpu_s is None)
+    if unmeasured or not any(s.stage in POLICY_STAGES for s in stages):
+        gpu_hours = None
+        unmeasured = unmeasured or ("any policy stage",)
+    else:
+        gpu_hours = sum(s.gpu_s or 0.0 for s in stages) / 3600.0
+    return GateVerdict(
+        cpu_hours=cpu_hours,
+        gpu_hours=gpu_hours,
+        cpu_within=cpu_hours <= cpu_gate,
+        gpu_within=None if gpu_hours is None else gpu_hours <= gpu_gate,
+        unmeasured=unmeasured,
+    )
+
+
 def compute_report(
     prereg: Prereg,
     bench_dir: str | os.PathLike[str],
     out_md: str | os.PathLike[str],
     out_json: str | os.PathLike[str],
     decision_md: str = "decision.md",
+    results_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Write compute per stage against the registered gate, as markdown and JSON."""
-    stages = read_benchmarks(bench_dir)
+    """Write compute per stage against the registered gate, as markdown and JSON.
+
+    ``results_dir`` (default: the folder holding ``bench_dir``) is searched for the manifests that record
+    GPU seconds.
+    """
+    gpu = read_gpu_seconds(Path(bench_dir).parent if results_dir is None else results_dir)
+    stages = [replace(s, gpu_s=gpu.get(s.stage)) for s in read_benchmarks(bench_dir)]
     gate = prereg.compute_gate
-    total_cpu_h = sum(s.cpu_s for s in stages) / 3600.0
-    total_gpu_h = sum(s.gpu_s for s in stages) / 3600.0
+    verdict = gate_verdict(stages, gate.cpu_hours, gate.gpu_hours)
     record = {
         "prereg": prereg.name,
         "prereg_sha256": prereg.sha256,
         "stages": [asdict(s) for s in stages],
-        "total_cpu_hours": total_cpu_h,
-        "total_gpu_hours": total_gpu_h,
+        "total_cpu_hours": verdict.cpu_hours,
+        "total_gpu_hours": verdict.gpu_hours,
+        "gpu_unmeasured_stages": list(verdict.unmeasured),
         "total_wall_s": sum(s.wall_s for s in stages),
         "gate": {"cpu_hours": gate.cpu_hours, "gpu_hours": gate.gpu_hours},
-        "within_gate": total_cpu_h <= gate.cpu_hours and total_gpu_h <= gate.gpu_hours,
+        "cpu_within_gate": verdict.cpu_within,
+        "gpu_within_gate": verdict.gpu_within,
+        "within_gate": verdict.within,
     }
     lines = [
         f"# Compute: {prereg.name}",
         "",
-        "What each stage of the run used (Snakemake `benchmark:` files), against the compute gate "
-        f"registered in the prereg. The scientific record is [{decision_md}]({decision_md}); "
-        "this page changes from run to run, that one does not.",
+        "What each stage of the run used (Snakemake `benchmark:` files; GPU seconds from the synchronized "
+        "timing of the policy calls the rollout rules record), against the compute gate registered in the "
+        f"prereg. The scientific record is [{decision_md}]({decision_md}); this page changes from run to "
+        "run, that one does not.",
         "",
         "| stage | jobs | wall (s) | CPU (s) | GPU (s) | peak RSS (MB) |",
         "|---|---|---|---|---|---|",
     ]
-    lines += [
-        f"| {s.stage} | {s.jobs} | {s.wall_s:.1f} | {s.cpu_s:.1f} | {s.gpu_s:.1f} | {s.max_rss_mb:.0f} |"
-        for s in stages
-    ]
-    verdict = "within" if record["within_gate"] else "OVER"
-    lines += [
-        "",
-        f"Total: {total_cpu_h:.3f} CPU-hours and {total_gpu_h:.3f} GPU-hours against the registered gate of "
-        f"{gate.cpu_hours:g} CPU-hours and {gate.gpu_hours:g} GPU-hours: **{verdict} the gate**.",
-        "",
-    ]
+    for s in stages:
+        gpu_cell = "not measured" if s.gpu_s is None else f"{s.gpu_s:.1f}"
+        lines.append(
+            f"| {s.stage} | {s.jobs} | {s.wall_s:.1f} | {s.cpu_s:.1f} | {gpu_cell} | {s.max_rss_mb:.0f} |"
+        )
+    lines += ["", verdict.text(gate.cpu_hours, gate.gpu_hours), ""]
     atomic_write_text(out_md, "\n".join(lines))
     atomic_write_text(out_json, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record

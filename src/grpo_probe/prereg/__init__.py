@@ -17,8 +17,8 @@ from grpo_probe.prereg.design import (
     prereg_from_mapping,
     split_seeds,
 )
-from grpo_probe.prereg.rule import AnalysisNumbers, BootstrapSpec, DecisionRule
 from grpo_probe.prereg.lock import LockError, lock_path
+from grpo_probe.prereg.rule import AnalysisNumbers, BootstrapSpec, DecisionRule
 from grpo_probe.prereg.run_config import ArmBinding, RunConfig, arm_bindings, load_config
 from grpo_probe.prereg.schema import SchemaError
 

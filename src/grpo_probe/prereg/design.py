@@ -14,17 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_probe.prereg.amendments import Amendment, RegisteredVersion, parse_amendment, registered_versions
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.lock import (
-    LockError,
-    build_lock,
+    LOCK_FORMAT,
     check_lock,
     lock_path,
+    new_lock,
     read_lock,
-    relock_problems,
     utc_now_iso,
     write_lock,
 )
+from grpo_probe.prereg.phase2 import Phase2, parse_phase2
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
 from grpo_probe.prereg.schema import load_prereg_schema, validate_against
 from grpo_probe.sampling import HEAD_OF_MODE, SamplingMode
@@ -40,6 +41,7 @@ __all__ = [
     "ParallelOracle",
     "Prereg",
     "PreregError",
+    "RegisteredVersion",
     "Training",
     "design_problems",
     "expand_seeds",
@@ -49,6 +51,7 @@ __all__ = [
     "read_valid_prereg",
     "split_seeds",
 ]
+
 
 class PreregError(ValueError):
     """A design breaks a cross-field rule; the message names the file and the field."""
@@ -125,15 +128,6 @@ class ComputeGate:
 
 
 @dataclass(frozen=True)
-class Amendment:
-    """One append-only change record."""
-
-    date: str
-    reason: str
-    fields: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class Prereg:
     """A validated (and, unless asked otherwise, lock-checked) registered design."""
 
@@ -154,6 +148,11 @@ class Prereg:
     amendments: tuple[Amendment, ...]
     sha256: str
     lock_date: str | None
+    versions: tuple[RegisteredVersion, ...] = ()
+    """Every registered version (0 = original registration, last = this design), rebuilt from this file
+    by undoing the amendments' ``replaces`` and checked against the hashes the lock recorded."""
+    phase2: Phase2 | None = None
+    """The registered phase-2 pilot (``phase2:``); None when the design registers none."""
 
     @property
     def enabled_cells(self) -> tuple[Cell, ...]:
@@ -245,9 +244,15 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
         problems += _mode_problems(arm["anchor"], at)
         kind = arm["anchor"]["kind"]
         if HEAD_OF_MODE[kind] != arm["head"]:
-            problems.append(f"{at}.kind: {kind!r} samples the {HEAD_OF_MODE[kind]} head, but the arm's head is {arm['head']!r}")
+            problems.append(
+                f"{at}.kind: {kind!r} samples the {HEAD_OF_MODE[kind]} head, "
+                f"but the arm's head is {arm['head']!r}"
+            )
         elif kind not in _ANCHOR_KINDS:
-            problems.append(f"{at}.kind: an anchor is deterministic; {kind!r} is not (use one of {', '.join(_ANCHOR_KINDS)})")
+            problems.append(
+                f"{at}.kind: an anchor is deterministic; {kind!r} is not "
+                f"(use one of {', '.join(_ANCHOR_KINDS)})"
+            )
 
     try:
         SimParams.from_dict(raw["sim"])
@@ -335,13 +340,21 @@ def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -
         raise PreregError("\n".join(f"{path}: {p}" for p in problems))
     # the analysis sections validate themselves (criteria named in qualifies exist)
     parse_analysis_sections(raw, str(path), schema_dir)
+    parse_phase2(raw, str(path))  # the phase2 section's cross-field rules (seed sets disjoint, ...)
     try:
         return canonical_sha256(raw)
     except ValueError as exc:  # NaN or infinity has no canonical JSON form
         raise PreregError(f"{path}: {exc}") from None
 
 
-def _build(path: Path, raw: dict[str, Any], sha: str, lock_date: str | None) -> Prereg:
+def _build(
+    path: Path,
+    raw: dict[str, Any],
+    sha: str,
+    lock_date: str | None,
+    history: Sequence[Mapping[str, Any]] = (),
+    schema_dir: str | os.PathLike[str] | None = None,
+) -> Prereg:
     parallel = raw["oracles"]["parallel"]
     gate = raw["compute_gate"]
     analysis, rule = parse_analysis_sections(raw, str(path))
@@ -392,9 +405,11 @@ def _build(path: Path, raw: dict[str, Any], sha: str, lock_date: str | None) -> 
         compute_gate=ComputeGate(
             float(gate["cpu_hours"]), float(gate["gpu_hours"]), gate.get("description", "")
         ),
-        amendments=tuple(Amendment(a["date"], a["reason"], tuple(a["fields"])) for a in raw["amendments"]),
+        amendments=tuple(parse_amendment(a) for a in raw["amendments"]),
         sha256=sha,
         lock_date=lock_date,
+        versions=registered_versions(raw, str(path), history, schema_dir),
+        phase2=parse_phase2(raw, str(path)),
     )
 
 
@@ -409,7 +424,7 @@ def prereg_from_mapping(
     path = Path(path)
     raw = dict(raw)
     sha = _validate(raw, path, schema_dir)
-    return _build(path, raw, sha, None)
+    return _build(path, raw, sha, None, schema_dir=schema_dir)
 
 
 def load_prereg(
@@ -425,12 +440,15 @@ def load_prereg(
     path = Path(path)
     raw, sha = read_valid_prereg(path, schema_dir)
     lock_date = None
+    history: list[dict[str, Any]] = []
     if require_lock:
-        lock_date = check_lock(path, raw)["date"]
+        lock = check_lock(path, raw)
+        lock_date, history = lock["date"], lock["versions"]
     elif lock_path(path).exists():
         lock = read_lock(lock_path(path))
-        lock_date = lock["date"] if lock["sha256"] == sha else None
-    return _build(path, raw, sha, lock_date)
+        if lock["sha256"] == sha:
+            lock_date, history = lock["date"], lock["versions"]
+    return _build(path, raw, sha, lock_date, history, schema_dir)
 
 
 @dataclass(frozen=True)
@@ -447,24 +465,29 @@ def lock_prereg(
     path: str | os.PathLike[str],
     schema_dir: str | os.PathLike[str] | None = None,
     date: str | None = None,
+    *,
+    earlier_locks: Sequence[str | os.PathLike[str]] = (),
+    results_hashes: Mapping[str, Sequence[str]] | None = None,
 ) -> LockOutcome:
     """Lock a valid design, or re-lock it after an appended amendment; refuse any other change.
 
-    Locking an unchanged design leaves the existing lock (and its date) untouched.
+    Locking an unchanged design leaves the existing lock (and its date) untouched. ``earlier_locks``:
+    older lock files of this design (e.g. taken from version control) whose versions enter the lock's
+    history, each verified by rebuilding it from this file. ``results_hashes``: prereg sha256 -> the
+    manifests under the results folder that carry it; an amendment saying ``after_results: false`` is
+    refused when results of an earlier version exist (``grpo-probe prereg lock`` collects them).
     """
     path = Path(path)
     raw, sha = read_valid_prereg(path, schema_dir)
     target = lock_path(path)
     old = read_lock(target) if target.exists() else None
-    if old is not None and old["sha256"] == sha and old["file"] == path.name:
+    unchanged = old is not None and old["sha256"] == sha and old["file"] == path.name
+    if unchanged and old is not None and old["format"] == LOCK_FORMAT and not earlier_locks:
         return LockOutcome(target, old, False, f"{path}: unchanged since its lock {target} ({old['date']})")
-    if old is not None:
-        problems = relock_problems(path, old, raw)
-        if problems:
-            raise LockError("\n".join(problems))
-    lock = build_lock(raw, path.name, date or utc_now_iso())
+    earlier = [(str(p), read_lock(p)) for p in earlier_locks]
+    when = old["date"] if unchanged and old is not None else date or utc_now_iso()
+    lock, notes = new_lock(path, raw, old, when, earlier, results_hashes)
     write_lock(target, lock)
     verb = "re-locked" if old is not None else "locked"
-    return LockOutcome(
-        target, lock, True, f"{path}: {verb} as {sha} in {target} ({lock['amendments']} amendments)"
-    )
+    lines = [f"{path}: {verb} as {sha} in {target} ({lock['amendments']} amendments)", *notes]
+    return LockOutcome(target, lock, True, "\n  ".join(lines))

@@ -50,6 +50,7 @@ __all__ = [
     "run_parallel",
     "run_sequential",
     "single_torch_thread",
+    "total_gpu_seconds",
 ]
 
 DEFAULT_ENVS_PER_WORKER = 8
@@ -154,11 +155,14 @@ def run_lockstep(
     run_key: int,
     mode: SamplingMode,
     hook: ChunkHook | None = None,
+    device: str = "cpu",
 ) -> list[EpisodeResult]:
     """Run ``specs`` to the end, env ``i`` running ``specs[i]``, with one ``policy.act`` per replan.
 
     Every replan the envs still running form one batch (rows in ``specs`` order); an env the strike cap
-    ended drops out of later batches. Returns one result per spec, in ``specs`` order.
+    ended drops out of later batches. Returns one result per spec, in ``specs`` order. On a CUDA
+    ``device`` each policy call is timed between two ``torch.cuda.synchronize()`` barriers (kernels are
+    asynchronous: without them the timer stops before the GPU work does), giving ``timing.gpu_s``.
     """
     if len(envs) < len(specs):
         raise ValueError(f"run_lockstep: {len(specs)} episodes need as many envs, got {len(envs)}")
@@ -167,7 +171,8 @@ def run_lockstep(
     start = time.perf_counter()
     params = envs[0].params
     n = len(specs)
-    timings = [EpisodeTiming() for _ in range(n)]
+    on_gpu = device.startswith("cuda")
+    timings = [EpisodeTiming(gpu_s=0.0 if on_gpu else None) for _ in range(n)]
     obs = [envs[i].reset(specs[i].seed) for i in range(n)]
     executed: list[list[np.ndarray]] = [[] for _ in range(n)]
     diagnostics: list[list[RowDiagnostics]] = [[] for _ in range(n)]
@@ -176,8 +181,12 @@ def run_lockstep(
         if not active:
             break
         keys = [RowKey(run_key, specs[i].seed, envs[i].replan_index, specs[i].draw) for i in active]
+        if on_gpu:
+            _synchronize(device)
         t0 = time.perf_counter()
         out = policy.act(np.stack([obs[i] for i in active]), keys, mode)
+        if on_gpu:
+            _synchronize(device)
         policy_s = (time.perf_counter() - t0) / len(active)
         actions = _check_output(policy, out.actions, out.diagnostics, len(active), params)
         for row, i in enumerate(active):
@@ -188,6 +197,8 @@ def run_lockstep(
             executed[i].append(np.array(chunk[: params.executed_actions], dtype=np.float32, copy=True))
             diagnostics[i].append(out.diagnostics[row])
             timings[i].policy_s += policy_s
+            if on_gpu:
+                timings[i].gpu_s += policy_s  # type: ignore[operator]
             t1 = time.perf_counter()
             obs[i] = env.execute_chunk(chunk)
             timings[i].physics_s += time.perf_counter() - t1
@@ -222,7 +233,17 @@ def run_sequential(
         env = BoatPushEnv(job.sim)
         results = []
         for spec in job.episodes():
-            results.extend(run_lockstep(policy, [env], [spec], run_key=job.run_key, mode=job.mode, hook=hook))
+            results.extend(
+                run_lockstep(
+                    policy,
+                    [env],
+                    [spec],
+                    run_key=job.run_key,
+                    mode=job.mode,
+                    hook=hook,
+                    device=job.source.device,
+                )
+            )
             if progress is not None:
                 progress.update(1)
     return results
@@ -254,7 +275,9 @@ def _worker_run(
     envs = _WORKER_ENVS.setdefault(repr(sim), [])
     while len(envs) < len(specs):
         envs.append(BoatPushEnv(sim))
-    return run_lockstep(_WORKER_POLICIES[policy_key], envs, specs, run_key=run_key, mode=mode, hook=hook)
+    return run_lockstep(
+        _WORKER_POLICIES[policy_key], envs, specs, run_key=run_key, mode=mode, hook=hook, device=source.device
+    )
 
 
 class RolloutPool:
@@ -365,12 +388,29 @@ def group_table(job: GroupJob, results: Sequence[EpisodeResult]) -> pa.Table:
 
 
 def mean_timing(results: Sequence[EpisodeResult]) -> EpisodeTiming:
-    """Mean per-episode timing over ``results`` (for benchmarks and logs, never for artifacts)."""
+    """Mean per-episode timing over ``results`` (for benchmarks and logs, never for artifacts).
+
+    ``gpu_s`` is the mean only when every episode measured it, else None (not measured).
+    """
     if not results:
         return EpisodeTiming(math.nan, math.nan, math.nan)
     n = len(results)
+    gpu_s = total_gpu_seconds(results)
     return EpisodeTiming(
         physics_s=sum(r.timing.physics_s for r in results) / n,
         policy_s=sum(r.timing.policy_s for r in results) / n,
         total_s=sum(r.timing.total_s for r in results) / n,
+        gpu_s=None if gpu_s is None else gpu_s / n,
     )
+
+
+def total_gpu_seconds(results: Sequence[EpisodeResult]) -> float | None:
+    """Synchronized GPU seconds of the policy calls behind ``results``; None unless every one measured it."""
+    if not results or any(r.timing.gpu_s is None for r in results):
+        return None
+    return sum(r.timing.gpu_s or 0.0 for r in results)
+
+
+def _synchronize(device: str) -> None:
+    """Wait until every queued CUDA kernel of ``device`` has finished (the GPU timer's barrier)."""
+    torch.cuda.synchronize(device)

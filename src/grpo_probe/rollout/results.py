@@ -33,6 +33,9 @@ class EpisodeTiming:
     physics_s: float = 0.0
     policy_s: float = 0.0
     total_s: float = 0.0
+    gpu_s: float | None = None
+    """GPU seconds: the policy calls timed between ``torch.cuda.synchronize()`` barriers, split like
+    ``policy_s``; None when the policy ran on the CPU (not measured, never 0.0)."""
 
     @property
     def overhead_s(self) -> float:

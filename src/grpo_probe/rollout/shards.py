@@ -25,6 +25,7 @@ from grpo_probe.rollout.engine import (
     RolloutPool,
     group_table,
     run_group,
+    total_gpu_seconds,
 )
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.table import read_rollout_table, rollout_table, write_rollout_table
@@ -34,11 +35,13 @@ __all__ = ["ShardSummary", "merge_shards", "remove_stale_temps", "split_seeds", 
 
 @dataclass(frozen=True)
 class ShardSummary:
-    """What a written shard holds: its path, row count and the sha256 of its bytes."""
+    """What a written shard holds: its path, row count and the sha256 of its bytes, and the GPU seconds
+    its policy calls took (None: not measured, the policy ran on the CPU)."""
 
     path: Path
     rows: int
     sha256: str
+    gpu_s: float | None = None
 
 
 def remove_stale_temps(path: str | os.PathLike[str]) -> list[Path]:
@@ -72,7 +75,9 @@ def write_shard(
     finally:
         progress.close()
     data = write_rollout_table(group_table(job, results), path)
-    return ShardSummary(Path(path), len(results), hashlib.sha256(data).hexdigest())
+    return ShardSummary(
+        Path(path), len(results), hashlib.sha256(data).hexdigest(), total_gpu_seconds(results)
+    )
 
 
 def merge_shards(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str]) -> ShardSummary:

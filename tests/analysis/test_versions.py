@@ -1,0 +1,193 @@
+"""What each registered version decides on the same tables, and how often that holds over seed resamples."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grpo_probe.analysis.decision_rule import evaluate_rule
+from grpo_probe.analysis.joined import join_cell
+from grpo_probe.analysis.report import build_decision
+from grpo_probe.analysis.stability import KINDS, resampled_outcomes, resampled_reads, seed_columns
+from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
+from grpo_probe.prereg.canonical import read_yaml
+
+from .versions_case import REPO, SEEDS, versioned_design, write_tables
+
+
+def _build(out: Path, prereg, probes, anchors):
+    return build_decision(
+        probes,
+        anchors,
+        prereg,
+        out / "decision.md",
+        out / "decision.json",
+        out / "figures",
+        [(str(p), "0" * 64) for p in (*probes.values(), *anchors.values())],
+    )
+
+
+def test_the_original_rule_and_the_amended_rule_are_both_shown_with_their_outcomes(tmp_path: Path) -> None:
+    prereg = versioned_design()
+    probes, anchors = write_tables(tmp_path / "tables")
+    decision = _build(tmp_path / "out", prereg, probes, anchors)
+    versions = decision["versions"]
+    assert [v["version"] for v in versions] == [0, 1, 2]
+    assert [v["current"] for v in versions] == [False, False, True]
+    original, amended, current = versions
+    assert original["outcome"]["flow_arm"] == "flow_short"  # ranked by spread
+    assert amended["outcome"]["flow_arm"] == current["outcome"]["flow_arm"] == "flow_teacher"  # by strikes
+    assert current["outcome"] == decision["outcome"]
+    assert original["rule"]["rank_by"][1] == {"read": "median_group_std_progress_cm", "prefer": "max"}
+    assert amended["amendment"]["after_results"] is True
+    assert amended["amendment"]["replaces"] == [
+        {"path": "decision_rule.arm_choice.rank_by", "change": "replaced"}
+    ]
+    for v in versions:
+        assert v["stability"]["same_outcome_fraction"] == 1.0  # every seed tells the same story
+    md = (tmp_path / "out" / "decision.md").read_text()
+    section = md.split("## What each registered version decides", 1)[1].split("## Registered design", 1)[0]
+    assert (
+        "| 0: original registration | not recorded | n/a | phase2_flow | flow `flow_short` | 1.0000 (200/200)"
+        in section
+    )
+    assert "| 2: amendment 2 (this run's design) |" in section
+    assert "`decision_rule.arm_choice.rank_by` (replaced)" in section
+
+
+def test_stability_counts_resamples_that_flip_the_named_arm(tmp_path: Path) -> None:
+    """The short arm trips a strike on one seed only and keeps more competence: a resample without that
+    seed ties the two arms on strikes, and competence then names the short arm."""
+    prereg = versioned_design()
+    probes, anchors = write_tables(tmp_path / "tables", short_strike_seeds=(SEEDS[0],), short_delta_cm=1.2)
+    decision = _build(tmp_path / "out", prereg, probes, anchors)
+    current = decision["versions"][-1]
+    assert current["outcome"]["flow_arm"] == "flow_teacher"
+    stability = current["stability"]
+    b = stability["resamples"]
+    missing_seed = (1 - 1 / len(SEEDS)) ** len(SEEDS)  # chance a resample leaves the striking seed out
+    assert stability["same_outcome"] / b == pytest.approx(1 - missing_seed, abs=0.08)
+    assert stability["same_kind_fraction"] == 1.0
+    flips = {(o["flow_arm"], o["count"]) for o in stability["outcomes"]}
+    assert flips == {
+        ("flow_teacher", stability["same_outcome"]),
+        ("flow_short", b - stability["same_outcome"]),
+    }
+
+
+def test_vectorised_resamples_agree_with_the_scalar_rule_on_every_resample(tmp_path: Path) -> None:
+    prereg = versioned_design()
+    probes, anchors = write_tables(tmp_path / "tables", short_strike_seeds=SEEDS[:2], short_delta_cm=1.2)
+    cells = prereg.enabled_cells
+    spec = prereg.analysis
+    tables = {c.id: read_probe_table(probes[c.id], c.id, c.arm, c.head, 1) for c in cells}
+    anchored = {c.arm: read_anchor_table(anchors[c.arm], c.arm, c.head) for c in cells}
+    columns = {}
+    for c in cells:
+        joined = join_cell(c.id, tables[c.id], anchored[c.arm], spec)
+        columns[c.id] = seed_columns(c, joined.groups, joined.joins, tables[c.id], anchored[c.arm], spec)
+    index = np.random.default_rng(3).integers(0, len(SEEDS), size=(120, len(SEEDS)))
+    reads = {c.id: resampled_reads(columns[c.id], index) for c in cells}
+    for version in prereg.versions:
+        found = resampled_outcomes(version.decision_rule, cells, reads, index.shape[0])
+        for b in range(index.shape[0]):
+            scalar = {c.id: {name: float(v[b]) for name, v in reads[c.id].items()} for c in cells}
+            outcome = evaluate_rule(version.decision_rule, cells, scalar)[1]
+            assert (KINDS[found.kind[b]], found.arms["ar"][b], found.arms["flow"][b]) == (
+                outcome.kind,
+                outcome.ar_arm,
+                outcome.flow_arm,
+            )
+
+
+def test_vectorised_rule_matches_the_scalar_rule_on_ties_and_undefined_reads() -> None:
+    """Random reads from a few values (many ties), undefined reads included, AR and flow cells routed."""
+    prereg = versioned_design()
+    cells = prereg.enabled_cells
+    rng = np.random.default_rng(7)
+    resamples = 400
+    values = np.array([np.nan, -1.0, -0.5, 0.0, 0.25, 0.5, 1.0])
+    names = ["median_group_std_progress_cm", "mean_progress_delta_cm", "sampled_engagement_rate"]
+    names += ["sampled_reset_strike_rate"]
+    reads = {c.id: {n: rng.choice(values, size=resamples) for n in names} for c in cells}
+    for version in prereg.versions:
+        found = resampled_outcomes(version.decision_rule, cells, reads, resamples)
+        for b in range(resamples):
+            scalar = {
+                c.id: {n: None if np.isnan(v[b]) else float(v[b]) for n, v in reads[c.id].items()}
+                for c in cells
+            }
+            outcome = evaluate_rule(version.decision_rule, cells, scalar)[1]
+            assert (KINDS[found.kind[b]], found.arms["ar"][b], found.arms["flow"][b]) == (
+                outcome.kind,
+                outcome.ar_arm,
+                outcome.flow_arm,
+            ), b
+
+
+def test_an_identity_resample_gives_the_reported_reads(tmp_path: Path) -> None:
+    prereg = versioned_design()
+    probes, anchors = write_tables(tmp_path / "tables", short_strike_seeds=SEEDS[:3])
+    decision = _build(tmp_path / "out", prereg, probes, anchors)
+    spec = prereg.analysis
+    for c, record in zip(prereg.enabled_cells, decision["cells"], strict=True):
+        probe = read_probe_table(probes[c.id], c.id, c.arm, c.head, 1)
+        anchor = read_anchor_table(anchors[c.arm], c.arm, c.head)
+        joined = join_cell(c.id, probe, anchor, spec)
+        columns = seed_columns(c, joined.groups, joined.joins, probe, anchor, spec)
+        reads = resampled_reads(columns, np.arange(len(SEEDS))[None, :])
+        for name, value in reads.items():
+            assert value[0] == record["reads"][name], (c.id, name)
+
+
+def test_same_inputs_give_the_same_bytes_with_the_versions_section(tmp_path: Path) -> None:
+    prereg = versioned_design()
+    probes, anchors = write_tables(tmp_path / "tables", short_strike_seeds=(SEEDS[0],), short_delta_cm=1.2)
+    _build(tmp_path / "a", prereg, probes, anchors)
+    _build(tmp_path / "b", prereg, probes, anchors)
+    for name in ("decision.md", "decision.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_a_version_that_cannot_be_rebuilt_is_shown_not_skipped(tmp_path: Path) -> None:
+    raw = read_yaml(REPO / "prereg/smoke.yaml")
+    amendments = raw["amendments"]
+    del amendments[1]["replaces"]
+    prereg = versioned_design(amendments=amendments)
+    probes, anchors = write_tables(tmp_path / "tables")
+    decision = _build(tmp_path / "out", prereg, probes, anchors)
+    assert [v["outcome"] is None for v in decision["versions"]] == [True, True, False]
+    assert "records no `replaces`" in decision["versions"][0]["problem"]
+    md = (tmp_path / "out" / "decision.md").read_text()
+    assert "| 0: original registration | not recorded | n/a | cannot be evaluated | n/a | n/a | n/a |" in md
+    assert "- cannot be evaluated: " in md
+
+
+def test_a_rule_that_reads_a_bootstrap_interval_is_reported_as_not_resampled(tmp_path: Path) -> None:
+    raw = read_yaml(REPO / "prereg/smoke.yaml")
+    rule = raw["decision_rule"]
+    rule["criteria"]["signal"]["all_of"][0]["read"] = "median_group_std_progress_cm_ci_low"
+    raw["amendments"] = []
+    prereg = versioned_design(decision_rule=rule, amendments=[])
+    probes, anchors = write_tables(tmp_path / "tables")
+    decision = _build(tmp_path / "out", prereg, probes, anchors)
+    (only,) = decision["versions"]
+    assert "median_group_std_progress_cm_ci_low" in only["stability"]["not_resampled"]
+    assert only["outcome"]["kind"] == decision["outcome"]["kind"]
+
+
+@pytest.mark.parametrize("strikes", [(), SEEDS[:1], SEEDS])
+def test_resampled_outcome_shares_add_up(tmp_path: Path, strikes) -> None:
+    prereg = versioned_design()
+    probes, anchors = write_tables(tmp_path / "tables", short_strike_seeds=strikes, short_delta_cm=0.1)
+    for version in _build(tmp_path / "out", prereg, probes, anchors)["versions"]:
+        outcomes = version["stability"]["outcomes"]
+        assert sum(o["count"] for o in outcomes) == version["stability"]["resamples"]
+        counts = [o["count"] for o in outcomes]
+        assert counts == sorted(counts, reverse=True)
+        assert all(
+            a != b for a, b in itertools.combinations([(o["kind"], o["flow_arm"]) for o in outcomes], 2)
+        )
