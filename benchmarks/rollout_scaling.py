@@ -8,8 +8,10 @@ For each head it runs ``seeds x K`` episodes of the registered length (15 replan
 sequential path (one env, batch 1, this process) and on a warm pool of ``workers`` processes (each
 stepping K envs in lockstep, one batched policy call per replan), checks that both produce the same
 table bytes, and prints episodes/s, the speedup, and where an episode's time goes (physics = env
-stepping, policy = ``policy.act`` shared evenly over the rows of its batch, overhead = the rest). Pool
-start-up (spawning workers, importing torch and MuJoCo, loading the policy) is timed separately.
+stepping, policy = ``policy.act`` shared evenly over the rows of its batch, overhead = the rest), with
+policy / physics side by side for every head and path. Pool start-up (spawning workers, importing torch
+and MuJoCo, loading the policy) is timed separately. The machine's load average is printed before and
+after, since a shared machine slows both sides of every ratio.
 
 Without ``--ar-checkpoint``/``--flow-checkpoint`` it builds checkpoints of the reference architectures
 (``grpo_probe.policies.train`` defaults) trained for a few steps on synthetic demos: the compute per call
@@ -20,6 +22,7 @@ tokens than a trained one, which changes its cost per chunk).
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -40,18 +43,22 @@ K = 8
 
 def _checkpoints(args: argparse.Namespace, root: Path) -> dict[str, Path]:
     paths = {}
-    for head, arm, given in (
-        ("ar", "ar", args.ar_checkpoint),
-        ("flow", "flow_teacher", args.flow_checkpoint),
+    for head, given in (
+        ("ar", args.ar_checkpoint),
+        ("flow", args.flow_checkpoint),
     ):
         if given is not None:
             paths[head] = Path(given)
             continue
         path = root / f"{head}.ckpt"
         torch.set_num_threads(1)
-        train_arm(arm, synthetic_demos(256), path, {"steps": 5, "warmup_steps": 1})
+        train_arm(head, synthetic_demos(256), path, {"steps": 5, "warmup_steps": 1})
         paths[head] = path
     return paths
+
+
+def _load() -> str:
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def _mode(head: str) -> SamplingMode:
@@ -82,6 +89,7 @@ def main() -> None:
     parser.add_argument("--flow-checkpoint")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    print(f"load average (1, 5, 15 min) at start: {_load()}")
     with tempfile.TemporaryDirectory() as tmp:
         checkpoints = _checkpoints(args, Path(tmp))
         one, startup_one = _warm_pool(1, checkpoints)
@@ -91,7 +99,7 @@ def main() -> None:
         paths = {"sequential": None, "parallel-1": one, f"parallel-{args.workers}": many}
         print(
             f"{'head':5} {'path':11} {'episodes':>8} {'wall s':>8} {'eps/s':>7} "
-            f"{'physics ms':>11} {'policy ms':>10} {'overhead ms':>12}  (per episode)"
+            f"{'physics ms':>11} {'policy ms':>10} {'policy/physics':>15} {'overhead ms':>12}  (per episode)"
         )
         for head, path in checkpoints.items():
             job = GroupJob(
@@ -109,7 +117,7 @@ def main() -> None:
                 ms = [1e3 * timing.physics_s, 1e3 * timing.policy_s, 1e3 * timing.overhead_s]
                 print(
                     f"{head:5} {name:11} {n:8d} {walls[name]:8.1f} {n / walls[name]:7.2f} "
-                    f"{ms[0]:11.1f} {ms[1]:10.1f} {ms[2]:12.1f}"
+                    f"{ms[0]:11.1f} {ms[1]:10.1f} {ms[1] / ms[0]:15.2f} {ms[2]:12.1f}"
                 )
             par = f"parallel-{args.workers}"
             print(
@@ -119,7 +127,7 @@ def main() -> None:
             )
         one.close()
         many.close()
-    print(f"torch {torch.__version__}, 1 intra-op thread per process")
+    print(f"torch {torch.__version__}, 1 intra-op thread per process; load average at end: {_load()}")
 
 
 if __name__ == "__main__":

@@ -35,12 +35,19 @@ class SamplingMode:
     sampler with noise scale ``sde_a`` (``sde_a = 0`` reproduces the Euler sampler bit for bit);
     ``flow_euler`` is that deterministic Euler sampler (same grid and keyed noise), the reference of the
     SDE cells' draw-0 oracle.
+
+    ``noise`` switches the Gumbel noise of kind ``temperature`` (default on). With it off, the same
+    Gumbel-max code takes argmax(masked_logits / T), which picks greedy's ids (dividing by T > 0 keeps the
+    order of the logits) while the recorded log-probs and entropies stay those of softmax(logits / T):
+    the AR draw-0 oracle runs a temperature cell this way against the greedy anchor. Only ``temperature``
+    takes ``noise=False``; the registered designs never set it.
     """
 
     kind: Literal["greedy", "temperature", "flow_ode", "flow_sde", "flow_euler"]
     temperature: float | None = None
     sde_a: float | None = None
     steps: int = 10
+    noise: bool = True
 
     def __post_init__(self) -> None:
         if self.kind not in SAMPLING_KINDS:
@@ -69,6 +76,13 @@ class SamplingMode:
             raise ValueError(f"SamplingMode.steps must be a positive integer, got {self.steps!r}")
         if self.kind == "flow_sde" and self.steps < 2:
             raise ValueError(f"SamplingMode.steps must be >= 2 for kind 'flow_sde', got {self.steps!r}")
+        if not isinstance(self.noise, bool):
+            raise ValueError(f"SamplingMode.noise must be True or False, got {self.noise!r}")
+        if not self.noise and self.kind != "temperature":
+            raise ValueError(
+                f"SamplingMode.noise=False is only defined for kind 'temperature' (its Gumbel noise), "
+                f"got kind {self.kind!r}"
+            )
 
     @property
     def head(self) -> str:

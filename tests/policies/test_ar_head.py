@@ -10,7 +10,16 @@ import torch
 from scipy.stats import chisquare
 
 from grpo_probe.policies import RowKey, SamplingMode, load_policy
-from grpo_probe.policies.ar_head import ARPolicy, grammar_mask_table, gumbel_noise, masked_step_distribution
+from grpo_probe.policies.ar_head import (
+    ARPolicy,
+    chosen_logprob_and_entropy,
+    grammar_mask_table,
+    gumbel_noise,
+    gumbel_rows,
+    masked_step_distribution,
+    row_stream_key,
+    tempered_logits,
+)
 from grpo_probe.policies.synthetic_demos import SyntheticDemos
 
 T1 = SamplingMode("temperature", temperature=1.0)
@@ -74,8 +83,8 @@ def test_recorded_logprobs_are_those_of_the_masked_tempered_softmax(
     obs = (demos.obs[:1] - policy.obs_mean) / policy.obs_std
     bos = torch.tensor([[policy.tokenizer.bos_id]])
     with torch.no_grad():
-        logits = policy.model(torch.from_numpy(obs), bos)[:, 0]
-    admissible = policy._mask_table[torch.tensor([300])]
+        logits = policy.model(torch.from_numpy(obs), bos)[:, 0].numpy()
+    admissible = policy._mask_table[[300]]
     logp, entropy = masked_step_distribution(logits, admissible, 1.6)
     assert float(logp[0, row.token_ids[0]]) == pytest.approx(row.token_logprobs[0], abs=1e-5)
     assert float(entropy[0]) == pytest.approx(row.entropy[0], abs=1e-5)
@@ -83,21 +92,51 @@ def test_recorded_logprobs_are_those_of_the_masked_tempered_softmax(
 
 def test_gumbel_max_at_temperature_samples_softmax_of_logits_over_temperature() -> None:
     """Chi-square goodness of fit of 6000 keyed Gumbel-max draws against softmax(logits / T)."""
-    logits = torch.tensor([[1.0, 0.2, -0.5, 2.0, 0.0]], dtype=torch.float64)
-    admissible = torch.ones_like(logits, dtype=torch.bool)
+    logits = np.array([[1.0, 0.2, -0.5, 2.0, 0.0]])
+    admissible = np.ones_like(logits, dtype=bool)
     temperature = 1.6
-    logp, _ = masked_step_distribution(logits, admissible, temperature)
+    tempered = tempered_logits(logits, admissible, temperature)
     draws = [
-        int(torch.argmax(logp[0] + gumbel_noise(RowKey(11, seed, 0, draw), 0, 5)))
+        int(np.argmax(tempered[0] + gumbel_noise(RowKey(11, seed, 0, draw), 0, 5)))
         for seed in range(1000)
         for draw in range(6)
     ]
     observed = np.bincount(draws, minlength=5)
-    expected = torch.softmax(logits[0] / temperature, dim=0).numpy() * len(draws)
-    assert chisquare(observed, expected).pvalue > 1e-3
+    softmax = np.exp(logits[0] / temperature) / np.exp(logits[0] / temperature).sum()
+    assert chisquare(observed, softmax * len(draws)).pvalue > 1e-3
     # The same draws at T = 1 would be detectably different (the test can fail).
-    at_one = torch.softmax(logits[0], dim=0).numpy() * len(draws)
-    assert chisquare(observed, at_one).pvalue < 1e-6
+    at_one = np.exp(logits[0]) / np.exp(logits[0]).sum()
+    assert chisquare(observed, at_one * len(draws)).pvalue < 1e-6
+
+
+def test_a_rows_gumbel_noise_does_not_depend_on_the_rows_drawn_with_it() -> None:
+    """The block's one vectorised noise call gives each row the bytes it gets alone, in any row order."""
+    keys = [RowKey(3, 100 + i, 2, i % 3) for i in range(8)]
+    stream_keys = np.array([row_stream_key(k) for k in keys], dtype=np.uint64)
+    block = gumbel_rows(stream_keys, 17, 1026)
+    for r, key in enumerate(keys):
+        assert block[r].tobytes() == gumbel_noise(key, 17, 1026).tobytes()
+    order = [5, 0, 7]
+    assert gumbel_rows(stream_keys[order], 17, 1026).tobytes() == block[order].tobytes()
+    assert not np.array_equal(gumbel_noise(keys[0], 18, 1026), block[0])  # keyed by the position too
+
+
+def test_decode_step_statistics_match_the_masked_tempered_softmax() -> None:
+    """The loop's log p(choice) and entropy equal those of the full reference distribution."""
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(8, 40)).astype(np.float32) * 4
+    admissible = rng.random((8, 40)) < 0.6
+    admissible[:, 0] = True
+    admissible[7] = False
+    admissible[7, 3] = True  # one admissible id: a point mass, entropy exactly 0
+    for temperature in (1.0, 1.6):
+        tempered = tempered_logits(logits, admissible, temperature)
+        choice = tempered.argmax(axis=-1)
+        chosen, entropy = chosen_logprob_and_entropy(tempered, choice)
+        logp, reference_entropy = masked_step_distribution(logits, admissible, temperature)
+        np.testing.assert_allclose(chosen, logp[np.arange(8), choice], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(entropy, reference_entropy, rtol=0, atol=1e-12)
+        assert entropy[7] == 0.0 and chosen[7] == 0.0
 
 
 def test_changing_the_draw_changes_sampled_ids(policy: ARPolicy, demos: SyntheticDemos) -> None:
@@ -124,3 +163,55 @@ def test_ar_head_rejects_flow_modes_and_bad_batches(policy: ARPolicy, demos: Syn
     bad[1, 3] = np.nan
     with pytest.raises(ValueError, match="row 1"):
         policy.act(bad, _keys(2), T1)
+
+
+def test_temperature_without_gumbel_noise_picks_greedys_ids_with_the_tempered_logprobs(
+    policy: ARPolicy, demos: SyntheticDemos
+) -> None:
+    """The draw-0 oracle's premise: the sampler at T with its noise off reproduces greedy bit for bit."""
+    keys = _keys(9, draw=3)
+    greedy = policy.act(demos.obs[:9], keys, SamplingMode("greedy"))
+    quiet = policy.act(demos.obs[:9], keys, SamplingMode("temperature", temperature=1.6, noise=False))
+    noisy = policy.act(demos.obs[:9], keys, SamplingMode("temperature", temperature=1.6))
+    assert quiet.actions.tobytes() == greedy.actions.tobytes()
+    for g, q in zip(greedy.diagnostics, quiet.diagnostics, strict=True):
+        assert np.array_equal(g.token_ids, q.token_ids)
+        assert not np.array_equal(g.token_logprobs, q.token_logprobs)  # those of softmax(logits / 1.6)
+    assert noisy.actions.tobytes() != greedy.actions.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        (
+            {"kind": "greedy", "noise": False},
+            r"noise=False is only defined for kind 'temperature'",
+        ),
+        ({"kind": "flow_ode", "noise": False}, r"SamplingMode.noise=False .* got kind 'flow_ode'"),
+        (
+            {"kind": "temperature", "temperature": 1.0, "noise": 0},
+            r"SamplingMode.noise must be True",
+        ),
+    ],
+)
+def test_sampling_mode_validates_the_noise_switch(fields: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        SamplingMode(**fields)
+    assert SamplingMode("temperature", temperature=1.0).noise is True  # registered designs need no change
+
+
+def test_decode_step_gives_the_blocks_logits_bit_for_bit(policy: ARPolicy, demos: SyntheticDemos) -> None:
+    """The functional decode step against the modules run on the same one position and cache."""
+    model = policy.model
+    obs = torch.from_numpy((demos.obs[:8] - policy.obs_mean) / policy.obs_std)
+    ids = torch.arange(8) * 7
+    with torch.inference_mode():
+        fast_cache, module_cache = model.new_cache(8), model.new_cache(8)
+        model.prefill(obs, policy.tokenizer.bos_id, fast_cache)
+        model.prefill(obs, policy.tokenizer.bos_id, module_cache)
+        for position in range(model.n_prefix + 1, model.n_prefix + 6):
+            fast = model.step(ids + position, position, fast_cache, policy._weights)
+            x = model.tok_emb((ids + position)[:, None]) + model.pos_emb[position : position + 1]
+            for block, layer_cache in zip(model.blocks, module_cache, strict=True):
+                x = block(x, layer_cache, position)
+            assert fast.numpy().tobytes() == model.head(model.ln_f(x[:, -1])).numpy().tobytes()

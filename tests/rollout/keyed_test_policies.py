@@ -74,7 +74,8 @@ class KeyedLinearFlowPolicy:
 
 
 class KeyedCategoricalPolicy:
-    """'ar' head: 12 tokens over 16 ids, greedy or keyed Gumbel-max at T; chunk = tanh(basis @ values)."""
+    """'ar' head: 12 tokens over 16 ids, greedy or keyed Gumbel-max at T (``mode.noise`` off: no Gumbel
+    noise, so greedy's ids with the temperature-T log-probs); chunk = tanh(basis @ values)."""
 
     head = "ar"
     obs_dim = OBS_DIM
@@ -95,18 +96,16 @@ class KeyedCategoricalPolicy:
         for row, key in enumerate(keys):
             logits = (obs[row].astype(np.float64) @ self.logit_weights).reshape(N_TOKENS, VOCAB) / temperature
             log_probs = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
-            if mode.kind == "temperature":
-                scores = np.stack(
+            scores = logits  # Gumbel-max: argmax(logits / T + g); without noise, greedy's argmax
+            if mode.kind == "temperature" and mode.noise:
+                scores = logits + np.stack(
                     [
-                        log_probs[p]
-                        + numpy_generator(
+                        numpy_generator(
                             key.run_key, tag("test_ar_gumbel"), key.seed, key.replan, key.draw, p
                         ).gumbel(size=VOCAB)
                         for p in range(N_TOKENS)
                     ]
                 )
-            else:
-                scores = log_probs
             ids = np.argmax(scores, axis=1).astype(np.int32)
             token_logprobs = log_probs[np.arange(N_TOKENS), ids]
             entropy = -np.sum(np.exp(log_probs) * log_probs, axis=1)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from grpo_probe.policies import ar_head
 from grpo_probe.policies.protocol import SAMPLING_KINDS, SamplingMode
 from grpo_probe.rollout import (
     OracleMismatchError,
@@ -152,6 +153,41 @@ def test_draw0_oracle_reproduces_the_anchor_rows_of_tiny_trained_heads(
     assert report["counts"]["ticks"] == len(seeds) * (SHORT_SIM.episode_ticks + 1)
     if head == "ar":
         assert report["counts"]["token_ids"] > 0
+
+
+def test_draw0_oracle_of_an_ar_temperature_cell_exercises_the_sampler_and_catches_a_broken_noise_switch(
+    tmp_path: Path, real_checkpoints: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cell's own sampler at T with its Gumbel noise off must reproduce the greedy anchor; with the
+    switch broken (noise added although switched off) the oracle fails at the first replan's token ids."""
+    source = PolicySource(checkpoint=str(real_checkpoints["ar"]))
+    anchors = _anchor_table(tmp_path, "ar", source, (0,))
+    cell = make_job(
+        source, SamplingMode("temperature", temperature=1.6), seeds=(0,), arm="ar_arm", cell="c_t16"
+    )
+    report = run_draw0_oracle(cell, tmp_path / "draw0.json", anchor_table=anchors, show_progress=False)
+    assert report["pass"] is True
+    assert report["probe"]["mode"] == {
+        "kind": "temperature", "temperature": 1.6, "sde_a": None, "steps": 10, "noise": False,
+    }  # fmt: skip
+    assert report["skipped_columns"] == [
+        "cell",
+        "mode",
+        "temperature",
+        "replan_logprob",
+        "replan_entropy_mean",
+    ]
+    assert "token ids" in report["compared"] and "executed actions" in report["compared"]
+    assert report["counts"]["token_ids"] > 0 and report["counts"]["ticks"] == SHORT_SIM.episode_ticks + 1
+    assert report["action_reference"]["counts"]["actions"] == SHORT_SIM.episode_ticks
+
+    monkeypatch.setattr(ar_head, "gumbel_noise_on", lambda mode: mode.kind == "temperature")
+    with pytest.raises(
+        OracleMismatchError, match=r"seed=0 draw=0 tick 1, (len\()?replan_token_ids\[0\]"
+    ) as failure:
+        run_draw0_oracle(cell, tmp_path / "broken.json", anchor_table=anchors, show_progress=False)
+    assert failure.value.divergence.names == ("probe", "anchor")
+    assert json.loads((tmp_path / "broken.json").read_text())["pass"] is False
 
 
 def test_draw0_oracle_names_seed_and_tick_where_the_anchor_rows_differ(

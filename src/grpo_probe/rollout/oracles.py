@@ -3,8 +3,14 @@
 - **Parallel oracle**: for a registered subset of (arm, mode, seeds, draws), run the sequential path
   and the parallel path and compare every per-tick trace, executed action and token id bit for bit.
 - **Draw-0 oracle**: the probe instrument with its stochasticity switched off reproduces the reference
-  rows bit for bit: AR temperature -> greedy and flow draw 0 (the anchor's keyed noise) against the
-  anchor table; the SDE sampler at a = 0 against the deterministic Euler sampler on the same grid.
+  rows bit for bit. An AR temperature cell runs its own sampler at T with the Gumbel noise switched off
+  (``SamplingMode.noise``), which must pick the greedy anchor's token ids and so its actions: this
+  exercises the sampling path itself, not a greedy stand-in. Its log-probs and entropies are those of
+  the temperature-T distribution, so those columns (and the mode labels) are left out; token ids, token
+  counts, per-tick traces and outcomes are compared with the anchor table, and the executed actions with
+  a greedy rerun on the probe path (the table holds no actions). Flow cells run draw 0 (the anchor's
+  keyed noise) against the anchor table; the SDE sampler at a = 0 runs against the deterministic Euler
+  sampler on the same grid.
 
 A report holds pass/fail, how much was compared, the sha256 of both sides' rollout tables and the first
 divergence (arm, mode, seed, draw, tick, field, both values). It holds no times or paths of this machine,
@@ -25,7 +31,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grpo_probe.atomic_io import atomic_write_text
-from grpo_probe.policies.protocol import SAMPLING_KINDS, SamplingMode
 from grpo_probe.rollout.divergence import ComparedEpisode, ComparisonCounts, Divergence, compare_episodes
 from grpo_probe.rollout.engine import (
     DEFAULT_ENVS_PER_WORKER,
@@ -38,7 +43,8 @@ from grpo_probe.rollout.engine import (
 )
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
-from grpo_probe.rollout.table import ANCHOR_CELL, read_rollout_table, table_bytes
+from grpo_probe.rollout.table import ANCHOR_CELL, ROLLOUT_SCHEMA, read_rollout_table, table_bytes
+from grpo_probe.sampling import SAMPLING_KINDS, SamplingMode
 
 __all__ = [
     "EULER_KIND",
@@ -71,9 +77,10 @@ def anchor_mode(head: str, steps: int = 10) -> SamplingMode:
 
 
 def draw0_probe_mode(mode: SamplingMode) -> SamplingMode:
-    """The probe's mode with its stochasticity switched off: T -> greedy, SDE a -> 0, ODE unchanged."""
-    if mode.kind in ("greedy", "temperature"):
-        return SamplingMode("greedy")
+    """The probe's mode with its stochasticity switched off: T -> T without Gumbel noise, SDE a -> 0,
+    greedy and ODE unchanged (an ODE cell's draw 0 is the anchor's keyed noise)."""
+    if mode.kind == "temperature":
+        return SamplingMode("temperature", temperature=mode.temperature, noise=False)
     if mode.kind == "flow_sde":
         return SamplingMode("flow_sde", sde_a=0.0, steps=mode.steps)
     return mode
@@ -90,7 +97,7 @@ def _euler_mode(steps: int) -> SamplingMode:
 
 def _mode_text(mode: SamplingMode) -> str:
     if mode.kind == "temperature":
-        return f"temperature(T={mode.temperature!r})"
+        return f"temperature(T={mode.temperature!r}{'' if mode.noise else ', noise off'})"
     if mode.kind == "flow_sde":
         return f"flow_sde(a={mode.sde_a!r}, steps={mode.steps})"
     if mode.kind == "flow_ode":
@@ -107,6 +114,7 @@ def _job_dict(job: GroupJob) -> dict[str, Any]:
             "temperature": job.mode.temperature,
             "sde_a": job.mode.sde_a,
             "steps": job.mode.steps,
+            "noise": job.mode.noise,
         },
         "seeds": list(job.seeds),
         "draws": job.draws,
@@ -249,6 +257,13 @@ def _anchor_episodes(
     return {(row["seed"], 0): ComparedEpisode(row) for row in rows}, table_bytes(selected)
 
 
+_AR_LABELS_AND_DISTRIBUTION = ("cell", "mode", "temperature", "replan_logprob", "replan_entropy_mean")
+"""Columns an AR temperature cell's noise-off probe legitimately differs from its greedy anchor in."""
+
+_TABLE_COLUMNS = tuple(f.name for f in ROLLOUT_SCHEMA)
+"""Every table column: skipping them all leaves only the executed actions to compare."""
+
+
 def run_draw0_oracle(
     job: GroupJob,
     report_path: str | os.PathLike[str],
@@ -262,31 +277,36 @@ def run_draw0_oracle(
 ) -> dict[str, Any]:
     """Run the cell ``job`` with stochasticity off (draw 0) on the probe path; compare with its reference.
 
-    Reference: the arm's rows in ``anchor_table`` for AR and flow-ODE cells (every column but ``cell``
-    must match, token ids included); for an SDE cell, the Euler sampler on the sequential path with the
-    same keyed initial noise (every column but the mode labels must match, actions included; at a = 0
-    the SDE sampler defines no log-prob, like Euler). ``workers``/``pool`` choose the probe path as in
-    :func:`run_group`.
+    Reference: the arm's rows in ``anchor_table`` for AR and flow-ODE cells; for an SDE cell, the Euler
+    sampler on the sequential path with the same keyed initial noise (every column but the mode labels
+    must match, actions included; at a = 0 the SDE sampler defines no log-prob, like Euler).
+
+    Against the anchor table every column but ``cell`` must match, except for an AR temperature cell,
+    whose noise-off probe keeps its temperature-T log-probs, entropies and mode labels
+    (:data:`_AR_LABELS_AND_DISTRIBUTION` are left out): its token ids, token counts, traces and outcomes
+    must match, and its executed actions must match those of a greedy rerun on the probe path
+    (``action_reference`` in the report). ``workers``/``pool`` choose the probe path as in
+    :func:`run_group`. The report's ``compared`` says which fields were compared with which reference.
     """
     probe_job = job.replace(mode=draw0_probe_mode(job.mode), draws=1)
-    progress = RolloutProgress(
-        len(probe_job.episodes()), f"draw-0 probe {probe_job.label}", enabled=show_progress
-    )
-    probe_results = run_group(
-        probe_job,
-        workers=workers,
-        pool=pool,
-        envs_per_worker=envs_per_worker,
-        hook=probe_hook,
-        progress=progress,
-    )
-    progress.close()
-    probe, probe_bytes = _episodes(probe_job, probe_results)
+
+    def on_probe_path(run: GroupJob, what: str, hook: ChunkHook | None) -> list[EpisodeResult]:
+        progress = RolloutProgress(len(run.episodes()), f"{what} {run.label}", enabled=show_progress)
+        results = run_group(
+            run, workers=workers, pool=pool, envs_per_worker=envs_per_worker, hook=hook, progress=progress
+        )
+        progress.close()
+        return results
+
+    probe, probe_bytes = _episodes(probe_job, on_probe_path(probe_job, "draw-0 probe", probe_hook))
+    action_reference: dict[str, Any] | None = None
+    action_divergence: Divergence | None = None
     if job.mode.kind == "flow_sde":
         reference_job = job.replace(mode=_euler_mode(job.mode.steps), draws=1)
         reference, reference_bytes = _episodes(reference_job, run_sequential(reference_job))
         reference_name = "euler"
         skip: tuple[str, ...] = ("mode", "sde_a")
+        compared = "every column but the mode labels, and the executed actions, against the Euler sampler"
     else:
         if anchor_table is None:
             raise ValueError(
@@ -295,8 +315,31 @@ def run_draw0_oracle(
         reference, reference_bytes = _anchor_episodes(probe_job, anchor_table)
         reference_name = "anchor"
         skip = ("cell",)
+        compared = "every column but cell against the anchor rows"
+        if job.mode.kind == "temperature":
+            skip = _AR_LABELS_AND_DISTRIBUTION
+            compared = (
+                "token ids, token counts, per-tick traces and outcomes against the anchor rows (every "
+                "column but the labels and the temperature-T log-probs and entropies); executed actions "
+                "against a greedy rerun on the probe path"
+            )
+            greedy_job = probe_job.replace(mode=anchor_mode("ar"))
+            greedy, greedy_bytes = _episodes(
+                greedy_job, on_probe_path(greedy_job, "draw-0 greedy rerun", None)
+            )
+            action_divergence, action_counts = _compare_groups(
+                probe_job, probe, greedy, ("probe", "greedy"), skip=_TABLE_COLUMNS
+            )
+            action_reference = {
+                "kind": "greedy",
+                "compared": "executed actions",
+                "tables_sha256": hashlib.sha256(greedy_bytes).hexdigest(),
+                "counts": vars(action_counts),
+            }
     names = ("probe", reference_name)
     divergence, counts = _compare_groups(probe_job, probe, reference, names, skip=skip)
+    if divergence is None:
+        divergence = action_divergence
     report = {
         "oracle": "draw0",
         "pass": divergence is None,
@@ -305,8 +348,11 @@ def run_draw0_oracle(
         "cell_mode": _job_dict(job)["mode"],
         "probe": {**_job_dict(probe_job), "tables_sha256": hashlib.sha256(probe_bytes).hexdigest()},
         "reference": {"kind": reference_name, "tables_sha256": hashlib.sha256(reference_bytes).hexdigest()},
+        "compared": compared,
         "skipped_columns": list(skip),
         "counts": vars(counts),
         "first_divergence": None if divergence is None else divergence.to_dict(),
     }
+    if action_reference is not None:
+        report["action_reference"] = action_reference
     return _finish(report, report_path, divergence)
