@@ -7,7 +7,8 @@ and numpy's ``SeedSequence`` turns that tuple into well-mixed generator state.
 
 Two ways to draw from a key:
 
-- :func:`numpy_generator` / :func:`torch_generator`: a full generator per key tuple. Building one costs
+- :func:`numpy_generator` (and :func:`grpo_probe.policies.keyed_torch.torch_generator`, on the torch side
+  so this module loads without torch): a full generator per key tuple. Building one costs
   tens of microseconds, fine for a draw per episode or per replan.
 - :func:`counter_uniforms`: a counter-based stream (SplitMix64; Steele, Lea and Flood 2014, "Fast
   splittable pseudorandom number generators", OOPSLA), where the ``i``-th number of a stream is a pure
@@ -24,7 +25,6 @@ import hashlib
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 __all__ = [
     "COUNTER_STRIDE",
@@ -34,7 +34,6 @@ __all__ = [
     "numpy_generator",
     "stream_key",
     "tag",
-    "torch_generator",
 ]
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
@@ -69,13 +68,6 @@ def key_seed(*parts: int) -> int:
 def numpy_generator(*parts: int) -> np.random.Generator:
     """A PCG64 generator whose stream is a pure function of the key tuple."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(list(_check(parts)))))
-
-
-def torch_generator(*parts: int) -> torch.Generator:
-    """A CPU torch generator keyed like :func:`numpy_generator` (CPU, so draws are device-invariant)."""
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed(key_seed(*parts))
-    return gen
 
 
 def stream_key(*parts: int) -> int:
