@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from grpo_probe.policies.protocol import SamplingMode
-from grpo_probe.rollout import RolloutPool, RolloutWorkerError, merge_shards, split_seeds, write_shard
+from grpo_probe.prereg import split_seeds
+from grpo_probe.rollout import RolloutPool, RolloutWorkerError, merge_shards, write_shard
 
 from .rollout_cases import keyed_source, make_job
 
