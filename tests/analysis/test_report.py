@@ -231,3 +231,26 @@ def test_probe_table_for_an_unregistered_cell_is_refused(tmp_path, prereg):
         ValueError, match=r"prereg/test_probe\.yaml: cells: .*unknown or disabled cells \['c7'\]"
     ):
         _build(tmp_path / "out", probes, anchors, prereg)
+
+
+def test_the_page_explains_a_flow_cell_that_qualifies_without_competence_and_flags_its_guards(
+    tmp_path, prereg
+):
+    prereg["decision_rule"]["qualifies"]["flow"] = ["clears_signal_bar"]
+    root = tmp_path / "in"
+    probes, anchors = _write_inputs(root, FLAT, FLAT)
+    losing = probe_rows("c3", "teacher", "flow", {s: [-2.0, -1.0, 0.0, -1.0] for s in SEEDS}, reset_strikes=1)
+    write_table(probes["c3"], losing)
+    decision = _build(tmp_path / "out", probes, anchors, prereg)
+    c3 = next(c for c in decision["cells"] if c["id"] == "c3")
+    assert c3["verdict"]["qualifies"] is True
+    assert not c3["verdict"]["criteria"]["keeps_anchor_competence"]["passed"]
+    assert "asks a flow cell to pass only clears_signal_bar" in c3["verdict"]["note"]
+    assert c3["verdict"]["flags"] == ["reset_strike trips in 12/12 sampled episodes (anchor 0/3)"]
+    md = (tmp_path / "out" / "decision.md").read_text()
+    assert "- cell c3 qualifies although keeps_anchor_competence fails: the registered rule" in md
+    assert "- **cell c3**: reset_strike trips in 12/12 sampled episodes (anchor 0/3)." in md
+    terms = {g["term"]: g["meaning"] for g in decision["glossary"]}
+    assert "sim.table_force_limit_n = 25 N" in terms["reset_strike"]
+    assert "analysis.away_tail_cm = -2 cm" in terms["away_tail"]
+    assert "- **expert only**: Flow-GRPO updates the flow head" in md

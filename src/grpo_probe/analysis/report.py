@@ -30,6 +30,7 @@ from grpo_probe.analysis.figures import (
     plot_guard_rates,
     plot_trajectories,
 )
+from grpo_probe.analysis.glossary import glossary, guard_flags, qualification_notes
 from grpo_probe.analysis.group_stats import SeedGroup, median_seed, summarize_groups
 from grpo_probe.analysis.guards import GuardRate, guard_rates
 from grpo_probe.analysis.joined import JoinedCell, join_cell, read_joined_table
@@ -483,12 +484,18 @@ def build_decision(
             },
         }
         cells_out.append(record)
+    required = {head: list(names) for head, names in prereg.decision_rule.qualifies}
+    notes = qualification_notes([{"head": c["head"], **c["verdict"]} for c in cells_out], required)
+    for record, note in zip(cells_out, notes, strict=True):
+        record["verdict"]["note"] = note
+        record["verdict"]["flags"] = guard_flags(record["guards"], record["verdict"]["qualifies"])
     rule = prereg.decision_rule
     decision: dict[str, Any] = {
         "format": "grpo-probe decision 1",
         "prereg": info,
         "analysis": spec.to_dict(),
         "decision_rule": rule_record(rule),
+        "glossary": glossary(prereg),
         "cells": cells_out,
         "outcome": outcome_record(outcome),
         "versions": versions,
