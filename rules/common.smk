@@ -1,13 +1,17 @@
 # Config and prereg loading, validation, and the named helpers every rule uses.
-import json
-from pathlib import Path
+from grpo_probe.prereg import arm_bindings, load_prereg, split_seeds
+from grpo_probe.prereg.run_config import config_sources, load_config
 
-from snakemake.utils import validate
-
-from grpo_probe.prereg import arm_bindings, load_config, load_prereg, split_seeds
-
-validate(config, schema="../workflow/schemas/config.schema.yaml")
-RUN = load_config(config)
+# The merged config, checked against workflow/schemas/config.schema.yaml: an error names the field and the
+# place that set it (config/config.yaml, a --configfile or --config), which Snakemake's validate() cannot.
+RUN = load_config(
+    config,
+    sources=config_sources(
+        workflow.configfiles,
+        workflow.overwrite_configfiles,
+        workflow.config_settings.config,
+    ),
+)
 # Refuses a prereg that does not match its lock before any job is scheduled.
 PREREG = load_prereg(RUN.prereg)
 R = f"{RUN.results}/{PREREG.name}"
@@ -17,7 +21,7 @@ ARMS = sorted(set(PREREG.arms_in_use()) | set(PREREG.oracles.parallel.arms))
 REFERENCE_ARMS = [a for a in ARMS if BINDINGS[a].source == "reference"]
 CHECKPOINT_ARMS = [a for a in ARMS if BINDINGS[a].source == "checkpoint"]
 # Shards by index over the registered seed order: shard-{i} holds the i-th run of seeds_per_shard seeds.
-SHARD_SEEDS = split_seeds(PREREG.seeds, config["seeds_per_shard"])
+SHARD_SEEDS = split_seeds(PREREG.seeds, RUN.seeds_per_shard)
 SHARDS = [f"shard-{i}" for i in range(len(SHARD_SEEDS))]
 
 
@@ -32,6 +36,7 @@ wildcard_constraints:
 
 
 def prereg_files():
+    """The prereg and its lock: every step loads the design through both, so every rule declares both."""
     return {"prereg": str(RUN.prereg), "lock": f"{RUN.prereg}.lock"}
 
 
@@ -39,8 +44,23 @@ def prereg_manifest():
     return f"{R}/prereg/check.manifest.json"
 
 
+def checkpoint_of(arm):
+    """The checkpoint file an arm's policy is loaded from: the one training writes, or the bound file.
+
+    Declared as an input of every rule that runs the arm (not only reached through source.json), so
+    Snakemake knows what the job reads and an executor that stages inputs stages it.
+    """
+    if BINDINGS[arm].source == "reference":
+        return f"{R}/arms/{arm}/policy.pt"
+    return BINDINGS[arm].path
+
+
 def arm_source(wildcards):
     return f"{R}/arms/{wildcards.arm}/source.json"
+
+
+def arm_checkpoint(wildcards):
+    return checkpoint_of(wildcards.arm)
 
 
 def arm_manifest(wildcards):
@@ -64,6 +84,10 @@ def oracle_sources():
     return {arm: f"{R}/arms/{arm}/source.json" for arm in PREREG.oracles.parallel.arms}
 
 
+def oracle_checkpoints():
+    return {arm: checkpoint_of(arm) for arm in PREREG.oracles.parallel.arms}
+
+
 def oracle_arm_manifests():
     return [f"{R}/arms/{arm}/arm.manifest.json" for arm in PREREG.oracles.parallel.arms]
 
@@ -74,6 +98,10 @@ def cell_arm(wildcards):
 
 def cell_source(wildcards):
     return f"{R}/arms/{cell_arm(wildcards)}/source.json"
+
+
+def cell_checkpoint(wildcards):
+    return checkpoint_of(cell_arm(wildcards))
 
 
 def cell_anchor_table(wildcards):
@@ -116,5 +144,23 @@ def decision_upstream():
     return [f"{R}/join/{cell}.manifest.json" for cell in CELLS]
 
 
+def design_page(name):
+    """A page of the configured design and its record: results/<design>/<name>.md and .json."""
+    return {"md": f"{R}/{name}.md", "json": f"{R}/{name}.json"}
+
+
+def root_page(name):
+    """The same page at the repository root, rendered for that folder (decision.md, later phase2.md).
+
+    The per-design folders stay; the root holds the configured design's page, which names the design
+    and its folder and links from the root (see grpo_probe.steps.root_decision).
+    """
+    return {"md": f"{name}.md", "json": f"{name}.json"}
+
+
 def decision_outputs():
-    return [f"{R}/decision.md", f"{R}/decision.json", f"{R}/compute.md"]
+    return [
+        *design_page("decision").values(),
+        f"{R}/compute.md",
+        *root_page("decision").values(),
+    ]

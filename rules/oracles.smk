@@ -1,7 +1,9 @@
 rule parallel_oracle:
     input:
+        **prereg_files(),
         upstream=oracle_arm_manifests(),
         sources=list(oracle_sources().values()),
+        checkpoints=list(oracle_checkpoints().values()),
     output:
         report=f"{R}/oracles/parallel.json",
         manifest=f"{R}/oracles/parallel.manifest.json",
@@ -16,8 +18,8 @@ rule parallel_oracle:
         mem_mb=4000,
         runtime=60,
     params:
-        prereg=RUN.prereg,
         sources=oracle_sources(),
+        checkpoints=oracle_checkpoints(),
         device=RUN.device,
     script:
         "../workflow/scripts/parallel_oracle.py"
@@ -25,7 +27,9 @@ rule parallel_oracle:
 
 rule draw0_oracle:
     input:
+        **prereg_files(),
         source=cell_source,
+        checkpoint=cell_checkpoint,
         anchors=cell_anchor_table,
         upstream=cell_upstream,
     output:
@@ -42,7 +46,6 @@ rule draw0_oracle:
         mem_mb=2000,
         runtime=30,
     params:
-        prereg=RUN.prereg,
         device=RUN.device,
     script:
         "../workflow/scripts/draw0_oracle.py"

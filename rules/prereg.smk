@@ -18,6 +18,7 @@ rule prereg_check:
 
 rule demos:
     input:
+        **prereg_files(),
         upstream=prereg_manifest(),
     output:
         demos=f"{R}/demos/demos.npz",
@@ -31,7 +32,5 @@ rule demos:
     resources:
         mem_mb=1000,
         runtime=20,
-    params:
-        prereg=RUN.prereg,
     script:
         "../workflow/scripts/demos.py"

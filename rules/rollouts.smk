@@ -1,6 +1,8 @@
 rule anchors:
     input:
+        **prereg_files(),
         source=arm_source,
+        checkpoint=arm_checkpoint,
         upstream=anchor_upstream,
     output:
         table=f"{R}/anchors/{{arm}}.parquet",
@@ -16,7 +18,6 @@ rule anchors:
         mem_mb=3000,
         runtime=60,
     params:
-        prereg=RUN.prereg,
         device=RUN.device,
     script:
         "../workflow/scripts/anchors.py"
@@ -24,7 +25,9 @@ rule anchors:
 
 rule probe:
     input:
+        **prereg_files(),
         source=cell_source,
+        checkpoint=cell_checkpoint,
         upstream=cell_upstream,
     output:
         table=f"{R}/probe/{{cell}}/{{shard}}.parquet",
@@ -40,7 +43,6 @@ rule probe:
         mem_mb=3000,
         runtime=120,
     params:
-        prereg=RUN.prereg,
         seeds=shard_seeds,
         device=RUN.device,
     script:
@@ -49,6 +51,7 @@ rule probe:
 
 rule join:
     input:
+        **prereg_files(),
         shards=cell_shard_tables,
         anchors=cell_anchor_table,
         upstream=cell_join_upstream,
@@ -65,7 +68,5 @@ rule join:
     resources:
         mem_mb=2000,
         runtime=10,
-    params:
-        prereg=RUN.prereg,
     script:
         "../workflow/scripts/join.py"

@@ -1,5 +1,6 @@
 rule train:
     input:
+        **prereg_files(),
         demos=rules.demos.output.demos,
         upstream=rules.demos.output.manifest,
     output:
@@ -18,14 +19,13 @@ rule train:
     resources:
         mem_mb=3000,
         runtime=60,
-    params:
-        prereg=RUN.prereg,
     script:
         "../workflow/scripts/train.py"
 
 
 rule bind_checkpoint:
     input:
+        **prereg_files(),
         checkpoint=bound_checkpoint,
         upstream=prereg_manifest(),
     output:
@@ -41,7 +41,6 @@ rule bind_checkpoint:
         mem_mb=500,
         runtime=5,
     params:
-        prereg=RUN.prereg,
         adapter=bound_adapter,
     script:
         "../workflow/scripts/bind_checkpoint.py"

@@ -68,7 +68,7 @@ def test_kept_scratch_holds_the_rerun_and_a_tampered_tree_file_is_noted(
     assert proc.stdout.strip().splitlines()[-1].startswith("IDENTICAL")
     assert "(rule probe)" in proc.stdout
     assert re.search(
-        r"note: results/smoke/probe/c1_ar_t1_0/s1000-1001\.parquet: the file in the audited tree no "
+        r"note: results/smoke/probe/c1_ar_t1_0/shard-0\.parquet: the file in the audited tree no "
         r"longer matches its manifest",
         proc.stdout,
     )

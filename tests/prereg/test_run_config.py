@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from grpo_probe.prereg import SchemaError, arm_bindings, load_config, load_prereg
+from grpo_probe.prereg.run_config import ConfigSource, config_sources
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,3 +53,41 @@ def test_binding_for_an_unregistered_arm_is_refused() -> None:
     prereg = load_prereg(REPO / "prereg/smoke.yaml")
     with pytest.raises(ValueError, match=r"config: arms\.ghost: 'ghost' is not one of the arms"):
         arm_bindings(config, prereg)
+
+
+def test_an_error_names_the_source_that_set_the_field(tmp_path: Path) -> None:
+    """Sources merge in order (config.yaml, each --configfile, --config); the last to set a field owns it."""
+    shipped = tmp_path / "config.yaml"
+    shipped.write_text("workers: 2\ndevice: cpu\n")
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("device: cuda\nworker: 4\n")
+    sources = config_sources([str(shipped)], [cluster], {"workers": "abc"})
+    assert [s.name for s in sources] == [str(shipped), f"--configfile {cluster}", "--config"]
+    merged = {"workers": "abc", "device": "cuda", "worker": 4}
+    with pytest.raises(SchemaError) as err:
+        load_config(merged, sources=sources)
+    lines = str(err.value).splitlines()
+    unknown = "(top level): Additional properties are not allowed ('worker' was unexpected)"
+    assert f"--configfile {cluster}: {unknown}" in lines
+    assert "--config: workers: 'abc' is not of type 'integer'" in lines
+    assert len(lines) == 2
+
+
+def test_a_nested_error_names_the_source_of_the_binding() -> None:
+    sources = [
+        ConfigSource("config/config.yaml", {"arms": {"ar": {"source": "reference"}}}),
+        ConfigSource("--configfile byo.yaml", {"arms": {"ar": {"source": "checkpoint", "path": "ck.pt"}}}),
+    ]
+    merged = {"arms": {"ar": {"source": "checkpoint", "path": "ck.pt"}}}
+    with pytest.raises(
+        SchemaError, match=r"^--configfile byo\.yaml: arms\.ar: .*'adapter' is a required property"
+    ):
+        load_config(merged, sources=sources)
+
+
+def test_the_workflow_file_is_not_named_twice_when_also_given_on_the_command_line(tmp_path: Path) -> None:
+    shipped = tmp_path / "config.yaml"
+    shipped.write_text("workers: 3\n")
+    sources = config_sources([shipped], [shipped], {})
+    assert [s.name for s in sources] == [f"--configfile {shipped}"]
+    assert load_config({"workers": 3}, sources=sources).workers == 3

@@ -1,7 +1,9 @@
 """A one-node SLURM for the tests, and the smoke workflow run through it next to a local run.
 
-SLURM is started only where that is safe and expected: as root on a CI machine (CI=true) or when
-GRPO_PROBE_SLURM_SETUP=1; anywhere else without a running SLURM the tests skip and say how to run them.
+The SLURM tests run only when asked (GRPO_PROBE_SLURM=1; `.ci/run` asks), never merely because a SLURM
+node happens to answer on the machine: a cluster something else started would get the test's jobs and
+add minutes to the suite. When asked, they start their own one-node cluster with
+tools/slurm/start-slurm.sh (as root), and refuse one that script did not configure.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from workflow_copies import copy_repo
 
 REPO = Path(__file__).resolve().parents[2]
 START_SLURM = REPO / "tools" / "slurm" / "start-slurm.sh"
+OPT_IN = "GRPO_PROBE_SLURM"
+SLURM_CONF = Path("/etc/slurm/slurm.conf")
+CONF_MARKER = "# written by grpo-probe tools/slurm/start-slurm.sh"
+# The entry point a user types: the configured design's decision.md at the repository root.
+TARGET = ["decision.md"]
 SMOKE = ["--config", "prereg=prereg/smoke.yaml"]
 # A hung Snakemake ignores SIGTERM: `timeout -k` follows up with SIGKILL.
 WORKFLOW_TIMEOUT = ["timeout", "-k", "10", "900"]
@@ -26,7 +33,7 @@ WORKFLOW_TIMEOUT = ["timeout", "-k", "10", "900"]
 # plugin keeps squeue as its status command.
 FAST_POLLING = ["--slurm-init-seconds-before-status-checks", "2"]
 READY_STATES = {"idle", "mixed", "allocated", "completing"}
-HOW_TO_RUN = "run `sudo tools/slurm/start-slurm.sh`, then `pytest tests/slurm`"
+HOW_TO_RUN = f"set {OPT_IN}=1 and run as root (`sudo {OPT_IN}=1 .venv/bin/pytest tests/slurm`)"
 
 
 def slurm_node_state() -> str | None:
@@ -46,20 +53,28 @@ def slurm_node_state() -> str | None:
     return states[0] if proc.returncode == 0 and states else None
 
 
-def _may_start_slurm() -> bool:
-    is_ci = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-    asked = os.environ.get("GRPO_PROBE_SLURM_SETUP") == "1"
-    return os.geteuid() == 0 and (is_ci or asked)
+def slurm_asked() -> bool:
+    """Whether this test session asked for the SLURM tests (GRPO_PROBE_SLURM=1)."""
+    return os.environ.get(OPT_IN, "").strip().lower() in {"1", "true", "yes"}
+
+
+def _ours_or_none() -> None:
+    """Fail rather than put jobs on a SLURM that tools/slurm/start-slurm.sh did not configure."""
+    if SLURM_CONF.is_file() and CONF_MARKER not in SLURM_CONF.read_text(errors="replace"):
+        pytest.fail(
+            f"{SLURM_CONF} was not written by {START_SLURM.relative_to(REPO)}: the SLURM tests start "
+            "their own one-node cluster and will not submit jobs to another one"
+        )
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> str:
-    """A SLURM whose node on this host accepts jobs; started here only as root in CI or on request."""
-    state = slurm_node_state()
-    if state in READY_STATES:
-        return state
-    if not _may_start_slurm():
-        pytest.skip(f"SLURM is not running on this machine (node state: {state}); {HOW_TO_RUN}")
+    """The one-node SLURM of tools/slurm/start-slurm.sh on this host, started when the tests are asked."""
+    if not slurm_asked():
+        pytest.skip(f"the SLURM tests run only when asked: {HOW_TO_RUN}")
+    if os.geteuid() != 0:
+        pytest.fail(f"{OPT_IN}=1 asks for the SLURM tests, which start SLURM with {START_SLURM}: run as root")
+    _ours_or_none()
     proc = subprocess.run(["bash", str(START_SLURM)], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         pytest.fail(f"{START_SLURM} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -105,11 +120,11 @@ def smoke_runs(slurm_cluster: str, tmp_path_factory: pytest.TempPathFactory) -> 
     local_log = local_dir / "snakemake.out"
     with local_log.open("w") as out:
         local = subprocess.Popen(
-            _snakemake_command("--cores", "2"), cwd=local_dir, stdout=out, stderr=subprocess.STDOUT
+            _snakemake_command(*TARGET, "--cores", "2"), cwd=local_dir, stdout=out, stderr=subprocess.STDOUT
         )
     try:
         slurm = subprocess.run(
-            _snakemake_command("--profile", "profiles/slurm", *FAST_POLLING),
+            _snakemake_command(*TARGET, "--profile", "profiles/slurm", *FAST_POLLING),
             cwd=slurm_dir,
             capture_output=True,
             text=True,

@@ -28,7 +28,7 @@ def _rule_of(slurm_log: Path) -> str:
     return parts[parts.index("slurm_logs") + 1].removeprefix("rule_")
 
 
-LOCAL_RULES = {"all", "prereg_check", "compute"}
+LOCAL_RULES = {"all", "prereg_check", "compute", "root_decision"}
 
 
 def test_every_workflow_job_is_a_slurm_job_with_its_own_slurm_log(smoke_runs) -> None:
@@ -66,10 +66,13 @@ def test_squeue_stays_the_status_command_so_the_run_cannot_hang_on_sacct(smoke_r
     assert "Falling back to 'sacct'" not in smoke_runs.slurm_log
 
 
-@pytest.mark.parametrize("name", ["decision.md", "decision.json"])
-def test_slurm_run_decision_is_byte_identical_to_the_local_run(smoke_runs, name: str) -> None:
-    slurm = (smoke_runs.slurm_dir / RESULTS / name).read_bytes()
-    local = (smoke_runs.local_dir / RESULTS / name).read_bytes()
+@pytest.mark.parametrize(
+    "name", [RESULTS / "decision.md", RESULTS / "decision.json", Path("decision.md"), Path("decision.json")]
+)
+def test_slurm_run_decision_is_byte_identical_to_the_local_run(smoke_runs, name: Path) -> None:
+    """The design's pages and their copies at the root, which `snakemake decision.md` builds."""
+    slurm = (smoke_runs.slurm_dir / name).read_bytes()
+    local = (smoke_runs.local_dir / name).read_bytes()
     assert slurm == local
 
 

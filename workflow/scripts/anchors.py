@@ -6,9 +6,10 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     from grpo_probe.steps import anchors
 
     anchors(
-        prereg_path=snakemake.params.prereg,
+        prereg_path=snakemake.input.prereg,
         arm=snakemake.wildcards.arm,
         source=snakemake.input.source,
+        checkpoint=snakemake.input.checkpoint,
         upstream=list(snakemake.input.upstream),
         table=snakemake.output.table,
         manifest=snakemake.output.manifest,

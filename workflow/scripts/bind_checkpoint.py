@@ -6,7 +6,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     from grpo_probe.steps import bind_checkpoint
 
     bind_checkpoint(
-        prereg_path=snakemake.params.prereg,
+        prereg_path=snakemake.input.prereg,
         arm=snakemake.wildcards.arm,
         checkpoint=snakemake.input.checkpoint,
         adapter=snakemake.params.adapter,

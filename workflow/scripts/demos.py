@@ -6,7 +6,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     from grpo_probe.steps import demos
 
     demos(
-        prereg_path=snakemake.params.prereg,
+        prereg_path=snakemake.input.prereg,
         upstream=[snakemake.input.upstream],
         out=snakemake.output.demos,
         manifest=snakemake.output.manifest,

@@ -6,9 +6,10 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     from grpo_probe.steps import draw0_oracle
 
     draw0_oracle(
-        prereg_path=snakemake.params.prereg,
+        prereg_path=snakemake.input.prereg,
         cell=snakemake.wildcards.cell,
         source=snakemake.input.source,
+        checkpoint=snakemake.input.checkpoint,
         anchor_table=snakemake.input.anchors,
         upstream=list(snakemake.input.upstream),
         report=snakemake.output.report,

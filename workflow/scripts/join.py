@@ -6,7 +6,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     from grpo_probe.steps import join
 
     join(
-        prereg_path=snakemake.params.prereg,
+        prereg_path=snakemake.input.prereg,
         cell=snakemake.wildcards.cell,
         shards=list(snakemake.input.shards),
         anchor_table=snakemake.input.anchors,

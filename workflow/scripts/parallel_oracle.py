@@ -6,8 +6,9 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     from grpo_probe.steps import parallel_oracle
 
     parallel_oracle(
-        prereg_path=snakemake.params.prereg,
+        prereg_path=snakemake.input.prereg,
         sources=snakemake.params.sources,
+        checkpoints=snakemake.params.checkpoints,
         upstream=list(snakemake.input.upstream),
         report=snakemake.output.report,
         manifest=snakemake.output.manifest,

@@ -6,10 +6,11 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     from grpo_probe.steps import probe_shard
 
     probe_shard(
-        prereg_path=snakemake.params.prereg,
+        prereg_path=snakemake.input.prereg,
         cell=snakemake.wildcards.cell,
         seeds=snakemake.params.seeds,
         source=snakemake.input.source,
+        checkpoint=snakemake.input.checkpoint,
         upstream=list(snakemake.input.upstream),
         table=snakemake.output.table,
         manifest=snakemake.output.manifest,

@@ -6,7 +6,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
     from grpo_probe.steps import train_reference_arm
 
     train_reference_arm(
-        prereg_path=snakemake.params.prereg,
+        prereg_path=snakemake.input.prereg,
         arm=snakemake.wildcards.arm,
         demos_npz=snakemake.input.demos,
         upstream=[snakemake.input.upstream],

@@ -4,22 +4,29 @@ Why separate from the prereg: workers, device and the checkpoint each arm is bou
 a workstation, a cluster and an auditor's machine without touching the registered design or its lock.
 What a binding may not do is point at an arm the design does not register, or (when the prereg pins a
 checkpoint sha256) at different bytes; the first is checked here, the second where the checkpoint is read.
+
+Snakemake merges run settings from three places (the workflow's ``configfile:``, each ``--configfile``,
+then ``--config``) and only the merged mapping reaches the workflow; a wrong value is reported here with
+the place it came from, so ``--config workers=abc`` is named as such rather than as the shipped file.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.design import Prereg
-from grpo_probe.prereg.schema import load_config_schema, validate_against
+from grpo_probe.prereg.schema import SchemaError, field_path, load_config_schema, validate_against
 
-__all__ = ["ArmBinding", "RunConfig", "arm_bindings", "load_config"]
+__all__ = ["ArmBinding", "ConfigSource", "RunConfig", "arm_bindings", "config_sources", "load_config"]
 
 
 @dataclass(frozen=True)
@@ -38,10 +45,93 @@ class RunConfig:
 
     prereg: Path
     workers: int
+    seeds_per_shard: int
     device: str
     results: Path
     arms: dict[str, ArmBinding]
     raw: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ConfigSource:
+    """One place run settings came from, as an error names it, with the values it set.
+
+    ``name`` is ``"config/config.yaml"`` (the workflow's own file), ``"--configfile PATH"`` or
+    ``"--config"``; sources are listed in Snakemake's merge order, so a later one wins.
+    """
+
+    name: str
+    values: Mapping[str, Any]
+
+
+def _read_mapping(path: str | os.PathLike[str]) -> dict[str, Any]:
+    values = read_yaml(path)
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: a config must be a YAML mapping, got {type(values).__name__}")
+    return values
+
+
+def config_sources(
+    workflow_files: Iterable[str | os.PathLike[str]],
+    cli_files: Iterable[str | os.PathLike[str]],
+    cli_config: Mapping[str, Any],
+) -> list[ConfigSource]:
+    """The sources of a Snakemake run's config in merge order: the workflow's ``configfile:`` files,
+    each ``--configfile``, then the ``--config`` values (Snakemake 9: ``workflow.configfiles``,
+    ``workflow.overwrite_configfiles`` and ``workflow.config_settings.config``)."""
+    cli = [Path(f).absolute() for f in cli_files]
+    own = [f for f in workflow_files if Path(f).absolute() not in cli]
+    sources = [ConfigSource(str(f), _read_mapping(f)) for f in own]
+    sources += [ConfigSource(f"--configfile {f}", _read_mapping(f)) for f in cli]
+    if cli_config:
+        sources.append(ConfigSource("--config", copy.deepcopy(dict(cli_config))))
+    return sources
+
+
+def _sets(values: Mapping[str, Any], path: Sequence[Any]) -> bool:
+    """Whether a source's values hold the field at ``path`` (or a mapping above it that replaces it)."""
+    node: Any = values
+    for part in path:
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _origin(error: ValidationError, sources: Sequence[ConfigSource]) -> str:
+    """The last source that set the field an error is about; for an unknown key, the one that added it."""
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        known = error.schema.get("properties", {})
+        path += [key for key in error.instance if key not in known][:1]
+    while path:
+        for source in reversed(sources):
+            if _sets(source.values, path):
+                return source.name
+        path.pop()
+    return sources[-1].name
+
+
+def _validate_sources(
+    values: Mapping[str, Any], schema: Mapping[str, Any], sources: Sequence[ConfigSource]
+) -> None:
+    """Validate the merged values; each error line names the source that set the field, not "config"."""
+    errors = list(jsonschema.validators.validator_for(schema)(schema).iter_errors(values))
+    if not errors:
+        return
+    wanted: dict[str, list[str]] = {}
+    for error in errors:
+        origin = _origin(error, sources)
+        wanted.setdefault(origin, []).append(f"{origin}: {field_path(error.absolute_path)}: {error.message}")
+    lines = []
+    for origin, prefixes in wanted.items():
+        try:  # the schema module's wording (it explains failed alternatives), with this source's name
+            validate_against(values, schema, origin)
+        except SchemaError as exc:
+            lines += [line for line in str(exc).splitlines() if line.startswith(tuple(prefixes))]
+    raise SchemaError("\n".join(lines))
 
 
 def _fill_defaults(values: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,23 +143,30 @@ def _fill_defaults(values: dict[str, Any], schema: Mapping[str, Any]) -> dict[st
 
 
 def load_config(
-    path_or_dict: str | os.PathLike[str] | Mapping[str, Any], schema_dir: str | os.PathLike[str] | None = None
+    path_or_dict: str | os.PathLike[str] | Mapping[str, Any],
+    schema_dir: str | os.PathLike[str] | None = None,
+    *,
+    sources: Sequence[ConfigSource] = (),
 ) -> RunConfig:
-    """Validate a run config (a YAML file or an already-parsed mapping, e.g. Snakemake's ``config``)."""
+    """Validate a run config (a YAML file or an already-parsed mapping, e.g. Snakemake's ``config``).
+
+    ``sources``: where a merged mapping came from (:func:`config_sources`); an error then names the
+    source that set the wrong field instead of "config".
+    """
     if isinstance(path_or_dict, Mapping):
         where, values = "config", dict(path_or_dict)
     else:
-        where, values = str(path_or_dict), read_yaml(path_or_dict)
-        if values is None:
-            values = {}
-        if not isinstance(values, dict):
-            raise ValueError(f"{where}: a config must be a YAML mapping, got {type(values).__name__}")
+        where, values = str(path_or_dict), _read_mapping(path_or_dict)
     schema = load_config_schema(schema_dir)
-    validate_against(values, schema, where)
+    if sources:
+        _validate_sources(values, schema, sources)
+    else:
+        validate_against(values, schema, where)
     values = _fill_defaults(values, schema)
     return RunConfig(
         prereg=Path(values["prereg"]),
         workers=values["workers"],
+        seeds_per_shard=values["seeds_per_shard"],
         device=values["device"],
         results=Path(values["results"]),
         arms={
