@@ -6,9 +6,26 @@ rule decision:
         anchors=list(decision_anchor_tables().values()),
         upstream=decision_upstream(),
     output:
-        md=f"{R}/decision.md",
+        md=report(
+            f"{R}/decision.md",
+            caption="../workflow/report/decision.rst",
+            category="Decision",
+        ),
         json=f"{R}/decision.json",
-        figures=directory(f"{R}/figures"),
+        reads=report(
+            f"{R}/reads.tsv",
+            caption="../workflow/report/reads.rst",
+            category="Decision",
+        ),
+        figures=report(
+            directory(f"{R}/figures"),
+            patterns=[
+                "{kind,group_std|competence|trajectories|entropy|guard_rates}_{cell}.png"
+            ],
+            caption="../workflow/report/cell_figure.rst",
+            category="{cell}",
+            labels={"figure": "{kind}"},
+        ),
         manifest=f"{R}/decision.manifest.json",
     log:
         f"{R}/logs/decision.log",

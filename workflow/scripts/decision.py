@@ -13,6 +13,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
         upstream=list(snakemake.input.upstream),
         out_md=snakemake.output.md,
         out_json=snakemake.output.json,
+        out_tsv=snakemake.output.reads,
         figures_dir=snakemake.output.figures,
         manifest=snakemake.output.manifest,
     )
