@@ -1,0 +1,199 @@
+# Phase 2: the GRPO pilot the decision names (memo section 5), behind a checkpoint on decision.json.
+# plan -> per trained arm: rollouts (iteration 0) -> replay oracle -> train -> eval -> phase2.md.
+# On park, or for a design without a phase2 section, phase2.md says that nothing was trained and why.
+include: "phase2_common.smk"
+
+
+checkpoint phase2_plan:
+    input:
+        **prereg_files(),
+        decision=design_page("decision")["json"],
+        upstream=f"{R}/decision.manifest.json",
+    output:
+        plan=f"{P2}/plan.json",
+        manifest=f"{P2}/plan.manifest.json",
+    log:
+        f"{R}/logs/phase2/plan.log",
+    benchmark:
+        f"{R}/benchmarks/phase2_plan.tsv"
+    conda:
+        "../environment.yml"
+    resources:
+        mem_mb=500,
+        runtime=5,
+    script:
+        "../workflow/scripts/phase2_plan.py"
+
+
+rule phase2_rollouts:
+    input:
+        **prereg_files(),
+        plan=f"{P2}/plan.json",
+        source=arm_source,
+        checkpoint=arm_checkpoint,
+        upstream=phase2_rollouts_upstream,
+    output:
+        table=STAGE.rollouts(0),
+        manifest=STAGE.first_rollouts_manifest,
+    log:
+        f"{R}/logs/phase2/{{arm}}/rollouts.log",
+    benchmark:
+        f"{R}/benchmarks/phase2_rollouts/{{arm}}.tsv"
+    conda:
+        "../environment.yml"
+    threads: RUN.workers
+    resources:
+        mem_mb=3000,
+        runtime=60,
+    script:
+        "../workflow/scripts/phase2_rollouts.py"
+
+
+rule phase2_replay_oracle:
+    input:
+        **prereg_files(),
+        plan=f"{P2}/plan.json",
+        source=arm_source,
+        checkpoint=arm_checkpoint,
+        table=STAGE.rollouts(0),
+        upstream=STAGE.first_rollouts_manifest,
+    output:
+        report=STAGE.oracle_report,
+        manifest=STAGE.oracle_manifest,
+    log:
+        f"{R}/logs/phase2/{{arm}}/replay_oracle.log",
+    benchmark:
+        f"{R}/benchmarks/phase2_replay_oracle/{{arm}}.tsv"
+    conda:
+        "../environment.yml"
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=20,
+    script:
+        "../workflow/scripts/phase2_replay_oracle.py"
+
+
+rule phase2_train:
+    input:
+        **prereg_files(),
+        plan=f"{P2}/plan.json",
+        source=arm_source,
+        checkpoint=arm_checkpoint,
+        first=STAGE.rollouts(0),
+        upstream=[STAGE.oracle_manifest, STAGE.first_rollouts_manifest],
+    output:
+        checkpoints=STAGE.trained_checkpoints(),
+        rollouts=STAGE.trained_rollouts(),
+        iterations=STAGE.iteration_manifests(),
+        metrics=STAGE.metrics,
+        manifest=STAGE.train_manifest,
+    log:
+        f"{R}/logs/phase2/{{arm}}/train.log",
+    benchmark:
+        f"{R}/benchmarks/phase2_train/{{arm}}.tsv"
+    conda:
+        "../environment.yml"
+    # rollout worker processes; the update itself runs on one thread
+    threads: RUN.workers
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../workflow/scripts/phase2_train.py"
+
+
+rule phase2_eval:
+    input:
+        **prereg_files(),
+        plan=f"{P2}/plan.json",
+        source=arm_source,
+        checkpoint=arm_checkpoint,
+        final=STAGE.final_checkpoint,
+        upstream=STAGE.train_manifest,
+    output:
+        initial=STAGE.eval_initial,
+        final=STAGE.eval_final,
+        manifest=STAGE.eval_manifest,
+    log:
+        f"{R}/logs/phase2/{{arm}}/eval.log",
+    benchmark:
+        f"{R}/benchmarks/phase2_eval/{{arm}}.tsv"
+    conda:
+        "../environment.yml"
+    threads: RUN.workers
+    resources:
+        mem_mb=3000,
+        runtime=30,
+    params:
+        device=RUN.device,
+    script:
+        "../workflow/scripts/phase2_eval.py"
+
+
+rule phase2_report:
+    input:
+        unpack(phase2_report_inputs),
+    output:
+        md=design_page("phase2")["md"],
+        json=design_page("phase2")["json"],
+        figures=directory(f"{R}/phase2_figures"),
+        manifest=f"{R}/phase2.manifest.json",
+    log:
+        f"{R}/logs/phase2/report.log",
+    benchmark:
+        f"{R}/benchmarks/phase2_report.tsv"
+    conda:
+        "../environment.yml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../workflow/scripts/phase2_report.py"
+
+
+rule phase2_compute:
+    input:
+        **prereg_files(),
+        phase2=rules.phase2_report.output.md,
+    output:
+        md=f"{R}/phase2.compute.md",
+        json=f"{R}/phase2.compute.json",
+    log:
+        f"{R}/logs/phase2/compute.log",
+    conda:
+        "../environment.yml"
+    resources:
+        mem_mb=500,
+        runtime=5,
+    params:
+        benchmarks=f"{R}/benchmarks",
+    script:
+        "../workflow/scripts/phase2_compute.py"
+
+
+# The configured design's phase2.md again at the repository root, rendered for that folder.
+rule phase2_root:
+    input:
+        **prereg_files(),
+        record=design_page("phase2")["json"],
+        # pages the copy links to, built first so that every link resolves
+        linked=f"{R}/phase2.compute.md",
+    output:
+        **root_page("phase2"),
+    log:
+        f"{R}/logs/phase2/root.log",
+    conda:
+        "../environment.yml"
+    resources:
+        mem_mb=500,
+        runtime=5,
+    script:
+        "../workflow/scripts/phase2_root.py"
+
+
+# Bookkeeping rules run where Snakemake runs, not as cluster jobs.
+localrules:
+    phase2_plan,
+    phase2_compute,
+    phase2_root,

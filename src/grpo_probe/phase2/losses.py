@@ -1,0 +1,107 @@
+"""GRPO's clipped objective, its aggregation, and the two KL terms, one formula per function.
+
+Every loss tensor is [rows, positions] with a boolean ``mask`` of the valid entries: for the AR head a
+row is one replan's token sequence and a position one token; for the flow head a row is one replan's
+chunk and a position one SDE transition (Flow-GRPO treats each denoising step as an action of its MDP).
+
+- Ratio and clipped surrogate, per entry: r = exp(log pi_theta - log pi_old) and
+  L = -min(r A, clip(r, 1 - eps_low, 1 + eps_high) A). The papers maximize the min; we minimize its
+  negation, hence ``torch.maximum`` of the two negated terms (CleanRL's ``pg_loss``; PPO, Schulman et al.,
+  arXiv:1707.06347v2, Eq. 7; GRPO, DeepSeekMath arXiv:2402.03300v3, Eq. 3, per token with the group
+  advantage). Clip-higher decouples eps_low and eps_high (DAPO, Yu et al., arXiv:2503.14476v1, Sec. 3.1;
+  0.2 and 0.28 there, the memo's [0.8, 1.28]). As verl does, the log-ratio is clamped to [-20, 20] before
+  ``exp`` so a far-off flow density ratio cannot overflow.
+- Aggregation: token-mean, i.e. the sum over every valid entry of the batch divided by their count (DAPO's
+  token-level loss, Sec. 3.3, 1 / sum_i |o_i|; verl's ``agg_loss(..., "token-mean")``). The memo asks for the
+  token-level loss: long and short responses weigh each token equally, rather than each response equally
+  (DeepSeekMath's 1/|o_i| per response is verl's "seq-mean-token-mean"). The flow head uses the same mean
+  over (chunk, step) entries, as Flow-GRPO averages its per-step loss over samples and steps.
+- AR KL to the frozen reference, per token, the unbiased low-variance estimator of DeepSeekMath Eq. 4:
+  pi_ref / pi_theta - log(pi_ref / pi_theta) - 1 (Schulman's k3, http://joschu.net/blog/kl-approx.html).
+- Flow KL to the frozen reference, per SDE transition: both transitions are Gaussians with the same std,
+  so KL = ||mean_theta - mean_ref||^2 / (2 std^2) summed over the chunk (Flow-GRPO, arXiv:2505.05470v2,
+  Sec. 4, as its code computes ``(prev_sample_mean - prev_sample_mean_ref)**2 / (2 * std_dev_t**2)``; it
+  averages over dimensions, we sum, as our log-probs do). Since mean = x - delta (v + sigma^2 / (2 t) (x +
+  (1 - t) v)), the mean difference is -delta (1 + sigma^2 (1 - t) / (2 t)) (v_theta - v_ref): the KL is a
+  velocity MSE with weight delta (1 + sigma^2 (1 - t) / (2 t))^2 / (2 sigma^2)
+  (:func:`flow_kl_velocity_weight`).
+- Diagnostics (CleanRL): approx KL old -> new, ((r - 1) - log r), and the clip fraction, the share of
+  entries where the clipped term is the one the loss takes (verl's ``pg_clipfrac``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "PolicyLoss",
+    "ar_kl_k3",
+    "clipped_policy_loss",
+    "flow_kl_gaussian",
+    "flow_kl_velocity_weight",
+    "token_mean",
+]
+
+LOG_RATIO_CLAMP = 20.0
+"""|log r| is clamped here before exp, as verl does (exp(20) ~ 5e8 cannot overflow float64 products)."""
+
+
+def token_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sum of the valid entries over their count: DAPO's token-level aggregation (verl "token-mean")."""
+    count = mask.sum()
+    if int(count) == 0:
+        raise ValueError("token_mean: no valid entry in the batch")
+    return torch.where(mask, values, torch.zeros_like(values)).sum() / count
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """The clipped surrogate of a batch and its diagnostics (diagnostics are detached Python floats)."""
+
+    loss: torch.Tensor
+    clip_fraction: float
+    approx_kl: float
+    ratio_mean: float
+
+
+def clipped_policy_loss(
+    logprob: torch.Tensor,
+    old_logprob: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+) -> PolicyLoss:
+    """-min(r A, clip(r, 1 - low, 1 + high) A), token-mean over ``mask``; all tensors [rows, positions].
+
+    ``advantages`` holds each row's episode advantage broadcast over its positions.
+    """
+    log_ratio = torch.clamp(logprob - old_logprob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    pg_loss = token_mean(torch.maximum(pg_loss1, pg_loss2), mask)  # the papers' min, negated
+    with torch.no_grad():
+        clip_fraction = token_mean((pg_loss2 > pg_loss1).to(logprob.dtype), mask)
+        approx_kl = token_mean((ratio - 1) - log_ratio, mask)  # http://joschu.net/blog/kl-approx.html
+        ratio_mean = token_mean(ratio, mask)
+    return PolicyLoss(pg_loss, float(clip_fraction), float(approx_kl), float(ratio_mean))
+
+
+def ar_kl_k3(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:
+    """Per-token KL(pi_theta || pi_ref) estimate: pi_ref/pi_theta - log(pi_ref/pi_theta) - 1 (>= 0)."""
+    log_ref_ratio = torch.clamp(ref_logprob - logprob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    return torch.exp(log_ref_ratio) - log_ref_ratio - 1  # DeepSeekMath Eq. 4
+
+
+def flow_kl_gaussian(mean: torch.Tensor, ref_mean: torch.Tensor, std: float) -> torch.Tensor:
+    """KL(N(mean, std^2 I) || N(ref_mean, std^2 I)) per row, summed over all but the batch dimension."""
+    return ((mean - ref_mean) ** 2).flatten(1).sum(dim=1) / (2 * std**2)
+
+
+def flow_kl_velocity_weight(t: float, t_next: float, sigma: float) -> float:
+    """w with KL = w ||v_theta - v_ref||^2 for one SDE step (the identity in the module docstring)."""
+    delta = t - t_next
+    return delta * (1 + sigma**2 * (1 - t) / (2 * t)) ** 2 / (2 * sigma**2)

@@ -1,0 +1,160 @@
+"""The gate: what phase 2 trains, read from decision.json and the design's ``phase2:`` section.
+
+Why a plan file: Snakemake decides which phase-2 jobs exist only after decision.json exists, through a
+checkpoint rule whose output is this plan. The memo's routing (section 4) becomes stages in the
+registered order: ``phase2_ar`` trains the AR arm, ``phase2_flow`` the flow arm, ``ar_then_flow`` the AR
+arm first and the flow arm second; ``park`` trains nothing. A design without a ``phase2:`` section trains
+nothing either, and the plan says which of the two reasons applies, so phase2.md can state it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.prereg import Prereg
+
+__all__ = ["OUTCOME_KINDS", "Phase2Plan", "Stage", "plan_from_decision", "read_plan", "write_plan"]
+
+OUTCOME_KINDS: dict[str, tuple[str, ...]] = {
+    "park": (),
+    "phase2_ar": ("ar",),
+    "phase2_flow": ("flow",),
+    "ar_then_flow": ("ar", "flow"),
+}
+"""Outcome kind of decision.json -> the heads phase 2 trains, in the registered order (memo section 4)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pilot: GRPO on ``arm`` (of ``head``); ``after`` is the arm of the stage that must finish first."""
+
+    head: str
+    arm: str
+    after: str | None = None
+
+
+@dataclass(frozen=True)
+class Phase2Plan:
+    """What phase 2 does for one design: the stages in order, or none and why."""
+
+    prereg_sha256: str
+    outcome: str
+    ar_arm: str | None
+    flow_arm: str | None
+    registered: bool
+    """Whether the design registers a ``phase2:`` section."""
+    stages: tuple[Stage, ...]
+    reason: str
+    """One sentence: what is trained and why, or why nothing is."""
+
+    def stage(self, arm: str) -> Stage:
+        """The stage training ``arm``; a ``ValueError`` says which arms the plan trains."""
+        for stage in self.stages:
+            if stage.arm == arm:
+                return stage
+        trained = ", ".join(s.arm for s in self.stages) or "none"
+        raise ValueError(f"phase 2 does not train arm {arm!r}: the plan trains {trained} ({self.reason})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as plan.json holds it."""
+        return {
+            "prereg_sha256": self.prereg_sha256,
+            "outcome": self.outcome,
+            "ar_arm": self.ar_arm,
+            "flow_arm": self.flow_arm,
+            "registered": self.registered,
+            "stages": [{"head": s.head, "arm": s.arm, "after": s.after} for s in self.stages],
+            "reason": self.reason,
+        }
+
+
+def _outcome(decision: Mapping[str, Any], where: str) -> tuple[str, str | None, str | None]:
+    outcome = decision.get("outcome")
+    if not isinstance(outcome, Mapping):
+        raise ValueError(f"{where}: outcome is missing or not a mapping")
+    kind = outcome.get("kind")
+    if kind not in OUTCOME_KINDS:
+        raise ValueError(f"{where}: outcome.kind is {kind!r}, expected one of {', '.join(OUTCOME_KINDS)}")
+    arms = {head: outcome.get(f"{head}_arm") for head in ("ar", "flow")}
+    for head in ("ar", "flow"):
+        named = arms[head]
+        if (head in OUTCOME_KINDS[kind]) != (named is not None):
+            raise ValueError(
+                f"{where}: outcome.{head}_arm is {named!r}, which does not fit outcome.kind {kind!r}"
+            )
+    return kind, arms["ar"], arms["flow"]
+
+
+def plan_from_decision(
+    prereg: Prereg, decision: Mapping[str, Any], where: str = "decision.json"
+) -> Phase2Plan:
+    """The plan for ``prereg`` given its decision; checks that the decision's arms are registered arms."""
+    kind, ar_arm, flow_arm = _outcome(decision, where)
+    arms = {"ar": ar_arm, "flow": flow_arm}
+    for head, arm in arms.items():
+        if arm is not None and prereg.arms.get(arm) is None:
+            raise ValueError(f"{where}: outcome.{head}_arm {arm!r} is not an arm of {prereg.path}")
+        if arm is not None and prereg.arms[arm].head != head:
+            raise ValueError(
+                f"{where}: outcome.{head}_arm {arm!r} has head {prereg.arms[arm].head!r} in {prereg.path}"
+            )
+    phase2 = prereg.phase2
+    common = {
+        "prereg_sha256": prereg.sha256,
+        "outcome": kind,
+        "ar_arm": ar_arm,
+        "flow_arm": flow_arm,
+        "registered": phase2 is not None,
+    }
+    if phase2 is None:
+        reason = (
+            f"the design {prereg.name} registers no phase2 section, so no phase 2 runs "
+            f"(the decision was {kind})"
+        )
+        return Phase2Plan(**common, stages=(), reason=reason)
+    if kind == "park":
+        reason = "the decision parks GRPO-on-sim (no cell qualified), so nothing is trained"
+        return Phase2Plan(**common, stages=(), reason=reason)
+    missing = [head for head in OUTCOME_KINDS[kind] if head not in phase2.heads]
+    if missing:
+        raise ValueError(
+            f"{prereg.path}: the decision ({kind}) trains the {' and '.join(missing)} head, but "
+            f"phase2.heads registers no recipe for it"
+        )
+    stages: list[Stage] = []
+    for head in OUTCOME_KINDS[kind]:
+        after = stages[-1].arm if stages else None
+        stages.append(Stage(head=head, arm=str(arms[head]), after=after))
+    trained = " then ".join(f"{s.head} arm {s.arm}" for s in stages)
+    return Phase2Plan(**common, stages=tuple(stages), reason=f"the decision is {kind}: GRPO on the {trained}")
+
+
+def write_plan(plan: Phase2Plan, path: str | os.PathLike[str]) -> None:
+    """Write plan.json atomically (sorted keys, so the bytes depend only on the plan)."""
+    atomic_write_text(path, json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def read_plan(path: str | os.PathLike[str]) -> Phase2Plan:
+    """Read plan.json back; a missing or malformed file is an error naming it."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        stages = tuple(Stage(s["head"], s["arm"], s["after"]) for s in raw["stages"])
+        return Phase2Plan(
+            prereg_sha256=raw["prereg_sha256"],
+            outcome=raw["outcome"],
+            ar_arm=raw["ar_arm"],
+            flow_arm=raw["flow_arm"],
+            registered=bool(raw["registered"]),
+            stages=stages,
+            reason=raw["reason"],
+        )
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: phase-2 plan not found") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a phase-2 plan ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,423 @@
+"""phase2.md and phase2.json: did the probe's prediction hold, and what did GRPO do on the way.
+
+The page opens with the answer: per trained stage, whether the final policy's held-out progress is
+higher than the initial policy's (paired percentile-bootstrap interval over held-out seeds above zero:
+the prediction held; below zero: it did not; holding zero: not shown), then the guard trips. Then the
+registered pilot, each stage's replay oracle, its per-iteration table and learning curves, its held-out
+evaluation, and the provenance of every artifact read. A design whose decision parks, or that registers
+no phase 2, gets a page that says nothing was trained and why.
+
+Everything here is a pure function of the artifacts, so an auditor's rerun writes the same bytes; the
+compute the pilot used (which varies by run) is in ``phase2.compute.md`` beside it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import matplotlib.style
+import numpy as np
+import pyarrow.parquet as pq
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from grpo_probe.atomic_io import atomic_write_bytes, atomic_write_text
+from grpo_probe.compute.accounting import read_benchmarks
+from grpo_probe.phase2.evaluate import PairedChange, paired_changes
+from grpo_probe.phase2.paths import StagePaths
+from grpo_probe.phase2.plan import Phase2Plan, Stage
+from grpo_probe.prereg import Prereg
+from grpo_probe.provenance import read_manifest
+from grpo_probe.provenance.manifest import relative_to_root
+
+__all__ = [
+    "build_phase2_report",
+    "phase2_compute_report",
+    "phase2_markdown",
+    "render_root_page",
+    "stage_verdict",
+]
+
+_GUARD_READS = ("any_reset_strike", "knocked_off", "not_upright", "swat", "away_tail")
+"""Reads where "up" is worse: the guard trips GRPO on a dense reward risks buying progress with."""
+
+_CURVES: tuple[tuple[str, str], ...] = (
+    ("mean_reward", "mean reward (cm)"),
+    ("median_group_std", "median group reward std (cm)"),
+    ("kept_fraction", "groups kept"),
+    ("clip_fraction", "clip fraction"),
+    ("approx_kl", "approx KL old -> new"),
+    ("reset_strike_rate", "episodes with a reset strike"),
+)
+
+
+def stage_verdict(progress: PairedChange) -> tuple[str, str]:
+    """(verdict, sentence) from the paired change in held-out progress."""
+    interval = f"{progress.delta:+.2f} cm, {progress.ci_low:+.2f} to {progress.ci_high:+.2f}"
+    if progress.verdict == "up":
+        return "held", f"held: held-out progress rose ({interval})"
+    if progress.verdict == "down":
+        return "did not hold", f"did not hold: held-out progress fell ({interval})"
+    return "not shown", f"not shown: the interval of the change in held-out progress holds zero ({interval})"
+
+
+def _figure(rows: list[dict[str, Any]], arm: str) -> bytes:
+    with matplotlib.style.context("default"):
+        fig = Figure(figsize=(9, 5.5))
+        axes = fig.subplots(2, 3)
+        x = [r["iteration"] for r in rows]
+        for ax, (read, label) in zip(axes.flat, _CURVES, strict=True):
+            y = [np.nan if r[read] is None else r[read] for r in rows]
+            ax.plot(x, y, marker="o", color="tab:blue")
+            ax.set_title(label, fontsize=9)
+            ax.set_xlabel("iteration", fontsize=8)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.tick_params(labelsize=8)
+        fig.suptitle(f"GRPO pilot on arm {arm}: per iteration", fontsize=10)
+        fig.tight_layout()
+        FigureCanvasAgg(fig)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _eval_figure(initial: np.ndarray, final: np.ndarray, arm: str) -> bytes:
+    with matplotlib.style.context("default"):
+        fig = Figure(figsize=(5, 4))
+        ax = fig.subplots()
+        for a, b in zip(initial, final, strict=True):  # one line per held-out seed: blue up, red down
+            ax.plot([0, 1], [a, b], color="tab:blue" if b >= a else "tab:red", alpha=0.6, marker="o")
+        ax.set_xticks([0, 1], ["initial", "final"])
+        ax.set_ylabel("held-out progress_final_cm")
+        ax.set_title(f"arm {arm}: per held-out seed (anchor sampler)", fontsize=9)
+        fig.tight_layout()
+        FigureCanvasAgg(fig)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _stage_record(
+    prereg: Prereg, stage: Stage, paths: StagePaths, figures_dir: Path
+) -> tuple[dict[str, Any], list[Path]]:
+    phase2 = prereg.phase2
+    if phase2 is None:
+        raise ValueError(f"{prereg.path}: the design registers no phase2 section")
+    recipe = phase2.recipe(stage.head)
+    oracle = json.loads(Path(paths.oracle_report).read_text())
+    rows = pq.read_table(paths.metrics).to_pylist()
+    boot = prereg.analysis.bootstrap
+    changes = paired_changes(
+        paths.eval_initial,
+        paths.eval_final,
+        stage.arm,
+        boot,
+        prereg.analysis.swat_speed_m_s,
+        prereg.analysis.away_tail_cm,
+    )
+    by_read = {c.read: c for c in changes}
+    verdict, sentence = stage_verdict(by_read["progress_final_cm"])
+    worse_guards = [by_read[g].label for g in _GUARD_READS if by_read[g].verdict == "up"]
+    figures = [figures_dir / f"{stage.arm}_iterations.png", figures_dir / f"{stage.arm}_heldout.png"]
+    atomic_write_bytes(figures[0], _figure(rows, stage.arm))
+    initial = pq.read_table(paths.eval_initial, columns=["progress_final_cm"]).column(0).to_numpy()
+    final = pq.read_table(paths.eval_final, columns=["progress_final_cm"]).column(0).to_numpy()
+    atomic_write_bytes(figures[1], _eval_figure(initial, final, stage.arm))
+    record = {
+        "head": stage.head,
+        "arm": stage.arm,
+        "after": stage.after,
+        "recipe": {**asdict(recipe), "mode": asdict(recipe.mode)},
+        "replay_oracle": oracle,
+        "iterations": rows,
+        "final_checkpoint_sha256": rows[-1]["checkpoint_sha256"] if rows else None,
+        "eval": {
+            "seeds": len(phase2.eval_seeds),
+            "sampler": asdict(prereg.arms[stage.arm].anchor),
+            "confidence": boot.confidence,
+            "changes": [{**asdict(c), "verdict": c.verdict} for c in changes],
+        },
+        "verdict": verdict,
+        "sentence": sentence,
+        "guards_worse": worse_guards,
+        "figures": [f.name for f in figures],
+    }
+    return record, figures
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _stage_markdown(number: int, record: dict[str, Any], figures_rel: str) -> list[str]:
+    oracle = record["replay_oracle"]
+    recipe = record["recipe"]
+    mode = recipe["mode"]
+    shown = ("temperature",) if record["head"] == "ar" else ("sde_a", "steps")
+    sampler = ", ".join([mode["kind"], *(f"{k}={mode[k]}" for k in shown)])
+    lines = [
+        f"## Stage {number}: {'token-GRPO' if record['head'] == 'ar' else 'Flow-GRPO (SDE)'} on arm "
+        f"{record['arm']}",
+        "",
+        f"Rollouts sample with {sampler}; Adam lr {recipe['lr']:g}; ratio clipped to "
+        f"[{1 - recipe['clip_ratio_low']:g}, {1 + recipe['clip_ratio_high']:g}]; KL weight "
+        f"{recipe['kl_beta']:g}; gradient-norm clip {recipe['grad_clip']:g}.",
+        "",
+        f"**Replay oracle** (before the first update): {oracle['entries']} recorded log-probs of "
+        f"{oracle['replans']} replans recomputed {oracle['compared']}; max |recomputed - recorded| "
+        f"{oracle['max_abs_diff_nats']:.3g} nats against the registered {oracle['tolerance_nats']:g}: "
+        f"{'passed' if oracle['passed'] else 'FAILED'}. Every later iteration's rollouts are replayed the "
+        "same way before its update.",
+        "",
+        "| iteration | mean reward | mean progress (cm) | median group std | groups kept | clip fraction | "
+        "approx KL | KL to initial | strike rate | knocked off | entropy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in record["iterations"]:
+        lines.append(
+            f"| {r['iteration']} | {_fmt(r['mean_reward'])} | {_fmt(r['mean_progress_cm'])} | "
+            f"{_fmt(r['median_group_std'])} | {_fmt(r['kept_fraction'], 2)} | {_fmt(r['clip_fraction'])} | "
+            f"{_fmt(r['approx_kl'], 5)} | {_fmt(r['kl_to_reference'], 5)} | "
+            f"{_fmt(r['reset_strike_rate'], 2)} | {_fmt(r['knocked_off_rate'], 2)} | "
+            f"{_fmt(r['token_entropy'])} |"
+        )
+    ev = record["eval"]
+    lines += [
+        "",
+        f"**Held-out evaluation**: the initial and the final policy on {ev['seeds']} held-out seeds with "
+        f"the arm's anchor sampler ({ev['sampler']['kind']}), paired by seed; change = final - initial, "
+        f"mean over seeds with its {ev['confidence']:.0%} percentile-bootstrap interval.",
+        "",
+        "| read | initial | final | change | interval | |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in ev["changes"]:
+        lines.append(
+            f"| {c['label']} | {c['initial']:.3f} | {c['final']:.3f} | {c['delta']:+.3f} | "
+            f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | {c['verdict']} |"
+        )
+    lines += [
+        "",
+        f"Final checkpoint sha256 `{record['final_checkpoint_sha256']}`.",
+        "",
+        *[f"![{name}]({figures_rel}/{name})" for name in record["figures"]],
+        "",
+    ]
+    return lines
+
+
+def _registered(prereg: Prereg) -> dict[str, Any] | None:
+    phase2 = prereg.phase2
+    if phase2 is None:
+        return None
+    heads = {head: {**asdict(r), "mode": asdict(r.mode)} for head, r in phase2.heads.items()}
+    return {
+        **{k: v for k, v in asdict(phase2).items() if k not in ("heads", "train_seeds", "eval_seeds")},
+        "heads": heads,
+        "train_seeds": {
+            "first": min(phase2.train_seeds),
+            "last": max(phase2.train_seeds),
+            "count": len(phase2.train_seeds),
+        },
+        "eval_seeds": {
+            "first": min(phase2.eval_seeds),
+            "last": max(phase2.eval_seeds),
+            "count": len(phase2.eval_seeds),
+        },
+    }
+
+
+def _answer(stages: list[dict[str, Any]], reason: str) -> tuple[str, str]:
+    """The overall verdict and the page's opening sentence."""
+    if not stages:
+        return "not tested", f"Not tested: nothing was trained, because {reason}."
+    verdicts = [s["verdict"] for s in stages]
+    if all(v == "held" for v in verdicts):
+        verdict = "held"
+    elif "did not hold" in verdicts:
+        verdict = "did not hold"
+    else:
+        verdict = "not shown"
+    parts = []
+    for s in stages:
+        guards = (
+            f"; guard trips rose: {', '.join(s['guards_worse'])}"
+            if s["guards_worse"]
+            else "; no guard trip rose"
+        )
+        parts.append(f"GRPO on arm {s['arm']} ({s['head']} head): {s['sentence']}{guards}")
+    return verdict, f"{verdict[0].upper()}{verdict[1:]}. " + ". ".join(parts) + "."
+
+
+def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) -> str:
+    """phase2.md from phase2.json alone, links relative to ``page_dir`` (the design folder or the root)."""
+    design = record["design"]
+    figures_rel = Path(os.path.relpath(record["figures_dir"], page_dir)).as_posix()
+    decision = record["decision"]
+    lines = [
+        f"# Phase 2: the GRPO pilot of {design['name']}",
+        "",
+        f"**Did the probe's prediction hold?** {record['prediction']['text']}",
+        "",
+        f"The probe's decision ({decision['outcome']}): {decision['headline']} Phase 2: {record['reason']}.",
+        "",
+        f"Design `{design['path']}` sha256 `{design['prereg_sha256']}`, locked {design['lock_date']}; "
+        f"artifacts under `{design['folder']}`.",
+        "",
+    ]
+    reg = record["registered"]
+    if reg is not None:
+        pen = reg["penalties"]
+        lines += [
+            f"*{reg['description'].strip()}*",
+            "",
+            "## The registered pilot",
+            "",
+            f"- {reg['iterations']} iterations x {reg['seeds_per_iteration']} training seeds x K = "
+            f"{reg['rollouts_per_seed']} rollouts (seeds {reg['train_seeds']['first']}.."
+            f"{reg['train_seeds']['last']}, fresh spawns every iteration); held-out seeds "
+            f"{reg['eval_seeds']['first']}.."
+            f"{reg['eval_seeds']['last']} ({reg['eval_seeds']['count']})",
+            f"- reward = progress_final_cm - {pen['reset_strike_cm']:g} x reset strikes - "
+            f"{pen['knocked_off_cm']:g} x knocked off - {pen['not_upright_cm']:g} x not upright - "
+            f"{pen['swat_cm']:g} x swat (cm)",
+            f"- advantage (r - mean) / (std, ddof 1, + {reg['advantage_epsilon']:g}) per group; groups with "
+            f"reward std <= {reg['min_group_std']:g} dropped; {reg['epochs']} epoch(s) x "
+            f"{reg['minibatches']} minibatch(es) per iteration; token-mean loss",
+            f"- compute gate: {reg['cpu_hours']:g} CPU-hours (measured use: phase2.compute.md beside the "
+            "design's pages)",
+            "",
+        ]
+    for number, stage_record in enumerate(record["stages"], start=1):
+        lines += _stage_markdown(number, stage_record, figures_rel)
+    lines += ["## Provenance", "", "| artifact | sha256 |", "|---|---|"]
+    lines += [f"| {e['path']} | `{e['sha256']}` |" for e in record["provenance"]]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def build_phase2_report(
+    prereg: Prereg,
+    plan: Phase2Plan,
+    decision_json: str | os.PathLike[str],
+    phase2_dir: str | os.PathLike[str],
+    upstream: Sequence[str | os.PathLike[str]],
+    out_md: str | os.PathLike[str],
+    out_json: str | os.PathLike[str],
+    figures_dir: str | os.PathLike[str],
+) -> list[Path]:
+    """Write phase2.json, phase2.md rendered from it, and the figures; returns the figure paths."""
+    decision = json.loads(Path(decision_json).read_text())
+    figures_path = Path(figures_dir)
+    figures_path.mkdir(parents=True, exist_ok=True)
+    iterations = 0 if prereg.phase2 is None else prereg.phase2.iterations
+    stages: list[dict[str, Any]] = []
+    figures: list[Path] = []
+    for stage in plan.stages:
+        stage_record, stage_figures = _stage_record(
+            prereg, stage, StagePaths(str(phase2_dir), stage.arm, iterations), figures_path
+        )
+        stages.append(stage_record)
+        figures += stage_figures
+    verdict, answer = _answer(stages, plan.reason)
+    provenance: set[tuple[str, str]] = set()
+    for path in upstream:
+        for entry in read_manifest(path).get("outputs", []):
+            provenance.add((entry["path"], entry["sha256"]))
+    outcome = decision.get("outcome", {})
+    record = {
+        "question": None if prereg.phase2 is None else prereg.phase2.description,
+        "design": {
+            "name": prereg.name,
+            "path": relative_to_root(prereg.path),
+            "folder": relative_to_root(Path(out_md).parent),
+            "prereg_sha256": prereg.sha256,
+            "lock_date": prereg.lock_date,
+        },
+        "decision": {
+            "outcome": plan.outcome,
+            "headline": outcome.get("headline", ""),
+            "ar_arm": plan.ar_arm,
+            "flow_arm": plan.flow_arm,
+        },
+        "trained": bool(stages),
+        "reason": plan.reason,
+        "prediction": {"verdict": verdict, "text": answer},
+        "stages": stages,
+        "registered": _registered(prereg),
+        "figures_dir": relative_to_root(figures_path),
+        "provenance": [{"path": p, "sha256": h} for p, h in sorted(provenance)],
+    }
+    atomic_write_text(out_json, json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(out_md, phase2_markdown(record, Path(out_md).parent))
+    return figures
+
+
+def render_root_page(
+    record_json: str | os.PathLike[str], out_md: str | os.PathLike[str], out_json: str | os.PathLike[str]
+) -> None:
+    """The design's phase2.md again at ``out_md`` (the repository root), links rendered for that folder."""
+    record = json.loads(Path(record_json).read_text())
+    atomic_write_text(out_json, json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_text(out_md, phase2_markdown(record, Path(out_md).parent))
+
+
+def phase2_compute_report(
+    prereg: Prereg,
+    bench_dir: str | os.PathLike[str],
+    out_md: str | os.PathLike[str],
+    out_json: str | os.PathLike[str],
+) -> dict[str, Any]:
+    """Wall and CPU time of the phase-2 rules (benchmark files ``phase2_*``) against the registered gate."""
+    stages = (
+        [s for s in read_benchmarks(bench_dir) if s.stage.startswith("phase2")]
+        if Path(bench_dir).is_dir()
+        else []
+    )
+    gate = None if prereg.phase2 is None else prereg.phase2.cpu_hours
+    cpu_hours = sum(s.cpu_s for s in stages) / 3600.0
+    wall_s = sum(s.wall_s for s in stages)
+    record = {
+        "prereg": prereg.name,
+        "prereg_sha256": prereg.sha256,
+        "stages": [asdict(s) for s in stages],
+        "total_cpu_hours": cpu_hours,
+        "total_wall_s": wall_s,
+        "gate_cpu_hours": gate,
+        "within_gate": None if gate is None else cpu_hours <= gate,
+    }
+    lines = [
+        f"# Phase-2 compute: {prereg.name}",
+        "",
+        "What each phase-2 stage used (Snakemake `benchmark:` files) against the pilot's registered gate "
+        "(`phase2.compute_gate`). The scientific record is [phase2.md](phase2.md); this page changes from "
+        "run to run, that one does not.",
+        "",
+        "| stage | jobs | wall (s) | CPU (s) | peak RSS (MB) |",
+        "|---|---|---|---|---|",
+        *[f"| {s.stage} | {s.jobs} | {s.wall_s:.1f} | {s.cpu_s:.1f} | {s.max_rss_mb:.0f} |" for s in stages],
+        "",
+    ]
+    if gate is None:
+        lines.append("The design registers no phase 2, so there is no gate.")
+    else:
+        verdict = "within" if cpu_hours <= gate else "OVER"
+        lines.append(
+            f"Total {cpu_hours:.4f} CPU-hours ({wall_s:.0f} s of job wall time): {verdict} the registered "
+            f"gate of {gate:g} CPU-hours."
+        )
+    lines.append("")
+    atomic_write_text(out_md, "\n".join(lines))
+    atomic_write_text(out_json, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return record

@@ -1,0 +1,283 @@
+"""Phase-2 rollouts: K keyed rollouts per training seed, recorded with what an update needs.
+
+Why a table of its own: GRPO's importance ratio divides by the log-probs the rollout recorded, and the
+replay oracle compares its recomputation against exactly those. The probe's rollout table keeps one
+summed log-prob per replan; this one adds, per replan, the observation, the per-token log-probs (AR) and
+the per-step log-probs (flow SDE), and per episode the reward, its group's std, the advantage and whether
+dynamic sampling kept the group. The flow head's x_t chain is not stored (50 x 6 x 11 floats per replan):
+the trainer regenerates it from the row's keys (:mod:`grpo_probe.phase2.replay`) and the oracle checks the
+log-probs of the regenerated chain against these recorded ones.
+
+Rows run through the rollout engine unchanged (:func:`grpo_probe.rollout.run_group`, sequential or on a
+worker pool), so an iteration's bytes do not depend on the path or the number of workers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
+from grpo_probe.phase2.reward import GuardChannels, group_advantages, shaped_reward
+from grpo_probe.policies.protocol import RowKey, SamplingMode
+from grpo_probe.prereg import Prereg
+from grpo_probe.prereg.phase2 import GuardPenalties
+from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, run_group
+from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
+from grpo_probe.rollout.progress import RolloutProgress
+from grpo_probe.rollout.results import EpisodeResult
+from grpo_probe.rollout.table import ROLLOUT_SCHEMA, result_row
+from grpo_probe.sim.episode_table import read_episode_table, write_episode_table
+
+__all__ = [
+    "PHASE2_ROLLOUT_SCHEMA",
+    "Episode",
+    "Replan",
+    "RolloutBatch",
+    "iteration_cell",
+    "read_batch",
+    "run_iteration",
+    "write_iteration_table",
+]
+
+PHASE2_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("iteration", pa.int32(), nullable=False),
+    pa.field("reward", pa.float64(), nullable=False),
+    pa.field("group_std", pa.float64(), nullable=False),
+    pa.field("advantage", pa.float64(), nullable=False),
+    pa.field("kept", pa.bool_(), nullable=False),
+    pa.field("replan_obs", pa.list_(pa.list_(pa.float32())), nullable=False),
+    pa.field("replan_token_logprobs", pa.list_(pa.list_(pa.float64()))),
+    pa.field("replan_step_logprobs", pa.list_(pa.list_(pa.float64()))),
+)
+"""Columns a phase-2 rollout row adds to the probe's rollout table, in order."""
+
+PHASE2_ROLLOUT_SCHEMA: pa.Schema = pa.schema(list(ROLLOUT_SCHEMA) + list(PHASE2_COLUMNS))
+
+
+def iteration_cell(iteration: int) -> str:
+    """The ``cell`` label of an iteration's rows (``phase2-it3``)."""
+    return f"phase2-it{iteration}"
+
+
+@dataclass(frozen=True)
+class Replan:
+    """One recorded replan of an episode: what the policy saw and the log-probs of what it sampled."""
+
+    replan: int
+    obs: np.ndarray
+    """float32 [obs_dim]."""
+    logprob: float
+    """The recorded log-prob of the chunk (sum over tokens, or over SDE steps)."""
+    token_ids: np.ndarray | None
+    """AR: int64 [n_tokens] (no BOS, no EOS)."""
+    token_logprobs: np.ndarray | None
+    """AR: float64 [n_tokens]."""
+    step_logprobs: np.ndarray | None
+    """flow: float64 [steps]."""
+
+    def key(self, run_key: int, seed: int, draw: int) -> RowKey:
+        """The row key this replan's random draws were keyed by."""
+        return RowKey(run_key, seed, self.replan, draw)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One rollout of a group, with its reward, advantage and recorded replans."""
+
+    seed: int
+    draw: int
+    reward: float
+    advantage: float
+    kept: bool
+    replans: tuple[Replan, ...]
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """An iteration's rollouts as the trainer and the replay oracle read them."""
+
+    path: str
+    iteration: int
+    head: str
+    mode: SamplingMode
+    run_key: int
+    episodes: tuple[Episode, ...]
+
+    @property
+    def kept_episodes(self) -> tuple[Episode, ...]:
+        """Episodes of groups dynamic sampling kept (the ones the update sees)."""
+        return tuple(e for e in self.episodes if e.kept)
+
+
+def _reward(result: EpisodeResult, penalties: GuardPenalties, swat_speed_m_s: float) -> float:
+    record = result.record
+    guards = GuardChannels(
+        reset_strikes=int(record.reset_strikes),
+        knocked_off=bool(record.knocked_off),
+        final_upright=bool(record.final_upright),
+        max_boat_speed_m_s=float(record.max_boat_speed_m_s),
+    )
+    return shaped_reward(float(record.progress_final_cm), guards, penalties, swat_speed_m_s)
+
+
+def _list_or_none(values: np.ndarray | None) -> list[float] | None:
+    return None if values is None else [float(v) for v in values]
+
+
+def iteration_table(
+    prereg: Prereg, arm: str, iteration: int, mode: SamplingMode, results: Sequence[EpisodeResult]
+) -> pa.Table:
+    """The phase-2 table of one iteration's results: rollout columns, reward, advantage, replay columns."""
+    phase2 = prereg.phase2
+    if phase2 is None:
+        raise ValueError(f"{prereg.path}: the design registers no phase2 section")
+    ordered = sorted(results, key=lambda r: r.spec)
+    rewards = [_reward(r, phase2.penalties, prereg.analysis.swat_speed_m_s) for r in ordered]
+    adv = group_advantages(
+        rewards, [r.spec.seed for r in ordered], phase2.advantage_epsilon, phase2.min_group_std
+    )
+    rows = []
+    for i, result in enumerate(ordered):
+        row = result_row(result, cell=iteration_cell(iteration), arm=arm, mode=mode)
+        diagnostics = result.diagnostics
+        for replan, diag in enumerate(diagnostics):
+            if not isinstance(diag, RecordedRow) or diag.obs is None:
+                raise ValueError(
+                    f"phase-2 rollout seed {result.spec.seed} draw {result.spec.draw} replan {replan}: the "
+                    "policy recorded no observation (rollouts must run through the recording policy)"
+                )
+            if diag.logprob is None:
+                raise ValueError(
+                    f"phase-2 rollout seed {result.spec.seed} draw {result.spec.draw} replan {replan}: the "
+                    f"sampler {mode.kind!r} records no log-prob, so GRPO has no ratio to divide by"
+                )
+        row.update(
+            iteration=iteration,
+            reward=rewards[i],
+            group_std=float(adv.group_std[i]),
+            advantage=float(adv.advantage[i]),
+            kept=bool(adv.kept[i]),
+            replan_obs=[[float(v) for v in d.obs] for d in diagnostics],  # type: ignore[attr-defined]
+            replan_token_logprobs=(
+                [_list_or_none(d.token_logprobs) for d in diagnostics] if result.head == "ar" else None
+            ),
+            replan_step_logprobs=(
+                [_list_or_none(d.step_logprobs) for d in diagnostics] if result.head == "flow" else None
+            ),
+        )
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=PHASE2_ROLLOUT_SCHEMA)
+
+
+def run_iteration(
+    prereg: Prereg,
+    arm: str,
+    checkpoint: str | os.PathLike[str],
+    iteration: int,
+    *,
+    device: str = "cpu",
+    workers: int = 0,
+    pool: RolloutPool | None = None,
+    show_progress: bool = True,
+) -> pa.Table:
+    """Run iteration ``iteration``'s groups with the policy in ``checkpoint``; returns its table."""
+    phase2 = prereg.phase2
+    if phase2 is None:
+        raise ValueError(f"{prereg.path}: the design registers no phase2 section")
+    head = prereg.arms[arm].head
+    mode = phase2.recipe(head).mode
+    job = GroupJob(
+        arm=arm,
+        cell=iteration_cell(iteration),
+        source=PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device),
+        mode=mode,
+        seeds=phase2.iteration_seeds(iteration),
+        draws=phase2.rollouts_per_seed,
+        run_key=prereg.run_key,
+        env=prereg.env,
+    )
+    progress = RolloutProgress(len(job.episodes()), job.label, enabled=show_progress)
+    try:
+        results = run_group(
+            job, workers=workers, pool=pool, envs_per_worker=DEFAULT_ENVS_PER_WORKER, progress=progress
+        )
+    finally:
+        progress.close()
+    return iteration_table(prereg, arm, iteration, mode, results)
+
+
+def write_iteration_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    """Write an iteration's table atomically (fixed parquet options: same rows, same bytes)."""
+    write_episode_table(path, table, schema=PHASE2_ROLLOUT_SCHEMA)
+
+
+def _array(values: list[float] | None, dtype: type) -> np.ndarray | None:
+    return None if values is None else np.asarray(values, dtype=dtype)
+
+
+def read_batch(path: str | os.PathLike[str], run_key: int) -> RolloutBatch:
+    """Read an iteration's table as a :class:`RolloutBatch`; a malformed table is an error naming the file.
+
+    ``run_key`` is the prereg's: the flow chain is regenerated from (run_key, seed, replan, draw).
+    """
+    table = read_episode_table(path, PHASE2_ROLLOUT_SCHEMA)
+    if table.num_rows == 0:
+        raise ValueError(f"{path}: phase-2 rollout table has no rows")
+    columns = table.to_pydict()
+    heads, modes, iterations = set(columns["head"]), set(columns["mode"]), set(columns["iteration"])
+    if len(heads) != 1 or len(modes) != 1 or len(iterations) != 1:
+        raise ValueError(f"{path}: rows mix heads {heads}, modes {modes} or iterations {iterations}")
+    head = heads.pop()
+    first = 0
+    mode = SamplingMode(
+        kind=columns["mode"][first],
+        temperature=columns["temperature"][first],
+        sde_a=columns["sde_a"][first],
+        steps=int(columns["sampler_steps"][first] or 10),
+    )
+    episodes = []
+    for i in range(table.num_rows):
+        at = f"{path}: row {i} (seed {columns['seed'][i]}, draw {columns['draw'][i]})"
+        obs, logprobs = columns["replan_obs"][i], columns["replan_logprob"][i]
+        token_ids = columns["replan_token_ids"][i] or [None] * len(obs)
+        token_logps = columns["replan_token_logprobs"][i] or [None] * len(obs)
+        step_logps = columns["replan_step_logprobs"][i] or [None] * len(obs)
+        if not len(obs) == len(logprobs) == len(token_ids) == len(token_logps) == len(step_logps):
+            raise ValueError(f"{at}: the per-replan columns have different lengths")
+        replans = []
+        for r in range(len(obs)):
+            if logprobs[r] is None:
+                raise ValueError(f"{at}: replan_logprob[{r}] is null; GRPO needs the recorded log-prob")
+            replans.append(
+                Replan(
+                    replan=r,
+                    obs=np.asarray(obs[r], dtype=np.float32),
+                    logprob=float(logprobs[r]),
+                    token_ids=_array(token_ids[r], np.int64),
+                    token_logprobs=_array(token_logps[r], np.float64),
+                    step_logprobs=_array(step_logps[r], np.float64),
+                )
+            )
+        episodes.append(
+            Episode(
+                seed=int(columns["seed"][i]),
+                draw=int(columns["draw"][i]),
+                reward=float(columns["reward"][i]),
+                advantage=float(columns["advantage"][i]),
+                kept=bool(columns["kept"][i]),
+                replans=tuple(replans),
+            )
+        )
+    return RolloutBatch(
+        path=str(path),
+        iteration=int(iterations.pop()),
+        head=head,
+        mode=mode,
+        run_key=run_key,
+        episodes=tuple(episodes),
+    )

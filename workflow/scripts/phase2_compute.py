@@ -1,0 +1,13 @@
+if __name__ == "__main__":
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.phase2.steps import phase2_compute
+
+    phase2_compute(
+        prereg_path=snakemake.input.prereg,
+        benchmarks=snakemake.params.benchmarks,
+        out_md=snakemake.output.md,
+        out_json=snakemake.output.json,
+    )

@@ -1,0 +1,21 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.phase2.steps import phase2_eval
+
+    phase2_eval(
+        prereg_path=snakemake.input.prereg,
+        plan_json=snakemake.input.plan,
+        arm=snakemake.wildcards.arm,
+        source=snakemake.input.source,
+        checkpoint=snakemake.input.checkpoint,
+        final_checkpoint=snakemake.input.final,
+        upstream=[snakemake.input.upstream],
+        initial_table=snakemake.output.initial,
+        final_table=snakemake.output.final,
+        manifest=snakemake.output.manifest,
+        workers=snakemake.threads,
+        device=snakemake.params.device,
+    )

@@ -1,0 +1,17 @@
+if __name__ == "__main__":
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.phase2.steps import phase2_report
+
+    phase2_report(
+        prereg_path=snakemake.input.prereg,
+        plan_json=snakemake.input.plan,
+        decision_json=snakemake.input.decision,
+        upstream=list(snakemake.input.upstream),
+        out_md=snakemake.output.md,
+        out_json=snakemake.output.json,
+        figures_dir=snakemake.output.figures,
+        manifest=snakemake.output.manifest,
+    )

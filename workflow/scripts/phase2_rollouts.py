@@ -1,0 +1,18 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.phase2.steps import phase2_rollouts
+
+    phase2_rollouts(
+        prereg_path=snakemake.input.prereg,
+        plan_json=snakemake.input.plan,
+        arm=snakemake.wildcards.arm,
+        source=snakemake.input.source,
+        checkpoint=snakemake.input.checkpoint,
+        upstream=list(snakemake.input.upstream),
+        table=snakemake.output.table,
+        manifest=snakemake.output.manifest,
+        workers=snakemake.threads,
+    )
