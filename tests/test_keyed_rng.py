@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 from scipy.stats import kstest
 
-from grpo_probe.keyed_rng import COUNTER_STRIDE, counter_uniforms, key_seed, mix64, stream_key, tag
+from grpo_probe.keyed_rng import (
+    COUNTER_STRIDE,
+    CounterStreams,
+    counter_uniforms,
+    key_seed,
+    mix64,
+    stream_key,
+    tag,
+)
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 
@@ -59,3 +67,33 @@ def test_stream_key_is_keyed_like_key_seed() -> None:
 def test_counter_uniforms_rejects_bad_counters(position: int, n: int, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         counter_uniforms([1], position, n)
+
+
+def test_float32_uniforms_are_the_halves_of_each_output() -> None:
+    """float32: numbers 2j and 2j + 1 are output j's low and high 32 bits, each as (k + 0.5) / 2**23 with k
+    its top 23 bits."""
+    keys = np.array([stream_key(1, tag("a"), 2), stream_key(1, tag("a"), 3)], dtype=np.uint64)
+    counters = np.arange(4, dtype=np.uint64) + np.uint64(5 * COUNTER_STRIDE + 1)
+    outputs = mix64(keys[:, None] + counters * _GAMMA)
+    halves = np.stack([outputs & np.uint64(0xFFFFFFFF), outputs >> np.uint64(32)], axis=-1).reshape(2, 8)
+    expected = (((halves >> np.uint64(9)).astype(np.float64) + 0.5) * 2.0**-23).astype(np.float32)
+    u = counter_uniforms(keys, 5, 8, np.float32)
+    assert u.dtype == np.float32 and u.tobytes() == expected.tobytes()
+    assert counter_uniforms(keys, 5, 7, np.float32).tobytes() == u[:, :7].tobytes()  # odd n: a prefix
+    a = counter_uniforms([stream_key(1, 2, 3)], 0, 4096, np.float32)[0]
+    assert np.all((a > 0.0) & (a < 1.0))
+    assert kstest(a, "uniform").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("chunk", [1, 3, 4])
+def test_counter_streams_give_counter_uniforms_bytes_in_any_order(dtype: type, chunk: int) -> None:
+    keys = np.array([stream_key(9, tag("rows"), seed) for seed in range(5)], dtype=np.uint64)
+    uniforms = CounterStreams(keys, 1026, chunk=chunk, dtype=dtype)
+    logs = CounterStreams(keys, 1026, chunk=chunk, log=True, dtype=dtype)
+    for position in (0, 1, 2, 7, 3, 300, 299, 2**20):
+        expected = counter_uniforms(keys, position, 1026, dtype)
+        assert uniforms(position).tobytes() == expected.tobytes()
+        assert logs(position).tobytes() == np.log(expected).tobytes()
+    with pytest.raises(ValueError, match="position"):
+        uniforms(-1)

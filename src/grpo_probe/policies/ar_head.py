@@ -1,11 +1,13 @@
 """The AR head: a small transformer decoder over FAST tokens, conditioned on the observation.
 
 The observation (normalized with demo statistics) becomes ``n_prefix`` prefix embeddings; BOS follows,
-then the action tokens. Decoding keeps a KV cache per layer and walks all rows of a fixed-shape batch in
-lockstep, so every row goes through the same tensor shapes alone or among others (rows of a padded
-batch never mix: attention, softmax and the grammar mask are per row). The network runs on the
-policy's device; masking, Gumbel noise and log-probs run in numpy in float64, for all rows of the block
-at once (the grammar mask is a precomputed table, the per-row bookkeeping lives in arrays).
+then the action tokens. Training and the phase-2 recomputation run :class:`ARTransformer` on whole
+sequences; decoding runs it one position at a time through :class:`BlockDecoder` (the same network and
+weights in few fused calls, with a KV cache) and walks all rows of a fixed-shape block in lockstep, so
+every row goes through the same tensor shapes alone or among others (rows never mix: attention, softmax
+and the grammar mask are per row). Masking, noise, log-probs and entropies run in numpy in float32, the
+logits' precision, for all rows of the block at once (:func:`sample_step`; the grammar mask is a
+precomputed table, the per-row bookkeeping lives in arrays).
 
 Sampling (DESIGN.md, "The two heads"):
 
@@ -15,12 +17,14 @@ Sampling (DESIGN.md, "The two heads"):
 - greedy: argmax of the masked logits; the recorded log-prob and entropy are those of
   softmax(masked logits) (T = 1);
 - temperature T: Gumbel-max, argmax(masked_logits / T + g) with g ~ Gumbel(0, 1), which samples exactly
-  softmax(masked_logits / T) (Gumbel 1954; Maddison et al. 2014, arXiv:1411.0030v2, Sec. 2). ``g`` of each
-  row and position comes from the row's own counter-based stream keyed by (run_key, tag("ar_gumbel"),
-  seed, replan, draw) at counter (position, id) (:func:`grpo_probe.keyed_rng.counter_uniforms`), so ids
-  do not depend on device or batch composition, and the noise of all rows of a step is one numpy call;
-- temperature with ``SamplingMode.noise`` off: the same code without ``g``, argmax(masked_logits / T),
-  which picks greedy's ids (the draw-0 oracle's check of the sampling path).
+  softmax(masked_logits / T) (Gumbel 1954; Maddison et al. 2014, arXiv:1411.0030v2, Sec. 2), computed in
+  its exponential-race form (:func:`sample_step`). The uniforms behind ``g`` come from each row's own
+  counter-based stream keyed by (run_key, tag("ar_gumbel"), seed, replan, draw) at counter (position, id)
+  (:func:`grpo_probe.keyed_rng.counter_uniforms`, float32), so ids do not depend on batch composition, and
+  the noise of all rows for a few positions at a time is one set of numpy calls
+  (:class:`grpo_probe.keyed_rng.CounterStreams`);
+- temperature with ``SamplingMode.noise`` off: the same code without ``g``, the argmax of the masked
+  logits, which picks greedy's ids (the draw-0 oracle's check of the sampling path).
 """
 
 from __future__ import annotations
@@ -28,28 +32,30 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from grpo_probe.keyed_rng import counter_uniforms, stream_key, tag
+from grpo_probe.keyed_rng import CounterStreams, counter_uniforms, stream_key, tag
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode, check_obs_batch
 
 __all__ = [
+    "MASKED",
     "ROW_BLOCK",
     "ARPolicy",
     "ARTransformer",
-    "DecodeWeights",
-    "chosen_logprob_and_entropy",
+    "BlockDecoder",
     "grammar_mask_table",
     "gumbel_noise",
     "gumbel_noise_on",
     "gumbel_rows",
     "masked_step_distribution",
     "row_stream_key",
+    "sample_step",
     "tempered_logits",
 ]
 
@@ -136,95 +142,164 @@ class ARTransformer(nn.Module):
             x = block(x, None, 0)
         return self.head(self.ln_f(x[:, self.n_prefix :]))
 
-    def new_cache(self, batch: int) -> list[torch.Tensor]:
-        """Per layer, keys and values [2, batch, n_heads, max_len, d_head] (one write per decode step)."""
-        dh = self.d_model // self.n_heads
-        shape = (2, batch, self.n_heads, self.max_len, dh)
-        return [torch.zeros(shape, device=self.pos_emb.device) for _ in self.blocks]
 
-    def prefill(self, obs: torch.Tensor, bos_id: int, cache: list[torch.Tensor]) -> torch.Tensor:
-        """Run prefix + BOS into the cache; returns logits [B, n_ids] for the first action token."""
-        bos = self.tok_emb(torch.full((obs.shape[0], 1), bos_id, dtype=torch.long, device=obs.device))
-        x = torch.cat([self._prefix(obs), bos], dim=1) + self.pos_emb[: self.n_prefix + 1]
-        for block, layer_cache in zip(self.blocks, cache, strict=True):
-            x = block(x, layer_cache, 0)
-        return self.head(self.ln_f(x[:, -1]))
+class _Linear(NamedTuple):
+    """An ``nn.Linear`` for ``addmm(bias, x, weight)``: its weight as a contiguous [in, out] copy.
 
-    def decode_weights(self) -> DecodeWeights:
-        """The parameters laid out for :meth:`step`, as views: in-place updates show through; take it again
-        after replacing a parameter or moving the model to another device."""
+    ``nn.Linear`` multiplies by the transposed view of its [out, in] weight; at a block's 8 rows the BLAS
+    takes a markedly slower path for that view than for the contiguous [in, out] matrix.
+    """
 
-        def t(linear: nn.Linear) -> tuple[torch.Tensor, torch.Tensor]:
-            return linear.weight.detach().t(), linear.bias.detach()
+    weight: torch.Tensor
+    bias: torch.Tensor
 
-        def ln(norm: nn.LayerNorm) -> tuple[torch.Tensor, torch.Tensor, float]:
-            return norm.weight.detach(), norm.bias.detach(), norm.eps
+    @classmethod
+    def of(cls, layer: nn.Module) -> _Linear:
+        assert isinstance(layer, nn.Linear)
+        return cls(layer.weight.detach().t().contiguous(), layer.bias.detach().clone())
 
-        layers = tuple(
-            _LayerWeights(ln(b.ln1), *t(b.attn.qkv), *t(b.attn.proj), ln(b.ln2), *t(b.mlp[0]), *t(b.mlp[2]))
-            for b in self.blocks
-        )
-        return DecodeWeights(
-            self.tok_emb.weight.detach(), self.pos_emb.detach(), layers, ln(self.ln_f), *t(self.head)
-        )
-
-    def step(
-        self,
-        ids: torch.Tensor,
-        position: int,
-        cache: list[torch.Tensor],
-        weights: DecodeWeights | None = None,
-    ) -> torch.Tensor:
-        """Feed one token per row at sequence ``position``; returns next-token logits [B, n_ids].
-
-        The decode loop's hot path: the modules' arithmetic at one new position, written as plain tensor
-        ops on ``weights`` (:meth:`decode_weights`; each linear layer is one ``addmm`` on the transposed
-        view of its weight, as ``nn.Linear`` computes it), without module calls or a sequence axis. With
-        one query at the newest position the causal mask admits every cached key, so it is left out. The
-        logits are bit for bit those of running the blocks on that one position.
-        """
-        w = self.decode_weights() if weights is None else weights
-        b, d = ids.shape[0], self.d_model
-        h, dh = self.n_heads, d // self.n_heads
-        x = F.embedding(ids, w.tok_emb) + w.pos_emb[position]  # [b, d]
-        for layer, kv_cache in zip(w.layers, cache, strict=True):
-            qkv = torch.addmm(layer.qkv_b, F.layer_norm(x, (d,), *layer.ln1), layer.qkv_t)
-            q = qkv[:, :d].view(b, h, 1, dh)
-            kv_cache[:, :, :, position] = qkv[:, d:].view(b, 2, h, dh).transpose(0, 1)
-            scores = (q @ kv_cache[0, :, :, : position + 1].transpose(-1, -2)) / math.sqrt(dh)
-            y = torch.softmax(scores, dim=-1) @ kv_cache[1, :, :, : position + 1]  # [b, h, 1, dh]
-            x = x + torch.addmm(layer.proj_b, y.view(b, d), layer.proj_t)
-            up = torch.addmm(layer.up_b, F.layer_norm(x, (d,), *layer.ln2), layer.up_t)
-            x = x + torch.addmm(layer.down_b, F.gelu(up), layer.down_t)
-        return torch.addmm(w.head_b, F.layer_norm(x, (d,), *w.ln_f), w.head_t)
+    def __call__(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.addmm(self.bias, x, self.weight, out=out)
 
 
-@dataclass(frozen=True)
-class _LayerWeights:
-    ln1: tuple[torch.Tensor, torch.Tensor, float]
-    qkv_t: torch.Tensor
-    qkv_b: torch.Tensor
-    proj_t: torch.Tensor
-    proj_b: torch.Tensor
-    ln2: tuple[torch.Tensor, torch.Tensor, float]
-    up_t: torch.Tensor
-    up_b: torch.Tensor
-    down_t: torch.Tensor
-    down_b: torch.Tensor
+class _Norm(NamedTuple):
+    """An ``nn.LayerNorm``'s parameters, applied with ``torch.layer_norm`` (the module's own kernel)."""
+
+    weight: torch.Tensor
+    bias: torch.Tensor
+    eps: float
+
+    @classmethod
+    def of(cls, layer: nn.Module) -> _Norm:
+        assert isinstance(layer, nn.LayerNorm)
+        return cls(layer.weight.detach().clone(), layer.bias.detach().clone(), layer.eps)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
 
 
-@dataclass(frozen=True)
-class DecodeWeights:
-    """:class:`ARTransformer` parameters for :meth:`ARTransformer.step`: linear weights as transposed views
-    ([in, out]; a contiguous copy would change the summation order of some matrix products), layer norms
-    as (weight, bias, eps)."""
+class _DecodeLayer(NamedTuple):
+    """One decoder block as :class:`BlockDecoder` runs it: parameters, output buffer and cache views.
 
-    tok_emb: torch.Tensor
-    pos_emb: torch.Tensor
-    layers: tuple[_LayerWeights, ...]
-    ln_f: tuple[torch.Tensor, torch.Tensor, float]
-    head_t: torch.Tensor
-    head_b: torch.Tensor
+    The block's keys and values live in one cache tensor, [rows, 2 (key, value), heads, position, d_head],
+    seen only through views made once, so a decode step indexes nothing: ``q`` and ``kv`` view
+    ``qkv_out``, which each step's q, k, v product overwrites; ``slots[p]`` is the cache entry of position
+    p ([rows, 2, heads, d_head]); ``keys[p]`` and ``values[p]`` are the cached positions 0 .. p
+    ([rows, heads, p + 1, d_head]).
+    """
+
+    ln1: _Norm
+    qkv: _Linear
+    proj: _Linear
+    ln2: _Norm
+    up: _Linear
+    down: _Linear
+    qkv_out: torch.Tensor
+    q: torch.Tensor
+    kv: torch.Tensor
+    slots: tuple[torch.Tensor, ...]
+    keys: tuple[torch.Tensor, ...]
+    values: tuple[torch.Tensor, ...]
+
+
+class BlockDecoder:
+    """:class:`ARTransformer` one position at a time for a fixed block of rows, with its own KV cache.
+
+    The decode loop's network. Why not the modules: at a block of 8 rows a decode step is dozens of tensor
+    calls on tiny tensors, and their per-call overhead, not arithmetic, was most of its cost. This is the
+    same network in 12 calls per block: layer norm; one ``addmm`` for q, k and v; one copy of this
+    position's key and value into the cache; ``scaled_dot_product_attention`` of the one new query over
+    the cached positions 0 .. p (causal by construction: the cache holds nothing later); the output
+    projection and the residual; layer norm, the two MLP layers with exact GELU, the residual. Why torch
+    and not numpy, whose calls are cheaper: numpy has no fused layer norm, attention or GELU (nor a fast
+    erf), so it needs several times the calls, and its BLAS multiplies these shapes more slowly (and
+    multithreads them above a size threshold); measured, this version decodes faster. The observation
+    prefix and BOS run through the same :meth:`_advance` as the action tokens (positions 0 .. n_prefix),
+    so one code path computes every position.
+
+    The parameters are copied when the decoder is built (a snapshot: later in-place updates of the model
+    do not show; build a new decoder, as every freshly loaded policy does). Its logits agree with
+    :meth:`ARTransformer.forward` over the same tokens up to float32 rounding (tested), not bit for bit.
+    Rows never mix (every call is row-wise or per row and head) and every call has the block's shape, so a
+    row's logits are the same bytes whichever rows share the block. Not for concurrent use: the cache and
+    buffers are the decoder's own.
+    """
+
+    def __init__(self, model: ARTransformer, rows: int) -> None:
+        self.rows = rows
+        self.n_prefix = model.n_prefix
+        self.max_len = model.max_len
+        self._d, self._heads = model.d_model, model.n_heads
+        device = model.pos_emb.device
+        self._obs_in, self._obs_out = _Linear.of(model.obs_proj[0]), _Linear.of(model.obs_proj[2])
+        self._tok_emb = model.tok_emb.weight.detach().clone()
+        pos_emb = model.pos_emb.detach().clone()
+        self._pos_emb = tuple(pos_emb[p] for p in range(self.max_len))  # one view per position
+        self._ln_f, self._head = _Norm.of(model.ln_f), _Linear.of(model.head)
+        d, h = self._d, self._heads
+        positions = range(self.max_len)
+        layers = []
+        for block in model.blocks:
+            qkv_out = torch.zeros((rows, 3 * d), device=device)
+            cache = torch.zeros((rows, 2, h, self.max_len, d // h), device=device)
+            layers.append(
+                _DecodeLayer(
+                    _Norm.of(block.ln1), _Linear.of(block.attn.qkv), _Linear.of(block.attn.proj),
+                    _Norm.of(block.ln2), _Linear.of(block.mlp[0]), _Linear.of(block.mlp[2]), qkv_out,
+                    q=qkv_out[:, :d].view(rows, h, 1, d // h),
+                    kv=qkv_out[:, d:].view(rows, 2, h, d // h),
+                    slots=tuple(cache[:, :, :, p] for p in positions),
+                    keys=tuple(cache[:, 0, :, : p + 1] for p in positions),
+                    values=tuple(cache[:, 1, :, : p + 1] for p in positions),
+                )
+            )  # fmt: skip
+        self._layers = tuple(layers)
+        self._ids = torch.zeros(rows, dtype=torch.long, device=device)
+        self._logits = torch.zeros((rows, model.head.out_features), device=device)
+        # On the CPU the token ids go in, and the logits come out, through numpy views of these buffers.
+        on_cpu = device.type == "cpu"
+        self._ids_host = self._ids.numpy() if on_cpu else None
+        self._logits_host = self._logits.numpy() if on_cpu else None
+        self._position = 0
+
+    def prefill(self, obs: np.ndarray, bos_id: int) -> np.ndarray:
+        """Start the block: its ``n_prefix`` observation embeddings, then BOS. ``obs`` is normalized, float32
+        [rows, obs_dim]; returns the logits [rows, n_ids] of the first action token (as :meth:`step`)."""
+        hidden = F.gelu(self._obs_in(torch.from_numpy(obs).to(self._ids.device)))
+        prefix = self._obs_out(hidden).view(self.rows, self.n_prefix, self._d)
+        for position in range(self.n_prefix):
+            self._advance(prefix[:, position] + self._pos_emb[position], position)
+        self._position = self.n_prefix
+        return self.step(np.full(self.rows, bos_id, dtype=np.int64))
+
+    def step(self, ids: np.ndarray) -> np.ndarray:
+        """Feed one token per row (int64 [rows]) at the next position; the logits [rows, n_ids] of the token
+        after it, float32, in a buffer that the next call overwrites (the caller may overwrite it too)."""
+        position = self._position
+        if position >= self.max_len:
+            raise ValueError(f"the decoder holds {self.max_len} positions; all are used")
+        self._position += 1
+        if self._ids_host is not None:
+            self._ids_host[...] = ids
+        else:
+            self._ids.copy_(torch.from_numpy(ids))
+        x = torch.embedding(self._tok_emb, self._ids) + self._pos_emb[position]
+        self._advance(x, position)
+        return self._logits_host if self._logits_host is not None else self._logits.cpu().numpy()
+
+    def _advance(self, x: torch.Tensor, position: int) -> None:
+        """Run embeddings ``x`` [rows, d] at ``position`` through the blocks, caching its keys and values, and
+        the next-token logits into the logits buffer (a prefix position's go unread; a separate one-pass
+        prefill, which would skip them, measured no faster than keeping one code path)."""
+        rows, d = self.rows, self._d
+        for layer in self._layers:
+            layer.qkv(layer.ln1(x), out=layer.qkv_out)
+            layer.slots[position].copy_(layer.kv)
+            # softmax(q k^T / sqrt(d_head)) v over positions 0 .. position: [rows, heads, 1, d_head]
+            y = F.scaled_dot_product_attention(layer.q, layer.keys[position], layer.values[position])
+            x = x + layer.proj(y.view(rows, d))
+            x = x + layer.down(F.gelu(layer.up(layer.ln2(x))))
+        self._head(self._ln_f(x), out=self._logits)
 
 
 def grammar_mask_table(counts: np.ndarray, n_coefficients: int, eos_id: int) -> np.ndarray:
@@ -250,19 +325,51 @@ def tempered_logits(logits: np.ndarray, admissible: np.ndarray, temperature: flo
     return tempered
 
 
-def chosen_logprob_and_entropy(tempered: np.ndarray, choice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: log p(choice) and H = -sum_i p_i log p_i under p = softmax(tempered) (float64).
+MASKED = np.float32(-1e30)
+"""What the decode loop writes for an inadmissible id's logit: finite, so that its term p_i s_i in the
+entropy is 0 * MASKED = 0 rather than 0 * -inf = nan, and so negative that exp(MASKED - max) is exactly 0
+and it can never win an argmax, as with -inf. (Holds while |logits / T| stays far below 1e30.)"""
 
-    With s = tempered - max and z = sum_i exp(s_i): log p_i = s_i - log z and H = log z - sum_i p_i s_i.
-    Ids at -inf have p_i = 0 and add nothing to H.
+
+def sample_step(
+    logits: np.ndarray, inadmissible: np.ndarray, temperature: float, log_uniforms: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One decode step of a block's rows: per row the id, log p(id) and the entropy of
+    p = softmax(masked_logits / T). ``logits`` (float32 [rows, n_ids]) is overwritten.
+
+    In float32, the logits' own precision, with s = (masked_logits - max) / T, e = exp(s), z = sum_i e_i:
+
+    - the id: with noise, the Gumbel-max draw argmax_i (s_i + g_i), g_i = -log(-log U_i), in its
+      exponential-race form: exp(s_i + g_i) = e_i / E_i with E_i = -log U_i, so the id is
+      argmax_i e_i / E_i = argmin_i e_i / log U_i. ``log_uniforms`` holds log U (the rows' keyed uniforms at
+      this position) and is overwritten. One division on the e that the log-probs need anyway replaces two
+      logarithms and an addition. Without noise, argmax_i s_i: the argmax of the masked logits themselves
+      (subtracting the max and dividing by T > 0 keep the maximum where it is), so at any T the same id as
+      greedy;
+    - log p(id) = s_id - log z; H = -sum_i p_i log p_i = log z - sum_i e_i s_i / z.
+
+    Inadmissible ids hold :data:`MASKED`: e_i = 0 exactly, so they have probability 0, add nothing to z or
+    H, and are never drawn (e_i / log U_i = -0.0, while the max's 1 / log U is negative). Neither is an
+    admissible id whose e_i underflows to 0 (s_i < -103), of probability below 1e-44. Against the float64
+    references, :func:`masked_step_distribution` and argmax(tempered + :func:`gumbel_rows`): the same ids,
+    log-probs and entropies to float32 rounding (tested). Reductions are the ufuncs' own (``np.add.reduce``
+    rather than the ``ndarray.sum`` wrapper): this runs once per token.
     """
-    shifted = tempered - tempered.max(axis=-1, keepdims=True)
-    e = np.exp(shifted)
-    z = e.sum(axis=-1)
+    s = logits
+    np.copyto(s, MASKED, where=inadmissible)
+    s -= np.maximum.reduce(s, axis=-1, keepdims=True)
+    if temperature != 1.0:
+        s /= np.float32(temperature)
+    e = np.exp(s)
+    z = np.add.reduce(e, axis=-1)
     log_z = np.log(z)
-    finite = np.where(np.isneginf(shifted), 0.0, shifted)
-    chosen = shifted[np.arange(len(choice)), choice] - log_z
-    return chosen, log_z - (e * finite).sum(axis=-1) / z
+    if log_uniforms is None:
+        choice = s.argmax(axis=-1)
+    else:
+        choice = np.divide(e, log_uniforms, out=log_uniforms).argmin(axis=-1)
+    logp = s[np.arange(len(choice)), choice] - log_z
+    e *= s
+    return choice, logp, log_z - np.add.reduce(e, axis=-1) / z
 
 
 def masked_step_distribution(
@@ -270,7 +377,7 @@ def masked_step_distribution(
 ) -> tuple[np.ndarray, np.ndarray]:
     """log-probs [B, n_ids] and entropy [B] of the sampling distribution softmax(masked_logits / T).
 
-    The reference the decode loop's :func:`chosen_logprob_and_entropy` is tested against.
+    The float64 reference the decode loop's :func:`sample_step` is tested against (and phase 2's replay).
     """
     tempered = tempered_logits(np.asarray(logits), np.asarray(admissible), temperature)
     shifted = tempered - tempered.max(axis=-1, keepdims=True)
@@ -282,11 +389,13 @@ def masked_step_distribution(
 def gumbel_rows(stream_keys: np.ndarray, position: int, n_ids: int) -> np.ndarray:
     """Standard Gumbel noise float64 [len(stream_keys), n_ids], g = -log(-log(U)), one row per stream.
 
-    ``stream_keys[r]`` is :func:`row_stream_key` of a row; entry ``[r, i]`` is counter
-    ``(position, i)`` of that row's counter-based stream (:func:`grpo_probe.keyed_rng.counter_uniforms`),
-    so a row's noise is the same bytes whichever rows are drawn with it, in one vectorised call.
+    ``stream_keys[r]`` is :func:`row_stream_key` of a row; U ``[r, i]`` is number ``i`` at ``position`` of
+    that row's counter-based stream in float32 (:func:`grpo_probe.keyed_rng.counter_uniforms`), the
+    uniforms the decode loop draws with (:func:`sample_step`, in exponential-race form), so a row's noise is
+    the same bytes whichever rows are drawn with it. The reference the loop is tested against.
     """
-    return -np.log(-np.log(counter_uniforms(stream_keys, position, n_ids)))
+    u = counter_uniforms(stream_keys, position, n_ids, np.float32).astype(np.float64)
+    return -np.log(-np.log(u))
 
 
 def row_stream_key(key: RowKey) -> int:
@@ -315,15 +424,20 @@ class _Rows:
     ids: np.ndarray
     """int64 [ROW_BLOCK, n_coefficients]: token ids, the first ``n_tokens[r]`` of row r are valid."""
     logps: np.ndarray
-    """float64 [ROW_BLOCK, n_coefficients]: log-prob of each sampled id under the sampling distribution."""
+    """float64 [ROW_BLOCK, n_coefficients]: log-prob of each sampled id under the sampling distribution (the
+    float32 values :func:`sample_step` computes)."""
     entropies: np.ndarray
-    """float64 [ROW_BLOCK, n_coefficients]: entropy of each step's sampling distribution."""
+    """float64 [ROW_BLOCK, n_coefficients]: entropy of each step's sampling distribution (likewise)."""
     n_tokens: np.ndarray
     """int64 [ROW_BLOCK]."""
 
 
 class ARPolicy:
-    """FAST-token AR policy; implements :class:`grpo_probe.policies.protocol.Policy`."""
+    """FAST-token AR policy; implements :class:`grpo_probe.policies.protocol.Policy`.
+
+    Decodes through a :class:`BlockDecoder` built once, from the model's parameters as they are when the
+    policy is made.
+    """
 
     head = "ar"
 
@@ -342,8 +456,9 @@ class ARPolicy:
         self.obs_std = np.asarray(obs_std, dtype=np.float32)
         self.obs_dim = int(self.obs_mean.shape[0])
         self._counts = np.asarray(tokenizer.coefficient_counts, dtype=np.int64)
-        self._weights = self.model.decode_weights()
         self._mask_table = grammar_mask_table(self._counts, tokenizer.n_coefficients, tokenizer.eos_id)
+        self._inadmissible = ~self._mask_table
+        self._decoder = BlockDecoder(self.model, ROW_BLOCK)
 
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
         if mode.kind not in ("greedy", "temperature"):
@@ -375,22 +490,19 @@ class ARPolicy:
     def _generate_block(self, obs: np.ndarray, keys: list[RowKey], mode: SamplingMode) -> _Rows:
         """Decode up to ROW_BLOCK rows in lockstep; padded rows start finished and only ever take EOS.
 
-        Each step, for every row at once: mask = table[remaining]; tempered = masked_logits / T;
-        id = argmax(tempered + g) with g the row's keyed Gumbel noise at this position (temperature, noise
-        on) or argmax(tempered) (greedy, T = 1; or temperature with ``mode.noise`` off, which picks the
-        same ids as greedy because dividing by T > 0 keeps the order of the logits); record log p(id) and
-        the entropy of softmax(tempered). A row stops when its coefficients reach exactly 300.
+        Each step, for every row of the block: mask = table[remaining], then :func:`sample_step` (the id,
+        its log-prob and the entropy of softmax(masked_logits / T); with noise, each row's keyed
+        log-uniforms at this position). A row stops when its coefficients reach exactly 300; from then on
+        it can only take EOS. The network and the sampler run on every row each step, so their calls
+        always have one shape.
         """
         n_rows = len(keys)
-        n_coef = self.tokenizer.n_coefficients
+        n_coef, n_ids = self.tokenizer.n_coefficients, self.tokenizer.n_ids
         padded = np.zeros((ROW_BLOCK, self.obs_dim), dtype=np.float32)
         padded[:n_rows] = (obs - self.obs_mean) / self.obs_std
         temperature = 1.0 if mode.kind == "greedy" else float(mode.temperature)  # type: ignore[arg-type]
-        n_ids = self.tokenizer.n_ids
-        stream_keys = None
-        if gumbel_noise_on(mode):
-            stream_keys = np.zeros(ROW_BLOCK, dtype=np.uint64)  # padded rows are never live
-            stream_keys[:n_rows] = [row_stream_key(k) for k in keys]
+        stream_keys = np.zeros(ROW_BLOCK, dtype=np.uint64)  # padded rows are never live
+        stream_keys[:n_rows] = [row_stream_key(k) for k in keys]
         rows = _Rows(
             ids=np.zeros((ROW_BLOCK, n_coef), dtype=np.int64),
             logps=np.zeros((ROW_BLOCK, n_coef), dtype=np.float64),
@@ -399,32 +511,24 @@ class ARPolicy:
         )
         remaining = np.zeros(ROW_BLOCK, dtype=np.int64)
         remaining[:n_rows] = n_coef
-        cache = self.model.new_cache(ROW_BLOCK)
-        logits = self.model.prefill(torch.from_numpy(padded).to(self.device), self.tokenizer.bos_id, cache)
-        position = self.model.n_prefix + 1
+        noise = None
+        if gumbel_noise_on(mode):
+            noise = CounterStreams(stream_keys, n_ids, log=True, dtype=np.float32)
+        logits = self._decoder.prefill(padded, self.tokenizer.bos_id)
         for step in range(n_coef):
-            live = remaining > 0
-            if not live.any():
-                break
-            tempered = tempered_logits(logits.cpu().numpy(), self._mask_table[remaining], temperature)
-            if stream_keys is None:
-                choice = tempered.argmax(axis=-1)
-            elif live.all():
-                choice = (tempered + gumbel_rows(stream_keys, step, n_ids)).argmax(axis=-1)
-            else:  # noise for the live rows only (finished and padded rows can only take EOS)
-                scores = tempered.copy()
-                scores[live] += gumbel_rows(stream_keys[live], step, n_ids)
-                choice = scores.argmax(axis=-1)
-            logp, entropy = chosen_logprob_and_entropy(tempered, choice)
-            # Every row writes column `step`; a finished row's entries lie past its n_tokens and are never
-            # read. A finished row chooses EOS (the only admissible id), which emits no coefficient.
+            choice, logp, entropy = sample_step(
+                logits, self._inadmissible[remaining], temperature, None if noise is None else noise(step)
+            )
+            # Every row writes column `step`; a finished (or padded) row can only take EOS, which emits no
+            # coefficient, and its entries past n_tokens are never read.
             rows.ids[:, step] = choice
             rows.logps[:, step] = logp
             rows.entropies[:, step] = entropy
-            rows.n_tokens += live
             remaining -= self._counts[choice]
-            if not remaining.any():
+            if not np.count_nonzero(remaining):
                 break
-            logits = self.model.step(torch.from_numpy(choice).to(self.device), position, cache, self._weights)
-            position += 1
+            logits = self._decoder.step(choice)
+        # A row's tokens are those before its coefficient count reached n_coef (later steps took EOS).
+        emitted_before = np.cumsum(self._counts[rows.ids], axis=1) - self._counts[rows.ids]
+        rows.n_tokens[:n_rows] = (emitted_before[:n_rows] < n_coef).sum(axis=1)
         return rows
