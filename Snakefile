@@ -1,6 +1,7 @@
 # The GRPO signal probe, end to end: prereg check -> demos -> train -> parallel oracle -> anchors
-# -> probe shards -> draw-0 oracle -> join -> decision.md. Registered numbers live in the prereg
-# (config `prereg:`), run settings in config/config.yaml, machine sizing in profiles/.
+# -> probe shards -> draw-0 oracle -> join -> decision.md, then its copy at the repository root.
+# Registered numbers live in the prereg (config `prereg:`), run settings in config/config.yaml, machine
+# sizing in profiles/. `snakemake --cores 8 decision.md` builds the configured design's decision.
 from snakemake.utils import min_version
 
 from grpo_probe.prereg import load_config
@@ -13,18 +14,24 @@ load_config("config/config.yaml")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/prereg.smk"
 include: "rules/train.smk"
 include: "rules/oracles.smk"
 include: "rules/rollouts.smk"
 include: "rules/decision.smk"
+include: "rules/phase2.smk"
+include: "rules/root.smk"
 
 
 # Bookkeeping rules run where Snakemake runs, not as cluster jobs.
 localrules:
     prereg_check,
     compute,
+    root_decision,
     all,
 
 

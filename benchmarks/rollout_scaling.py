@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from grpo_probe.envs.registry import boat_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.policies.synthetic_demos import synthetic_demos
 from grpo_probe.policies.train import train_arm
@@ -75,7 +76,7 @@ def _warm_pool(workers: int, checkpoints: dict[str, Path]) -> tuple[RolloutPool,
     for head, path in checkpoints.items():
         warm = GroupJob(
             "warm", "warm", PolicySource(checkpoint=str(path)), anchor_mode(head),
-            tuple(range(workers)), 1, 0, SimParams(replans=1, executed_actions=1),
+            tuple(range(workers)), 1, 0, boat_env(SimParams(replans=1, executed_actions=1)),
         )  # fmt: skip
         pool.run(warm, envs_per_worker=1)
     return pool, time.perf_counter() - start
@@ -104,7 +105,7 @@ def main() -> None:
         for head, path in checkpoints.items():
             job = GroupJob(
                 arm=head, cell="bench", source=PolicySource(checkpoint=str(path)), mode=_mode(head),
-                seeds=tuple(range(args.seeds)), draws=K, run_key=0, sim=SimParams(),
+                seeds=tuple(range(args.seeds)), draws=K, run_key=0, env=boat_env(),
             )  # fmt: skip
             walls, tables = {}, {}
             for name, pool in paths.items():

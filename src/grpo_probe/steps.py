@@ -46,7 +46,23 @@ def _manifest(
     upstream: Sequence[PathLike],
     extra: Mapping[str, Any] | None = None,
 ) -> None:
-    write_manifest(manifest, outputs, upstream, prereg.sha256, rule, extra=extra, prereg_path=prereg.path)
+    write_manifest(
+        manifest,
+        outputs,
+        upstream,
+        prereg.sha256,
+        rule,
+        extra=extra,
+        prereg_path=prereg.path,
+        env=_env_record(prereg),
+    )
+
+
+def _env_record(prereg: Prereg) -> dict[str, Any]:
+    """The environment as manifests record it: id, version, a user's module's source sha256s."""
+    from grpo_probe.envs.registry import env_provenance
+
+    return env_provenance(prereg.env)
 
 
 def _write_json(path: PathLike, value: Any) -> None:
@@ -67,37 +83,59 @@ def _group_job(
         seeds=tuple(seeds),
         draws=draws,
         run_key=prereg.run_key,
-        sim=prereg.sim,
+        env=prereg.env,
     )
 
 
-def _policy_source(source_json: PathLike, checkpoint: PathLike, device: str):
+def _policy_source(source_json: PathLike, checkpoint: PathLike | None, device: str):
     """The arm's policy: the adapter its source.json records, loading the checkpoint the rule declares.
 
     Why the declared path and not the one source.json recorded: the checkpoint is an input of the rule,
     so Snakemake knows the job reads it, and an executor that stages inputs puts it exactly there.
+    Without one (a caller outside the workflow), the path source.json recorded is used.
     """
     from grpo_probe.rollout import PolicySource
 
     recipe = json.loads(Path(source_json).read_text())
-    return PolicySource(checkpoint=str(checkpoint), factory=recipe.get("factory"), device=device)
+    path = recipe.get("checkpoint") if checkpoint is None else str(checkpoint)
+    return PolicySource(checkpoint=path, factory=recipe.get("factory"), device=device)
 
 
 # -- prereg and training ---------------------------------------------------------------------------------
 def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
-    """The root of the chain: the prereg matches its lock; the manifest records both files."""
+    """The root of the chain: the prereg matches its lock; the manifest records both files.
+
+    It also builds the design's environment once: a user's factory that cannot be imported, or that
+    refuses its params, fails here, and the guards the decision rule reads are checked against the spec
+    the environment declares (a built-in's were checked when the design was read).
+    """
+    from grpo_probe.envs.registry import env_spec
+    from grpo_probe.prereg import PreregError, environment_problems
+    from grpo_probe.prereg.canonical import read_yaml
+
     prereg = load_prereg(prereg_path)
+    problems = environment_problems(read_yaml(prereg.path), env_spec(prereg.env))
+    if problems:
+        raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
     lock = Path(f"{prereg.path}.lock")
-    write_manifest(manifest, [prereg.path, lock], [], prereg.sha256, "prereg_check", prereg_path=prereg.path)
+    write_manifest(
+        manifest,
+        [prereg.path, lock],
+        [],
+        prereg.sha256,
+        "prereg_check",
+        prereg_path=prereg.path,
+        env=_env_record(prereg),
+    )
 
 
 def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, manifest: PathLike) -> None:
     """Scripted-expert demonstrations on the registered demo seeds and noise."""
-    from grpo_probe.sim.demos import collect_demos
+    from grpo_probe.envs.demos import collect_env_demos
 
     prereg = load_prereg(prereg_path)
-    collected = collect_demos(
-        prereg.sim, prereg.training.demo_seeds, prereg.training.demo_noise, prereg.run_key
+    collected = collect_env_demos(
+        prereg.env, prereg.training.demo_seeds, prereg.training.demo_noise, prereg.run_key
     )
     collected.save(out)
     print(
@@ -120,6 +158,7 @@ def train_reference_arm(
     """Behaviour-clone a reference arm on the demos with its registered budget (deterministic)."""
     import torch
 
+    from grpo_probe.envs.registry import env_spec
     from grpo_probe.policies.train import train_arm
     from grpo_probe.sim.demos import Demos
 
@@ -127,12 +166,13 @@ def train_reference_arm(
     prereg = load_prereg(prereg_path)
     if arm not in prereg.arms:
         raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
+    spec = env_spec(prereg.env)
     sha = train_arm(
         prereg.arms[arm].head,
-        Demos.load(demos_npz),
+        Demos.load(demos_npz, obs_dim=spec.obs_dim),
         checkpoint,
         prereg.training.arms.get(arm),
-        chunk_shape=(prereg.sim.chunk_length, prereg.sim.action_dims),
+        chunk_shape=(spec.chunk_length, spec.action_dims),
         where=f"{prereg.path}: training.arms.{arm}",
     )
     _check_pin(prereg, arm, checkpoint)
@@ -180,11 +220,11 @@ def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike) -> None:
 def parallel_oracle(
     prereg_path: PathLike,
     sources: Mapping[str, PathLike],
-    checkpoints: Mapping[str, PathLike],
     upstream: Sequence[PathLike],
     report: PathLike,
     manifest: PathLike,
     device: str = "cpu",
+    checkpoints: Mapping[str, PathLike] | None = None,
 ) -> None:
     """Every registered (arm, mode) pair of the oracle subset, sequential against parallel, bit for bit.
 
@@ -201,7 +241,8 @@ def parallel_oracle(
         for mode in spec.modes:
             if mode.head != head:
                 continue
-            source = _policy_source(sources[arm], checkpoints[arm], device)
+            checkpoint = None if checkpoints is None else checkpoints[arm]
+            source = _policy_source(sources[arm], checkpoint, device)
             cell = f"oracle:{arm}:{mode.kind}"
             jobs.append(_group_job(prereg, arm, cell, source, mode, spec.seeds, spec.draws))
     result = run_parallel_oracle(jobs, report, workers=spec.workers)
@@ -212,12 +253,12 @@ def anchors(
     prereg_path: PathLike,
     arm: str,
     source: PathLike,
-    checkpoint: PathLike,
     upstream: Sequence[PathLike],
     table: PathLike,
     manifest: PathLike,
     workers: int,
     device: str = "cpu",
+    checkpoint: PathLike | None = None,
 ) -> None:
     """The arm's deterministic rerun on the registered seeds (AR greedy; flow Heun draw 0)."""
     from grpo_probe.rollout import write_shard
@@ -237,12 +278,12 @@ def probe_shard(
     cell: str,
     seeds: Sequence[int],
     source: PathLike,
-    checkpoint: PathLike,
     upstream: Sequence[PathLike],
     table: PathLike,
     manifest: PathLike,
     workers: int,
     device: str = "cpu",
+    checkpoint: PathLike | None = None,
 ) -> None:
     """``seeds x K`` stochastic rollouts of one cell; every draw keyed by (seed, replan, draw)."""
     from grpo_probe.rollout import write_shard
@@ -263,13 +304,13 @@ def draw0_oracle(
     prereg_path: PathLike,
     cell: str,
     source: PathLike,
-    checkpoint: PathLike,
     anchor_table: PathLike,
     upstream: Sequence[PathLike],
     report: PathLike,
     manifest: PathLike,
     workers: int,
     device: str = "cpu",
+    checkpoint: PathLike | None = None,
 ) -> None:
     """The cell's probe path with stochasticity off reproduces its reference rows bit for bit."""
     from grpo_probe.rollout import run_draw0_oracle
@@ -300,14 +341,16 @@ def join(
     """
     from grpo_probe.analysis.joined import JOIN_SCHEMA, join_cell, joined_table
     from grpo_probe.analysis.tables import read_rollout_table as read_analysed
+    from grpo_probe.envs.registry import env_spec
     from grpo_probe.rollout import merge_shards
     from grpo_probe.sim.episode_table import write_episode_table
 
     prereg = load_prereg(prereg_path)
     merge_shards(list(shards), cell_table)
     arm = prereg.cell(cell).arm
-    probe = read_analysed(cell_table, cell, arm)
-    anchor = read_analysed(anchor_table, "anchor", arm)
+    spec = env_spec(prereg.env)
+    probe = read_analysed(cell_table, cell, arm, env=spec)
+    anchor = read_analysed(anchor_table, "anchor", arm, env=spec)
     table = joined_table(join_cell(cell, probe, anchor, prereg.analysis))
     write_episode_table(joined, table, schema=JOIN_SCHEMA)
     _manifest(prereg, manifest, "join", [cell_table, joined], upstream, {"cell": cell})
@@ -323,20 +366,21 @@ def decision(
     figures_dir: PathLike,
     manifest: PathLike,
     join_tables: Mapping[str, PathLike],
+    out_tsv: PathLike | None = None,
 ) -> None:
-    """decision.md, decision.json and the figures, from the joined cells and the anchors.
+    """decision.md, decision.json, the reads table and the figures, from the joined cells and the anchors.
 
     The per-seed group statistics are read from ``join_tables`` (the join rule's output), not recomputed;
-    the cell tables give the guard trips, the AR entropy and the figures.
+    the cell tables give the guard trips, the AR entropy and the figures. The provenance footer lists
+    every file the decision read (cell, join and anchor tables, the prereg and its lock) with its sha256.
     """
     from grpo_probe.analysis import build_decision
-    from grpo_probe.provenance import read_manifest
+    from grpo_probe.analysis.report import reads_tsv_text
 
     prereg = load_prereg(prereg_path)
-    provenance: list[tuple[str, str]] = []
-    for path in upstream:
-        for entry in read_manifest(path).get("outputs", []):
-            provenance.append((entry["path"], entry["sha256"]))
+    read = [*cell_tables.values(), *join_tables.values(), *anchor_tables.values()]
+    read += [prereg.path, Path(f"{prereg.path}.lock")]
+    provenance = [(str(path), file_sha256(path)) for path in read]
     record = build_decision(
         probe_tables=dict(cell_tables),
         anchor_tables=dict(anchor_tables),
@@ -348,8 +392,12 @@ def decision(
         join_tables=dict(join_tables),
     )
     _write_decision(_decision_paths(record, _relative_to(Path(out_md).parent), str), out_md, out_json)
+    outputs: list[PathLike] = [out_md, out_json]
+    if out_tsv is not None:
+        atomic_write_text(out_tsv, reads_tsv_text(record))
+        outputs.append(out_tsv)
     figures = sorted(Path(figures_dir).rglob("*.png"))
-    _manifest(prereg, manifest, "decision", [out_md, out_json, *figures], upstream)
+    _manifest(prereg, manifest, "decision", [*outputs, *figures], upstream)
 
 
 def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_json: PathLike) -> None:

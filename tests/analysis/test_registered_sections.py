@@ -73,7 +73,7 @@ def test_a_head_the_rule_cannot_route_is_refused_naming_the_arm(prereg):
 
 
 def test_schema_read_names_are_the_reads_the_analysis_computes():
-    assert analysis_schema()["$defs"]["rule_read_name"]["enum"] == list(READ_NAMES)
+    assert analysis_schema()["$defs"]["rule_fixed_read_name"]["enum"] == list(READ_NAMES)
 
 
 @pytest.mark.parametrize("name", ["grpo_signal_probe.yaml", "smoke.yaml"])

@@ -12,12 +12,12 @@ import pytest
 
 from grpo_probe.compute import compute_report
 from grpo_probe.compute.accounting import POLICY_STAGES, read_gpu_seconds
+from grpo_probe.envs.boat_env import BoatPush
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode
 from grpo_probe.prereg import load_prereg
 from grpo_probe.rollout import engine
 from grpo_probe.rollout.engine import mean_timing, run_lockstep, total_gpu_seconds
 from grpo_probe.rollout.results import EpisodeSpec
-from grpo_probe.sim.env import BoatPushEnv
 from grpo_probe.sim.params import SimParams
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ class StillPolicy:
 
 
 def _episodes(device: str, n: int = 2):
-    envs = [BoatPushEnv(SIM) for _ in range(n)]
+    envs = [BoatPush(SIM) for _ in range(n)]
     specs = [EpisodeSpec(7, d) for d in range(n)]
     return run_lockstep(StillPolicy(), envs, specs, run_key=1, mode=MODE, device=device)
 

@@ -106,5 +106,5 @@ def test_registered_short_flow_arm_is_a_twentieth_of_the_teacher_budget() -> Non
 
 def test_demos_of_another_chunk_shape_than_the_registered_one_are_refused(tmp_path: Path) -> None:
     demos = synthetic_demos(8)
-    with pytest.raises(ValueError, match=r"demo chunks have shape \(50, 6\), but the registered"):
+    with pytest.raises(ValueError, match=r"demo chunks have shape \(50, 6\), but the environment's"):
         train_arm("flow", demos, tmp_path / "f.ckpt", {"steps": 1}, chunk_shape=(40, 6))

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from grpo_probe.envs.registry import boat_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout import EpisodeSpec, GroupJob, PolicySource
 from grpo_probe.sim.params import SimParams
@@ -49,7 +50,7 @@ def make_job(
     draws: int = 2,
     **changes: Any,
 ) -> GroupJob:
-    fields = {"arm": "arm_x", "cell": "cell_x", "run_key": RUN_KEY, "sim": SHORT_SIM, **changes}
+    fields = {"arm": "arm_x", "cell": "cell_x", "run_key": RUN_KEY, "env": boat_env(SHORT_SIM), **changes}
     return GroupJob(source=source, mode=mode, seeds=tuple(seeds), draws=draws, **fields)
 
 

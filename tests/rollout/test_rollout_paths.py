@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from grpo_probe.envs.boat_env import BoatPush
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout import (
     EpisodeSpec,
@@ -16,7 +17,6 @@ from grpo_probe.rollout import (
 )
 from grpo_probe.rollout.engine import single_torch_thread
 from grpo_probe.rollout.table import table_bytes
-from grpo_probe.sim.env import BoatPushEnv
 from grpo_probe.sim.params import SimParams
 
 from .keyed_test_policies import make_ar_policy
@@ -110,7 +110,7 @@ def test_permuting_the_lockstep_batch_order_changes_nothing(real_checkpoints: di
         SamplingMode("temperature", temperature=1.6) if head == "ar" else SamplingMode("flow_sde", sde_a=0.5)
     )
     specs = [EpisodeSpec(seed, draw) for seed in (0, 1) for draw in (0, 1)]
-    envs = [BoatPushEnv(SHORT_SIM) for _ in specs]
+    envs = [BoatPush(SHORT_SIM) for _ in specs]
     with single_torch_thread():
         forward = run_lockstep(policy, envs, specs, run_key=RUN_KEY, mode=mode)
         backward = run_lockstep(policy, envs, specs[::-1], run_key=RUN_KEY, mode=mode)[::-1]
@@ -124,8 +124,8 @@ def test_lockstep_batches_drop_envs_that_the_strike_cap_ended() -> None:
     sim = SimParams(replans=3, executed_actions=10, strike_cap=1, workspace_half_extent_m=0.15)
     policy, mode = make_ar_policy(), SamplingMode("temperature", temperature=1.0)
     specs = [EpisodeSpec(seed, 0) for seed in range(6)]
-    batched = run_lockstep(policy, [BoatPushEnv(sim) for _ in specs], specs, run_key=3, mode=mode)
-    alone = [run_lockstep(policy, [BoatPushEnv(sim)], [s], run_key=3, mode=mode)[0] for s in specs]
+    batched = run_lockstep(policy, [BoatPush(sim) for _ in specs], specs, run_key=3, mode=mode)
+    alone = [run_lockstep(policy, [BoatPush(sim)], [s], run_key=3, mode=mode)[0] for s in specs]
     _assert_same_episodes(batched, alone)
     replans_run = {len(r.diagnostics) for r in batched}
     assert len(replans_run) > 1, "the case must end episodes at different replans"
@@ -145,7 +145,7 @@ def test_policy_returning_float64_actions_is_rejected_naming_the_protocol() -> N
     with pytest.raises(ValueError, match="float32"):
         run_lockstep(
             Float64Policy(),
-            [BoatPushEnv(SHORT_SIM)],
+            [BoatPush(SHORT_SIM)],
             [EpisodeSpec(0, 0)],
             run_key=0,
             mode=SamplingMode("greedy"),

@@ -24,7 +24,6 @@ from grpo_probe.analysis.anchor_join import SeedJoin
 from grpo_probe.analysis.entropy import EntropySummary
 from grpo_probe.analysis.group_stats import SeedGroup
 from grpo_probe.analysis.guards import GuardRate
-from grpo_probe.analysis.reads import GUARDS
 from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.atomic_io import atomic_write_bytes
 
@@ -129,12 +128,13 @@ def plot_competence(
 def plot_guard_rates(
     path: str | os.PathLike[str], cells: Sequence[str], rates: Sequence[Sequence[GuardRate]]
 ) -> Path:
-    """One panel per guard: sampled and anchor trip rates for each cell."""
+    """One panel per guard (the environment's, in its order): sampled and anchor trip rates per cell."""
+    guards = [r.guard for r in rates[0]]
     with matplotlib.style.context("default"):
-        fig = _figure(2.2 * len(GUARDS), 3.2)
-        axes = fig.subplots(1, len(GUARDS), sharey=True)
+        fig = _figure(2.2 * len(guards), 3.2)
+        axes = fig.subplots(1, len(guards), sharey=True)
         x = np.arange(len(cells))
-        for g, (ax, guard) in enumerate(zip(axes, GUARDS, strict=True)):
+        for g, (ax, guard) in enumerate(zip(axes, guards, strict=True)):
             ax.bar(x - 0.2, [r[g].sampled_rate for r in rates], width=0.4, color=_SAMPLED, label="sampled")
             ax.bar(x + 0.2, [r[g].anchor_rate for r in rates], width=0.4, color=_ANCHOR, label="anchor")
             ax.set_xticks(x, list(cells), rotation=45, ha="right", fontsize="small")
@@ -177,9 +177,14 @@ def plot_trajectories(
     seed: int,
     probe: RolloutTable,
     anchor: RolloutTable,
-    disk_radius_m: float,
+    target_radius_m: float | None = None,
 ) -> Path:
-    """Top-down view of one seed: the boat and pusher traces of its K draws, the anchor's boat, the disk."""
+    """Top-down view of one seed: the object's (and the effector's) traces of its K draws, the anchor's
+    object, the goal (the boat, the pusher and the disk in the boat scene; names from the env's view)."""
+    view = probe.env.view
+    radius = view.target_radius_m if target_radius_m is None else target_radius_m
+    moved, effector, target = view.names
+    (ox, oy), (tx, ty) = view.object_xy, view.target_xy
     with matplotlib.style.context("default"):
         fig = _figure(5.2, 5.2)
         ax = fig.add_subplot()
@@ -187,33 +192,34 @@ def plot_trajectories(
         colors = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, rows.size))
         for color, row in zip(colors, rows, strict=True):
             t = probe.traces
+            if view.effector_xy is not None:
+                ex, ey = view.effector_xy
+                ax.plot(t[ex][row], t[ey][row], color=color, linewidth=0.6, alpha=0.35)
             ax.plot(
-                t["pusher_x_trace_m"][row], t["pusher_y_trace_m"][row], color=color, linewidth=0.6, alpha=0.35
-            )
-            ax.plot(
-                t["boat_x_trace_m"][row],
-                t["boat_y_trace_m"][row],
+                t[ox][row],
+                t[oy][row],
                 color=color,
                 linewidth=1.5,
                 label=f"draw {probe.draw[row]}",
             )
         (a,) = anchor.rows_of(seed)
         ax.plot(
-            anchor.traces["boat_x_trace_m"][a],
-            anchor.traces["boat_y_trace_m"][a],
+            anchor.traces[ox][a],
+            anchor.traces[oy][a],
             color="black",
             linestyle="--",
             linewidth=1.5,
-            label="anchor boat",
+            label=f"anchor {moved}",
         )
-        start = (probe.traces["boat_x_trace_m"][rows[0]][0], probe.traces["boat_y_trace_m"][rows[0]][0])
-        ax.plot(*start, marker="s", color="black", linestyle="none", label="boat spawn")
-        disk = (float(probe.disk_x_m[rows[0]]), float(probe.disk_y_m[rows[0]]))
-        ax.add_patch(Circle(disk, disk_radius_m, facecolor="tab:red", alpha=0.25, edgecolor="tab:red"))
-        ax.plot(*disk, marker="+", color="tab:red", linestyle="none", label="disk")
+        start = (probe.traces[ox][rows[0]][0], probe.traces[oy][rows[0]][0])
+        ax.plot(*start, marker="s", color="black", linestyle="none", label=f"{moved} spawn")
+        goal = (float(probe.columns[tx][rows[0]]), float(probe.columns[ty][rows[0]]))
+        ax.add_patch(Circle(goal, radius, facecolor="tab:red", alpha=0.25, edgecolor="tab:red"))
+        ax.plot(*goal, marker="+", color="tab:red", linestyle="none", label=target)
         ax.set_aspect("equal", adjustable="datalim")
         ax.set_xlabel("x (m)")
         ax.set_ylabel("y (m)")
-        ax.set_title(f"cell {cell}, seed {seed}: boat (thick), pusher (thin)", fontsize="medium")
+        thin = f", {effector} (thin)" if view.effector_xy is not None else ""
+        ax.set_title(f"cell {cell}, seed {seed}: {moved} (thick){thin}", fontsize="medium")
         ax.legend(fontsize="x-small", loc="best", ncols=2)
         return _save(fig, path)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from grpo_probe.envs.protocol import EnvSpec
+from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import Prereg
 
 __all__ = ["NEAR_ALWAYS", "glossary", "guard_flags", "qualification_notes"]
@@ -19,48 +21,17 @@ NEAR_ALWAYS = 0.9
 A reading aid, not part of the registered rule: the rule decides from the registered criteria alone."""
 
 
-def glossary(prereg: Prereg) -> list[dict[str, str]]:
-    """The guards with their registered thresholds, and the page's other terms, in reading order."""
-    sim, analysis = prereg.sim, prereg.analysis
+def glossary(prereg: Prereg, env: EnvSpec | None = None) -> list[dict[str, str]]:
+    """The guards with their registered thresholds, and the page's other terms, in reading order.
+
+    The guards are the environment's (``env``: its spec; the design's environment when not given), each
+    worded by the environment with the registered numbers behind it.
+    """
+    env = env if env is not None else env_spec(prereg.env)
+    analysis = prereg.analysis
+    numbers = analysis.to_dict()
     return [
-        {
-            "term": "reset_strike",
-            "meaning": (
-                "the safety monitor reset the pusher at least once: it pressed into the table above "
-                f"sim.table_force_limit_n = {sim.table_force_limit_n:g} N or left the workspace "
-                f"(sim.workspace_half_extent_m = {sim.workspace_half_extent_m:g} m, up to "
-                f"sim.workspace_max_height_m = {sim.workspace_max_height_m:g} m); "
-                f"sim.strike_cap = {sim.strike_cap} strikes end the episode"
-            ),
-        },
-        {
-            "term": "knocked_off",
-            "meaning": (
-                f"the boat ended more than sim.knocked_off_drop_m = {sim.knocked_off_drop_m:g} m below its "
-                "resting height: it left the table"
-            ),
-        },
-        {
-            "term": "not_upright",
-            "meaning": (
-                "the boat's up axis ended more than "
-                f"sim.upright_max_tilt_deg = {sim.upright_max_tilt_deg:g} degrees from vertical"
-            ),
-        },
-        {
-            "term": "away_tail",
-            "meaning": (
-                f"progress_final_cm below analysis.away_tail_cm = {analysis.away_tail_cm:g} cm: the boat "
-                "ended farther from the disk than it started"
-            ),
-        },
-        {
-            "term": "swat",
-            "meaning": (
-                f"the boat's peak speed exceeded analysis.swat_speed_m_s = {analysis.swat_speed_m_s:g} m/s: "
-                "it was struck, not pushed"
-            ),
-        },
+        *({"term": guard.name, "meaning": guard.describe(numbers)} for guard in env.guards),
         {
             "term": "anchor",
             "meaning": (

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from grpo_probe.analysis.reads import GUARDS
 from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.prereg import AnalysisNumbers
 
@@ -41,23 +40,19 @@ class GuardRate:
 
 
 def guard_trips(table: RolloutTable, spec: AnalysisNumbers) -> dict[str, NDArray[np.bool_]]:
-    """Per episode, whether each guard tripped, as registered:
+    """Per episode, whether each of the environment's guards tripped (``grpo_probe.envs.protocol.Guard``).
 
-    reset_strike: ``reset_strikes > 0``; knocked_off: ``knocked_off``; not_upright: ``not final_upright``;
-    away_tail: ``progress_final_cm < analysis.away_tail_cm``; swat: ``max_boat_speed_m_s >
-    analysis.swat_speed_m_s``.
+    The boat scene's: reset_strike: ``reset_strikes > 0``; knocked_off: ``knocked_off``; not_upright:
+    ``not final_upright``; away_tail: ``progress_final_cm < analysis.away_tail_cm``; swat:
+    ``max_boat_speed_m_s > analysis.swat_speed_m_s``.
     """
-    return {
-        "reset_strike": table.reset_strikes > 0,
-        "knocked_off": table.knocked_off.copy(),
-        "not_upright": ~table.final_upright,
-        "away_tail": table.progress_final_cm < spec.away_tail_cm,
-        "swat": table.max_boat_speed_m_s > spec.swat_speed_m_s,
-    }
+    numbers = spec.to_dict()
+    columns = {**table.columns, "progress_final_cm": table.progress_final_cm, "contact": table.contact}
+    return {guard.name: guard.trips(columns[guard.column], numbers) for guard in table.guards}
 
 
 def guard_rates(probe: RolloutTable, anchor: RolloutTable, spec: AnalysisNumbers) -> list[GuardRate]:
-    """Pooled trip rates per guard (in ``GUARDS`` order), sampled episodes against anchor episodes.
+    """Pooled trip rates per guard (in the environment's order), sampled episodes against anchor episodes.
 
     With the same K draws for every seed, the pooled sampled rate equals the mean over seeds of the
     per-seed rates, so pooling weights seeds equally.
@@ -72,5 +67,5 @@ def guard_rates(probe: RolloutTable, anchor: RolloutTable, spec: AnalysisNumbers
             anchor_count=int(anchored[guard].sum()),
             anchor_n=int(anchored[guard].size),
         )
-        for guard in GUARDS
+        for guard in sampled
     ]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DECIMALS", "GUARDS", "READ_NAMES", "READ_ROWS", "ReadRow", "quantize"]
+__all__ = ["DECIMALS", "GUARDS", "READ_NAMES", "READ_ROWS", "ReadRow", "quantize", "read_rows"]
 
 DECIMALS = 4
 """Decimal places of every reported float (1e-4 cm is far below what the simulator resolves)."""
 
 GUARDS: tuple[str, ...] = ("reset_strike", "knocked_off", "not_upright", "away_tail", "swat")
-"""Guard channels, in the order decision.md lists them."""
+"""The boat scene's guard channels, in the order decision.md lists them (another environment's are its
+spec's ``guard_names``; a test pins these to ``grpo_probe.envs.boat``)."""
 
 
 def quantize(x: float) -> float:
@@ -36,24 +37,32 @@ class ReadRow:
     versus: str | None = None
 
 
-READ_ROWS: tuple[ReadRow, ...] = (
-    ReadRow("median_group_std_progress_cm", "median group std of progress (cm) [CI]", True, True),
-    ReadRow("median_group_std_best_point_cm", "median group std of best point (cm) [CI]", True, True),
-    ReadRow("nondegenerate_fraction", "non-degenerate groups (fraction of seeds)", False, True),
-    ReadRow("mean_progress_delta_cm", "sampled minus anchor progress, mean over seeds (cm) [CI]", True),
-    ReadRow("sampled_engagement_rate", "engagement rate, sampled vs anchor", versus="anchor_engagement_rate"),
-    ReadRow("engagement_delta", "engagement rate, sampled minus anchor, mean over seeds [CI]", True),
-    *(
+def read_rows(guards: tuple[str, ...] = GUARDS) -> tuple[ReadRow, ...]:
+    """decision.md's reads table for an environment with these guard channels (the boat's by default)."""
+    return (
+        ReadRow("median_group_std_progress_cm", "median group std of progress (cm) [CI]", True, True),
+        ReadRow("median_group_std_best_point_cm", "median group std of best point (cm) [CI]", True, True),
+        ReadRow("nondegenerate_fraction", "non-degenerate groups (fraction of seeds)", False, True),
+        ReadRow("mean_progress_delta_cm", "sampled minus anchor progress, mean over seeds (cm) [CI]", True),
         ReadRow(
-            f"sampled_{guard}_rate",
-            f"{guard.replace('_', ' ')} rate, sampled vs anchor",
-            versus=f"anchor_{guard}_rate",
-        )
-        for guard in GUARDS
-    ),
-    ReadRow("mean_token_entropy", "action-token entropy per replan, mean (nats)"),
-    ReadRow("mean_tokens_per_chunk", "tokens per chunk, mean"),
-)
+            "sampled_engagement_rate", "engagement rate, sampled vs anchor", versus="anchor_engagement_rate"
+        ),
+        ReadRow("engagement_delta", "engagement rate, sampled minus anchor, mean over seeds [CI]", True),
+        *(
+            ReadRow(
+                f"sampled_{guard}_rate",
+                f"{guard.replace('_', ' ')} rate, sampled vs anchor",
+                versus=f"anchor_{guard}_rate",
+            )
+            for guard in guards
+        ),
+        ReadRow("mean_token_entropy", "action-token entropy per replan, mean (nats)"),
+        ReadRow("mean_tokens_per_chunk", "tokens per chunk, mean"),
+    )
+
+
+READ_ROWS: tuple[ReadRow, ...] = read_rows(GUARDS)
+"""The boat scene's reads table."""
 
 _CI_SUFFIXES = ("_ci_low", "_ci_high")
 

@@ -34,14 +34,21 @@ from grpo_probe.analysis.glossary import glossary, guard_flags, qualification_no
 from grpo_probe.analysis.group_stats import SeedGroup, median_seed, summarize_groups
 from grpo_probe.analysis.guards import GuardRate, guard_rates
 from grpo_probe.analysis.joined import JoinedCell, join_cell, read_joined_table
-from grpo_probe.analysis.reads import READ_ROWS, quantize
+from grpo_probe.analysis.reads import quantize, read_rows
 from grpo_probe.analysis.stability import SeedColumns, seed_columns
 from grpo_probe.analysis.tables import RolloutTable, read_anchor_table, read_probe_table
 from grpo_probe.analysis.versions import outcome_record, rule_record, version_records
 from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
 
-__all__ = ["build_decision", "decision_json_text", "default_template", "render_decision_md"]
+__all__ = [
+    "build_decision",
+    "decision_json_text",
+    "default_template",
+    "reads_tsv_text",
+    "render_decision_md",
+]
 
 
 def default_template() -> Path:
@@ -319,7 +326,7 @@ def _draw_figures(
             )
         per_cell[cell.id] = {name: link(path) for name, path in files.items()}
     guards = plot_guard_rates(
-        figures_dir / "guard_rates.png", [c.id for c in cells], [parts[c.id].rates for c in cells]
+        figures_dir / "guard_rates_all-cells.png", [c.id for c in cells], [parts[c.id].rates for c in cells]
     )
     return {"cells": per_cell, "guard_rates": link(guards)}
 
@@ -338,7 +345,7 @@ def _reads_table(decision: Mapping[str, Any]) -> list[list[str]]:
     """Rows of decision.md's reads table: one row per read, one column per cell."""
     cells = decision["cells"]
     rows = []
-    for row in READ_ROWS:
+    for row in read_rows(tuple(g["guard"] for g in cells[0]["guards"])):
         line = [row.label + (" (primary)" if row.primary else "")]
         for cell in cells:
             reads = cell["reads"]
@@ -382,6 +389,14 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
     return env.get_template(path.name).render(d=decision, reads_table=_reads_table(decision))
 
 
+def reads_tsv_text(decision: Mapping[str, Any]) -> str:
+    """The reads table of decision.md as tab-separated text (one row per read, one column per cell), for
+    readers who want it in a spreadsheet or Snakemake's report."""
+    header = ["read", *(c["id"] for c in decision["cells"])]
+    rows = [header, *_reads_table(decision)]
+    return "".join("\t".join(cell.replace("\t", " ") for cell in row) + "\n" for row in rows)
+
+
 def decision_json_text(decision: Mapping[str, Any]) -> str:
     """decision.json's text: sorted keys, two-space indent, floats already quantized, no NaN."""
     return json.dumps(decision, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
@@ -413,14 +428,18 @@ def build_decision(
     """
     info, where = _prereg_info(prereg), str(prereg.path)
     spec = prereg.analysis
+    env = env_spec(prereg.env)
     cells = prereg.enabled_cells
     _check_table_keys(prereg, probe_tables, anchor_tables, where)
     if join_tables is not None:
         _check_join_keys(prereg, join_tables, where)
     used_arms = sorted({c.arm for c in cells})
-    anchors = {arm: read_anchor_table(anchor_tables[arm], arm, prereg.arm_head(arm)) for arm in used_arms}
+    anchors = {
+        arm: read_anchor_table(anchor_tables[arm], arm, prereg.arm_head(arm), env=env) for arm in used_arms
+    }
     probes = {
-        c.id: read_probe_table(probe_tables[c.id], c.id, c.arm, c.head, spec.group_std_ddof) for c in cells
+        c.id: read_probe_table(probe_tables[c.id], c.id, c.arm, c.head, spec.group_std_ddof, env=env)
+        for c in cells
     }
     joined = {
         c.id: join_cell(c.id, probes[c.id], anchors[c.arm], spec)
@@ -457,7 +476,7 @@ def build_decision(
 
     out_md = Path(out_md)
     figures = _draw_figures(
-        cells, parts, probes, anchors, spec, Path(figures_dir), out_md.parent, prereg.sim.disk_radius_m
+        cells, parts, probes, anchors, spec, Path(figures_dir), out_md.parent, env.view.target_radius_m
     )
     cells_out = []
     for cell, verdict in zip(cells, verdicts, strict=True):
@@ -493,9 +512,10 @@ def build_decision(
     decision: dict[str, Any] = {
         "format": "grpo-probe decision 1",
         "prereg": info,
+        "env": {"id": env.id, "version": env.version, "engagement": env.engagement},
         "analysis": spec.to_dict(),
         "decision_rule": rule_record(rule),
-        "glossary": glossary(prereg),
+        "glossary": glossary(prereg, env),
         "cells": cells_out,
         "outcome": outcome_record(outcome),
         "versions": versions,

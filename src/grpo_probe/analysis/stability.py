@@ -28,7 +28,7 @@ from grpo_probe.analysis.anchor_join import SeedJoin
 from grpo_probe.analysis.decision_rule import Outcome
 from grpo_probe.analysis.group_stats import SeedGroup
 from grpo_probe.analysis.guards import guard_trips
-from grpo_probe.analysis.reads import DECIMALS, GUARDS, quantize
+from grpo_probe.analysis.reads import DECIMALS, quantize
 from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.prereg import AnalysisNumbers, Cell
@@ -161,7 +161,7 @@ def resampled_reads(columns: SeedColumns, index: NDArray[np.int64]) -> dict[str,
         "anchor_engagement_rate": mean(columns.anchor_engaged),
         "engagement_delta": mean(columns.sampled_engagement - columns.anchor_engaged),
     }
-    for guard in GUARDS:
+    for guard in columns.sampled_trips:
         reads[f"sampled_{guard}_rate"] = columns.sampled_trips[guard][index].sum(axis=1) / (n * columns.k)
         reads[f"anchor_{guard}_rate"] = mean(columns.anchor_trips[guard])
     if columns.entropy is not None:

@@ -19,6 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
+from grpo_probe.envs.boat import boat_spec
+from grpo_probe.envs.protocol import EnvSpec, Guard
+
 __all__ = [
     "ANCHOR_CELL",
     "REQUIRED_COLUMNS",
@@ -26,32 +29,54 @@ __all__ = [
     "read_anchor_table",
     "read_probe_table",
     "read_rollout_table",
+    "required_columns",
 ]
 
 ANCHOR_CELL = "anchor"
 """The ``cell`` value of anchor rows."""
 
-_FLOAT_METRICS = ("progress_final_cm", "best_point_cm", "max_boat_speed_m_s", "disk_x_m", "disk_y_m")
-_BOOL_METRICS = ("contact", "knocked_off", "final_upright")
-_INT_METRICS = ("seed", "draw", "reset_strikes")
+_FLOAT_METRICS = ("progress_final_cm", "best_point_cm")
+_BOOL_METRICS = ("contact",)
+_INT_METRICS = ("seed", "draw")
 _STRINGS = ("cell", "arm", "head")
-_TRACES = ("boat_x_trace_m", "boat_y_trace_m", "pusher_x_trace_m", "pusher_y_trace_m")
 _AR_LISTS = ("replan_entropy_mean", "replan_n_tokens")
 
-REQUIRED_COLUMNS: tuple[str, ...] = (
-    *_STRINGS,
-    *_INT_METRICS,
-    *_FLOAT_METRICS,
-    *_BOOL_METRICS,
-    *_TRACES,
-    *_AR_LISTS,
-)
-"""The rollout-table columns the analysis reads (a subset of the rollout-table schema)."""
+_BOAT = boat_spec()
+"""The reference boat scene's spec: the layout a table is read with unless another is given."""
+
+
+def required_columns(env: EnvSpec = _BOAT) -> tuple[str, ...]:
+    """The rollout-table columns the analysis reads for ``env``: the registered metrics, the columns of
+    its guards, its top-down view's traces and goal, and the AR lists."""
+    view = env.view
+    return tuple(
+        dict.fromkeys(
+            (
+                *_STRINGS,
+                *_INT_METRICS,
+                *_FLOAT_METRICS,
+                *_BOOL_METRICS,
+                *(g.column for g in env.guards),
+                *view.target_xy,
+                *view.object_xy,
+                *(view.effector_xy or ()),
+                *_AR_LISTS,
+            )
+        )
+    )
+
+
+REQUIRED_COLUMNS: tuple[str, ...] = required_columns(_BOAT)
+"""The rollout-table columns the analysis reads of the boat scene's tables."""
 
 
 @dataclass(frozen=True)
 class RolloutTable:
-    """One rollout table's analysed columns, rows sorted by (seed, draw)."""
+    """One rollout table's analysed columns, rows sorted by (seed, draw).
+
+    ``columns`` holds the environment's scalar columns the analysis reads (its guards' columns and the
+    goal position), ``traces`` its top-down view's per-tick columns; ``env`` says which they are.
+    """
 
     path: str
     cell: str
@@ -61,18 +86,19 @@ class RolloutTable:
     draw: NDArray[np.int64]
     progress_final_cm: NDArray[np.float64]
     best_point_cm: NDArray[np.float64]
-    max_boat_speed_m_s: NDArray[np.float64]
-    disk_x_m: NDArray[np.float64]
-    disk_y_m: NDArray[np.float64]
     contact: NDArray[np.bool_]
-    knocked_off: NDArray[np.bool_]
-    final_upright: NDArray[np.bool_]
-    reset_strikes: NDArray[np.int64]
+    columns: dict[str, NDArray[Any]]
     traces: dict[str, list[NDArray[np.float64]]]
     replan_entropy_mean: list[NDArray[np.float64]] | None
     """Per row, the mean action-token entropy of each replan (AR tables only)."""
     replan_n_tokens: list[NDArray[np.int64]] | None
     """Per row, the tokens generated at each replan (AR tables only)."""
+    env: EnvSpec = _BOAT
+
+    @property
+    def guards(self) -> tuple[Guard, ...]:
+        """The environment's guard channels, in decision.md's order."""
+        return self.env.guards
 
     @property
     def seeds(self) -> NDArray[np.int64]:
@@ -92,7 +118,7 @@ def _where_row(table: pa.Table, i: int) -> str:
     return f"row {i} (seed={table['seed'][i].as_py()}, draw={table['draw'][i].as_py()})"
 
 
-def _read(path: str | os.PathLike[str]) -> tuple[str, pa.Table]:
+def _read(path: str | os.PathLike[str], env: EnvSpec) -> tuple[str, pa.Table]:
     name = str(path)
     if not Path(path).exists():
         raise FileNotFoundError(f"{name}: no such table")
@@ -100,12 +126,17 @@ def _read(path: str | os.PathLike[str]) -> tuple[str, pa.Table]:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise _fail(name, f"not a readable parquet table: {exc}") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+    required = required_columns(env)
+    missing = [c for c in required if c not in table.column_names]
     if missing:
-        raise _fail(name, f"missing column(s) {', '.join(missing)} (required: {', '.join(REQUIRED_COLUMNS)})")
+        raise _fail(
+            name,
+            f"missing column(s) {', '.join(missing)} "
+            f"(environment {env.id!r} requires: {', '.join(required)})",
+        )
     if table.num_rows == 0:
         raise _fail(name, "has no rows")
-    return name, table.select(list(REQUIRED_COLUMNS))
+    return name, table.select(list(required))
 
 
 def _no_nulls(name: str, table: pa.Table, columns: tuple[str, ...]) -> None:
@@ -150,11 +181,28 @@ def _list_column(name: str, table: pa.Table, column: str, dtype: Any) -> list[ND
     return out
 
 
-def _to_rollout_table(name: str, table: pa.Table, cell: str, arm: str, head: str) -> RolloutTable:
+def _scalar_column(name: str, table: pa.Table, column: str) -> NDArray[Any]:
+    """A guard's or the goal's column as numpy: floats checked finite, booleans and integers as they are."""
+    kind = table.schema.field(column).type
+    if pa.types.is_floating(kind):
+        return _float_column(name, table, column)
+    if pa.types.is_boolean(kind):
+        return np.asarray(table[column].to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_integer(kind):
+        return np.asarray(table[column].to_numpy(), dtype=np.int64)
+    raise _fail(name, f"column {column} has type {kind}; a guard reads a number or a boolean")
+
+
+def _to_rollout_table(
+    name: str, table: pa.Table, cell: str, arm: str, head: str, env: EnvSpec
+) -> RolloutTable:
     table = table.sort_by([("seed", "ascending"), ("draw", "ascending")])
     nullable = _AR_LISTS if head != "ar" else ()
-    _no_nulls(name, table, tuple(c for c in REQUIRED_COLUMNS if c not in nullable))
-    for col in _TRACES + (_AR_LISTS if head == "ar" else ()):
+    required = required_columns(env)
+    _no_nulls(name, table, tuple(c for c in required if c not in nullable))
+    traces = (*env.view.object_xy, *(env.view.effector_xy or ()))
+    scalars = tuple(dict.fromkeys((*(g.column for g in env.guards), *env.view.target_xy)))
+    for col in traces + (_AR_LISTS if head == "ar" else ()):
         if pc.list_flatten(table[col]).null_count:
             raise _fail(name, f"column {col} holds a null element")
     seed = np.asarray(table["seed"].to_numpy(), dtype=np.int64)
@@ -173,34 +221,38 @@ def _to_rollout_table(name: str, table: pa.Table, cell: str, arm: str, head: str
         draw=draw,
         progress_final_cm=_float_column(name, table, "progress_final_cm"),
         best_point_cm=_float_column(name, table, "best_point_cm"),
-        max_boat_speed_m_s=_float_column(name, table, "max_boat_speed_m_s"),
-        disk_x_m=_float_column(name, table, "disk_x_m"),
-        disk_y_m=_float_column(name, table, "disk_y_m"),
         contact=np.asarray(table["contact"].to_numpy(zero_copy_only=False), dtype=bool),
-        knocked_off=np.asarray(table["knocked_off"].to_numpy(zero_copy_only=False), dtype=bool),
-        final_upright=np.asarray(table["final_upright"].to_numpy(zero_copy_only=False), dtype=bool),
-        reset_strikes=np.asarray(table["reset_strikes"].to_numpy(), dtype=np.int64),
-        traces={col: _list_column(name, table, col, np.float64) for col in _TRACES},
+        columns={col: _scalar_column(name, table, col) for col in scalars},
+        traces={col: _list_column(name, table, col, np.float64) for col in traces},
         replan_entropy_mean=_list_column(name, table, "replan_entropy_mean", np.float64)
         if head == "ar"
         else None,
         replan_n_tokens=_list_column(name, table, "replan_n_tokens", np.int64) if head == "ar" else None,
+        env=env,
     )
 
 
 def read_rollout_table(
-    path: str | os.PathLike[str], cell: str | None = None, arm: str | None = None, head: str | None = None
+    path: str | os.PathLike[str],
+    cell: str | None = None,
+    arm: str | None = None,
+    head: str | None = None,
+    *,
+    env: EnvSpec = _BOAT,
 ) -> RolloutTable:
     """Read any rollout table: one cell, arm and head throughout (the given ones where given), required
-    columns present, metrics finite, (seed, draw) unique. AR lists are read when the head is ``ar``."""
-    name, table = _read(path)
+    columns present, metrics finite, (seed, draw) unique. AR lists are read when the head is ``ar``.
+    ``env``: the spec of the environment the table was run in (the boat scene by default)."""
+    name, table = _read(path, env)
     identity = _check_identity(name, table, {"cell": cell, "arm": arm, "head": head})
-    return _to_rollout_table(name, table, identity["cell"], identity["arm"], identity["head"])
+    return _to_rollout_table(name, table, identity["cell"], identity["arm"], identity["head"], env)
 
 
-def read_probe_table(path: str | os.PathLike[str], cell: str, arm: str, head: str, ddof: int) -> RolloutTable:
+def read_probe_table(
+    path: str | os.PathLike[str], cell: str, arm: str, head: str, ddof: int, *, env: EnvSpec = _BOAT
+) -> RolloutTable:
     """Read a cell's probe table: every row of ``cell`` and ``arm``, the same K > ``ddof`` draws per seed."""
-    out = read_rollout_table(path, cell, arm, head)
+    out = read_rollout_table(path, cell, arm, head, env=env)
     name = out.path
     seeds, counts = np.unique(out.seed, return_counts=True)
     if (counts != counts[0]).any():
@@ -219,9 +271,11 @@ def read_probe_table(path: str | os.PathLike[str], cell: str, arm: str, head: st
     return out
 
 
-def read_anchor_table(path: str | os.PathLike[str], arm: str, head: str) -> RolloutTable:
+def read_anchor_table(
+    path: str | os.PathLike[str], arm: str, head: str, *, env: EnvSpec = _BOAT
+) -> RolloutTable:
     """Read an arm's anchor table: cell ``"anchor"``, draw 0, one row per seed."""
-    out = read_rollout_table(path, ANCHOR_CELL, arm, head)
+    out = read_rollout_table(path, ANCHOR_CELL, arm, head, env=env)
     if (out.draw != 0).any():
         raise _fail(
             out.path, f"column draw must be 0 in anchor rows, found {sorted(set(out.draw.tolist()) - {0})}"

@@ -79,8 +79,8 @@ def train_arm(
     config = head_config(head, settings, where)
     if chunk_shape is not None and tuple(demos.chunks.shape[1:]) != tuple(chunk_shape):
         raise ValueError(
-            f"{where}: demo chunks have shape {tuple(demos.chunks.shape[1:])}, but the registered "
-            f"sim.chunk_length x sim.action_dims is {tuple(chunk_shape)}"
+            f"{where}: demo chunks have shape {tuple(demos.chunks.shape[1:])}, but the environment's "
+            f"registered chunk_length x action_dims is {tuple(chunk_shape)}"
         )
     if head == "ar":
         return train_ar(demos, config, out)  # type: ignore[arg-type]

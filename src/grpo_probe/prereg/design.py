@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_probe.envs.boat import BOAT_ID
+from grpo_probe.envs.protocol import EnvSpec
+from grpo_probe.envs.registry import EnvConfig, env_config, env_spec, is_builtin
 from grpo_probe.prereg.amendments import Amendment, RegisteredVersion, parse_amendment, registered_versions
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.lock import (
@@ -43,7 +46,9 @@ __all__ = [
     "PreregError",
     "RegisteredVersion",
     "Training",
+    "design_environment",
     "design_problems",
+    "environment_problems",
     "expand_seeds",
     "load_prereg",
     "lock_prereg",
@@ -135,7 +140,10 @@ class Prereg:
     name: str
     description: str
     run_key: int
-    sim: SimParams
+    sim: SimParams | None
+    """The boat scene's registered numbers; None when the design runs another environment."""
+    env: EnvConfig
+    """The environment every episode runs in (``env:``, or the boat scene named by ``sim:``)."""
     seeds: tuple[int, ...]
     group_size: int
     arms: dict[str, Arm]
@@ -254,10 +262,7 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
                 f"(use one of {', '.join(_ANCHOR_KINDS)})"
             )
 
-    try:
-        SimParams.from_dict(raw["sim"])
-    except ValueError as exc:
-        problems.append(str(exc))
+    problems += _environment_section_problems(raw)
 
     seen: dict[str, int] = {}
     for i, cell in enumerate(raw["cells"]):
@@ -322,6 +327,73 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+_ENGAGEMENT_READS = ("sampled_engagement_rate", "anchor_engagement_rate")
+
+
+def design_environment(raw: Mapping[str, Any], where: str | os.PathLike[str] = "") -> EnvConfig:
+    """The design's environment: ``env: {id, params}``, or the boat scene its ``sim:`` section describes.
+
+    ``where`` (the prereg's path) prefixes the field in errors. Raises ``ValueError`` on invalid params.
+    """
+    prefix = f"{where}: " if str(where) else ""
+    if "env" in raw:
+        env = raw["env"]
+        return env_config(env["id"], env["params"], f"{prefix}env")
+    return EnvConfig(BOAT_ID, SimParams.from_dict(raw["sim"]), f"{prefix}sim")
+
+
+def _environment_section_problems(raw: Mapping[str, Any]) -> list[str]:
+    if "env" in raw and "sim" in raw:
+        return [
+            "env, sim: a design names its environment once: env: {id, params}, or the boat scene's sim: "
+            "section alone (env: {id: boat_push, params: ...} takes the same numbers)"
+        ]
+    if "env" not in raw and "sim" not in raw:
+        return [
+            "env: missing: name the environment (env: {id, params}), or give the boat scene's sim: section"
+        ]
+    try:
+        config = design_environment(raw)
+    except ValueError as exc:
+        return [str(exc)]
+    return environment_problems(raw, env_spec(config)) if is_builtin(config.id) else []
+
+
+def environment_problems(raw: Mapping[str, Any], spec: EnvSpec) -> list[str]:
+    """What the design reads that its environment does not define, each as ``"<field>: <problem>"``.
+
+    The decision rule may read a guard's rates (``sampled_<guard>_rate``, ``anchor_<guard>_rate``) only
+    for a guard the environment defines; the phase-2 reward's penalties are the boat scene's guards.
+    A built-in environment is checked with the rest of the design; a user's factory by the prereg_check
+    step, which builds it (:func:`grpo_probe.steps.prereg_check`).
+    """
+    problems: list[str] = []
+    guards = set(spec.guard_names)
+    rule = raw.get("decision_rule", {})
+
+    def check(read: str, at: str) -> None:
+        for side in ("sampled_", "anchor_"):
+            if read.startswith(side) and read.endswith("_rate") and read not in _ENGAGEMENT_READS:
+                guard = read[len(side) : -len("_rate")]
+                if guard not in guards:
+                    problems.append(
+                        f"{at}: {read!r} reads guard {guard!r}, which environment {spec.id!r} does not "
+                        f"define (its guards: {', '.join(spec.guard_names)})"
+                    )
+
+    for name, criterion in rule.get("criteria", {}).items():
+        for i, condition in enumerate(criterion.get("all_of", [])):
+            check(condition["read"], f"decision_rule.criteria.{name}.all_of[{i}].read")
+    for i, key in enumerate(rule.get("arm_choice", {}).get("rank_by", [])):
+        check(key["read"], f"decision_rule.arm_choice.rank_by[{i}].read")
+    if "phase2" in raw and spec.id != BOAT_ID:
+        problems.append(
+            "phase2: the phase-2 reward penalises the boat scene's guards (phase2.reward), which "
+            f"environment {spec.id!r} does not record; register phase 2 for the boat scene only"
+        )
+    return problems
+
+
 def read_valid_prereg(
     path: str | os.PathLike[str], schema_dir: str | os.PathLike[str] | None = None
 ) -> tuple[dict[str, Any], str]:
@@ -357,6 +429,7 @@ def _build(
 ) -> Prereg:
     parallel = raw["oracles"]["parallel"]
     gate = raw["compute_gate"]
+    env = design_environment(raw, path)
     analysis, rule = parse_analysis_sections(raw, str(path))
     arms = {
         arm_id: Arm(
@@ -369,7 +442,8 @@ def _build(
         name=raw["name"],
         description=raw["description"],
         run_key=raw["run_key"],
-        sim=SimParams.from_dict(raw["sim"]),
+        sim=env.params if env.id == BOAT_ID else None,
+        env=env,
         seeds=expand_seeds(raw["seeds"]),
         group_size=raw["group_size"],
         arms=arms,

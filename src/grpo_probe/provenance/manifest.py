@@ -69,12 +69,14 @@ def write_manifest(
     *,
     root: str | os.PathLike[str] | None = None,
     prereg_path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Hash ``outputs`` and ``input_manifests`` and write the manifest atomically; return what was written.
 
     ``root`` (default: the working directory) is what stored paths are relative to. ``prereg_path`` is
     given by the rule that checks the prereg: it records the design file itself, so ``verify`` can end the
-    chain at the prereg and its lock.
+    chain at the prereg and its lock. ``env`` records the environment the design runs in (id, version,
+    and for a user's module the sha256 of its source files; see ``grpo_probe.envs.registry``).
     """
     if not isinstance(prereg_sha256, str) or not _SHA256.match(prereg_sha256):
         raise ManifestError(
@@ -114,6 +116,8 @@ def write_manifest(
     }
     if prereg_path is not None:
         manifest["prereg_path"] = relative_to_root(prereg_path, root)
+    if env is not None:
+        manifest["env"] = dict(env)
     try:
         text = json.dumps(manifest, sort_keys=True, indent=2, allow_nan=False) + "\n"
     except (TypeError, ValueError) as exc:

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from grpo_probe.envs.registry import boat_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
 from grpo_probe.rollout.oracles import anchor_mode
@@ -104,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
         seeds=seeds,
         draws=draws,
         run_key=args.run_key,
-        sim=sim,
+        env=boat_env(sim),
     )
     del policy  # built only to read its head; every path builds its own from the source
     try:

@@ -38,7 +38,8 @@ TRACE_COLUMNS = (
     "pusher_x_trace_m",
     "pusher_y_trace_m",
 )
-"""Per-tick columns (index 0 = spawn, index t = after tick t)."""
+"""The boat's per-tick columns (index 0 = spawn, index t = after tick t); another environment's are its
+spec's ``trace_columns``, passed to :func:`compare_episodes`."""
 REPLAN_COLUMNS = ("replan_token_ids", "replan_n_tokens", "replan_logprob", "replan_entropy_mean")
 """Per-replan columns; compared at the first tick of the replan's chunk, before its first action."""
 
@@ -128,15 +129,18 @@ def _entry(column_value: Sequence[Any] | None, index: int) -> Any:
 
 
 def _events(
-    episode: ComparedEpisode, executed_per_replan: int, skip: frozenset[str]
+    episode: ComparedEpisode,
+    executed_per_replan: int,
+    skip: frozenset[str],
+    trace_columns: Sequence[str] = TRACE_COLUMNS,
 ) -> Iterator[tuple[Any, ...]]:
     """(tick, field, value, kind) in time order; kind counts what was compared."""
     row = episode.row
-    traces = [c for c in TRACE_COLUMNS if c not in skip]
+    traces = [c for c in trace_columns if c not in skip]
     for j, c in enumerate(traces):
         yield 0, f"{c}[0]", row[c][0], "tick" if j == 0 else "value"
     replans = len(row["replan_logprob"]) if row.get("replan_logprob") is not None else 0
-    n_trace = len(row[TRACE_COLUMNS[0]])
+    n_trace = len(row[trace_columns[0]])
     for r in range(replans):
         first_tick = r * executed_per_replan + 1
         for c in REPLAN_COLUMNS:
@@ -157,7 +161,7 @@ def _events(
                 for j, c in enumerate(traces):
                     yield tick, f"{c}[{tick}]", row[c][tick], "tick" if j == 0 else "value"
     for c, value in row.items():
-        if c in skip or c in TRACE_COLUMNS or c in REPLAN_COLUMNS:
+        if c in skip or c in trace_columns or c in REPLAN_COLUMNS:
             continue
         yield None, c, value, "value"
 
@@ -175,11 +179,13 @@ def compare_episodes(
     *,
     executed_per_replan: int,
     skip: Sequence[str] = (),
+    trace_columns: Sequence[str] = TRACE_COLUMNS,
 ) -> tuple[tuple[int | None, str, str, str] | None, ComparisonCounts]:
     """Walk both episodes in time order; return ``((tick, field, first, second), counts)`` of the first
     difference (``None`` when bit-identical) and how much was compared up to it (or in all).
 
-    Actions are compared when both sides carry them; ``skip`` names columns (or ``"action"``) to leave out.
+    Actions are compared when both sides carry them; ``skip`` names columns (or ``"action"``) to leave
+    out; ``trace_columns`` are the environment's per-tick columns (the boat's by default).
     """
     counts = ComparisonCounts(episodes=1)
     skipped = frozenset(skip)
@@ -187,8 +193,8 @@ def compare_episodes(
         skipped |= {"action"}  # e.g. anchor rows read from a table, which holds no actions
     sentinel = (None, "<episode ended>", "<absent>", "value")
     for ev_a, ev_b in zip_longest(
-        _events(first, executed_per_replan, skipped),
-        _events(second, executed_per_replan, skipped),
+        _events(first, executed_per_replan, skipped, trace_columns),
+        _events(second, executed_per_replan, skipped, trace_columns),
         fillvalue=sentinel,
     ):
         tick_a, field_a, value_a, kind = ev_a

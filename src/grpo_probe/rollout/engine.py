@@ -29,13 +29,13 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from grpo_probe.envs.protocol import Environment, EnvSpec
+from grpo_probe.envs.registry import EnvConfig, boat_env, env_spec, make_env
 from grpo_probe.policies.protocol import Policy, RowDiagnostics, RowKey, SamplingMode
 from grpo_probe.rollout.policy_source import PolicySource
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec, EpisodeTiming
-from grpo_probe.rollout.table import result_row, rollout_table
-from grpo_probe.sim.env import BoatPushEnv
-from grpo_probe.sim.params import SimParams
+from grpo_probe.rollout.table import result_row, rollout_schema, rollout_table
 
 __all__ = [
     "DEFAULT_ENVS_PER_WORKER",
@@ -56,7 +56,7 @@ __all__ = [
 DEFAULT_ENVS_PER_WORKER = 8
 """Envs a worker steps in lockstep per task: the probe's K, so one task is one seed's group."""
 
-ChunkHook = Callable[[BoatPushEnv, EpisodeSpec, int, np.ndarray], np.ndarray]
+ChunkHook = Callable[[Environment, EpisodeSpec, int, np.ndarray], np.ndarray]
 """``hook(env, spec, replan, chunk) -> chunk`` called before each chunk is executed.
 
 A test seam only: the oracle tests plant a 1-ulp perturbation in one env of one path through it. It
@@ -80,7 +80,8 @@ class GroupJob:
     draws: int
     """K: draws 0..K-1 of every seed (draw 0 of a flow cell is the anchor's keyed noise)."""
     run_key: int
-    sim: SimParams = field(default_factory=SimParams)
+    env: EnvConfig = field(default_factory=boat_env)
+    """The environment every episode runs in (the design's ``env:``; the boat scene by default)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", tuple(self.seeds))
@@ -119,6 +120,11 @@ class GroupJob:
         """A copy with some fields changed (e.g. the mode or the draws of an oracle's reference run)."""
         return dataclasses.replace(self, **changes)
 
+    @property
+    def spec(self) -> EnvSpec:
+        """The environment's spec (chunk geometry, record columns, guards)."""
+        return env_spec(self.env)
+
 
 @contextlib.contextmanager
 def single_torch_thread() -> Iterator[None]:
@@ -131,14 +137,31 @@ def single_torch_thread() -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+def _check_policy_fits(policy: Policy, spec: EnvSpec, where: str) -> None:
+    """The policy reads the environment's observation width: else an error naming both."""
+    obs_dim = getattr(policy, "obs_dim", None)
+    if obs_dim is not None and obs_dim != spec.obs_dim:
+        raise ValueError(
+            f"{where}: the policy (head {policy.head!r}) reads observations of {obs_dim} numbers, but "
+            f"environment {spec.id!r} observes {spec.obs_dim} ({', '.join(spec.observation_keys)}); "
+            "bind the arm to a checkpoint trained on this environment"
+        )
+
+
 def _check_output(
-    policy: Policy, actions: Any, diagnostics: Any, batch: int, params: SimParams
+    policy: Policy, actions: Any, diagnostics: Any, batch: int, spec: EnvSpec, where: str
 ) -> np.ndarray:
-    shape = (batch, params.chunk_length, params.action_dims)
+    shape = (batch, spec.chunk_length, spec.action_dims)
     if not isinstance(actions, np.ndarray) or actions.shape != shape or actions.dtype != np.float32:
         found = f"{getattr(actions, 'dtype', type(actions).__name__)} {getattr(actions, 'shape', '')}"
+        dims = (
+            f": the head's {actions.shape[2]} action dims do not match the environment's {spec.action_dims}"
+            if getattr(actions, "ndim", 0) == 3 and actions.shape[2] != spec.action_dims
+            else ""
+        )
         raise ValueError(
-            f"policy (head {policy.head!r}) returned actions {found}; the protocol needs float32 {shape}"
+            f"{where}: policy (head {policy.head!r}) returned actions {found}; environment {spec.id!r} "
+            f"needs float32 {shape}{dims}"
         )
     if len(diagnostics) != batch:
         raise ValueError(
@@ -149,13 +172,14 @@ def _check_output(
 
 def run_lockstep(
     policy: Policy,
-    envs: Sequence[BoatPushEnv],
+    envs: Sequence[Environment],
     specs: Sequence[EpisodeSpec],
     *,
     run_key: int,
     mode: SamplingMode,
     hook: ChunkHook | None = None,
     device: str = "cpu",
+    where: str = "rollout",
 ) -> list[EpisodeResult]:
     """Run ``specs`` to the end, env ``i`` running ``specs[i]``, with one ``policy.act`` per replan.
 
@@ -163,13 +187,18 @@ def run_lockstep(
     ended drops out of later batches. Returns one result per spec, in ``specs`` order. On a CUDA
     ``device`` each policy call is timed between two ``torch.cuda.synchronize()`` barriers (kernels are
     asynchronous: without them the timer stops before the GPU work does), giving ``timing.gpu_s``.
+
+    The envs are reached through the environment protocol only (``grpo_probe.envs.protocol``): each
+    replan executes the spec's ``executed_actions`` of the chunk, and each record must carry every
+    column of the spec's episode schema. ``where`` (the design and its ``env`` field) prefixes errors.
     """
     if len(envs) < len(specs):
         raise ValueError(f"run_lockstep: {len(specs)} episodes need as many envs, got {len(envs)}")
     if not specs:
         return []
     start = time.perf_counter()
-    params = envs[0].params
+    spec = envs[0].spec
+    _check_policy_fits(policy, spec, where)
     n = len(specs)
     on_gpu = device.startswith("cuda")
     timings = [EpisodeTiming(gpu_s=0.0 if on_gpu else None) for _ in range(n)]
@@ -188,29 +217,31 @@ def run_lockstep(
         if on_gpu:
             _synchronize(device)
         policy_s = (time.perf_counter() - t0) / len(active)
-        actions = _check_output(policy, out.actions, out.diagnostics, len(active), params)
+        actions = _check_output(policy, out.actions, out.diagnostics, len(active), spec, where)
         for row, i in enumerate(active):
             env = envs[i]
             chunk = actions[row].copy()
             if hook is not None:
                 chunk = hook(env, specs[i], env.replan_index, chunk)
-            executed[i].append(np.array(chunk[: params.executed_actions], dtype=np.float32, copy=True))
+            executed[i].append(np.array(chunk[: spec.executed_actions], dtype=np.float32, copy=True))
             diagnostics[i].append(out.diagnostics[row])
             timings[i].policy_s += policy_s
             if on_gpu:
                 timings[i].gpu_s += policy_s  # type: ignore[operator]
             t1 = time.perf_counter()
-            obs[i] = env.execute_chunk(chunk)
+            obs[i] = env.execute(chunk, spec.executed_actions)
             timings[i].physics_s += time.perf_counter() - t1
     per_episode_s = (time.perf_counter() - start) / n
     results = []
     for i in range(n):
         timings[i].total_s = per_episode_s
+        record = envs[i].record()
+        spec.check_row(record.to_row(), f"{where}: seed {specs[i].seed}")
         results.append(
             EpisodeResult(
                 spec=specs[i],
                 head=str(policy.head),
-                record=envs[i].record(),
+                record=record,
                 executed_actions=np.stack(executed[i]),
                 diagnostics=diagnostics[i],
                 timing=timings[i],
@@ -230,7 +261,7 @@ def run_sequential(
     with single_torch_thread():
         if policy is None:
             policy = job.source.build()
-        env = BoatPushEnv(job.sim)
+        env = make_env(job.env)
         results = []
         for spec in job.episodes():
             results.extend(
@@ -242,6 +273,7 @@ def run_sequential(
                     mode=job.mode,
                     hook=hook,
                     device=job.source.device,
+                    where=job.env.where,
                 )
             )
             if progress is not None:
@@ -251,7 +283,7 @@ def run_sequential(
 
 # -- worker side ---------------------------------------------------------------------------------------
 _WORKER_POLICIES: dict[str, Policy] = {}
-_WORKER_ENVS: dict[str, list[BoatPushEnv]] = {}
+_WORKER_ENVS: dict[str, list[Environment]] = {}
 
 
 def _init_worker() -> None:
@@ -262,7 +294,7 @@ def _init_worker() -> None:
 
 def _worker_run(
     source: PolicySource,
-    sim: SimParams,
+    env: EnvConfig,
     run_key: int,
     mode: SamplingMode,
     specs: list[EpisodeSpec],
@@ -272,11 +304,18 @@ def _worker_run(
     policy_key = repr(source)
     if policy_key not in _WORKER_POLICIES:
         _WORKER_POLICIES[policy_key] = source.build()
-    envs = _WORKER_ENVS.setdefault(repr(sim), [])
+    envs = _WORKER_ENVS.setdefault(repr(env), [])
     while len(envs) < len(specs):
-        envs.append(BoatPushEnv(sim))
+        envs.append(make_env(env))
     return run_lockstep(
-        _WORKER_POLICIES[policy_key], envs, specs, run_key=run_key, mode=mode, hook=hook, device=source.device
+        _WORKER_POLICIES[policy_key],
+        envs,
+        specs,
+        run_key=run_key,
+        mode=mode,
+        hook=hook,
+        device=source.device,
+        where=env.where,
     )
 
 
@@ -324,7 +363,7 @@ class RolloutPool:
         batches = [specs[i : i + envs_per_worker] for i in range(0, len(specs), envs_per_worker)]
         try:
             futures: list[Future[list[EpisodeResult]]] = [
-                self._executor.submit(_worker_run, job.source, job.sim, job.run_key, job.mode, batch, hook)
+                self._executor.submit(_worker_run, job.source, job.env, job.run_key, job.mode, batch, hook)
                 for batch in batches
             ]
         except BrokenProcessPool as exc:
@@ -384,7 +423,8 @@ def run_group(
 
 def group_table(job: GroupJob, results: Sequence[EpisodeResult]) -> pa.Table:
     """The rollout table of a job's results (rows sorted by (seed, draw))."""
-    return rollout_table(result_row(r, cell=job.cell, arm=job.arm, mode=job.mode) for r in results)
+    rows = (result_row(r, cell=job.cell, arm=job.arm, mode=job.mode) for r in results)
+    return rollout_table(rows, rollout_schema(job.spec.episode_schema))
 
 
 def mean_timing(results: Sequence[EpisodeResult]) -> EpisodeTiming:

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.envs.boat import BOAT_ID
 from grpo_probe.rollout.divergence import ComparedEpisode, ComparisonCounts, Divergence, compare_episodes
 from grpo_probe.rollout.engine import (
     DEFAULT_ENVS_PER_WORKER,
@@ -43,7 +44,7 @@ from grpo_probe.rollout.engine import (
 )
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
-from grpo_probe.rollout.table import ANCHOR_CELL, ROLLOUT_SCHEMA, read_rollout_table, table_bytes
+from grpo_probe.rollout.table import ANCHOR_CELL, read_rollout_table, rollout_schema, table_bytes
 from grpo_probe.sampling import SAMPLING_KINDS, SamplingMode
 
 __all__ = [
@@ -119,8 +120,16 @@ def _job_dict(job: GroupJob) -> dict[str, Any]:
         "seeds": list(job.seeds),
         "draws": job.draws,
         "run_key": job.run_key,
-        "sim": job.sim.to_dict(),
+        **_env_dict(job),
     }
+
+
+def _env_dict(job: GroupJob) -> dict[str, Any]:
+    """The environment a report's case ran in: the boat's numbers under ``sim`` (the key its reports
+    have always used), any other environment as ``env: {id, params}``."""
+    if job.env.id == BOAT_ID:
+        return {"sim": job.env.params_dict()}
+    return {"env": {"id": job.env.id, "params": job.env.params_dict()}}
 
 
 def _compare_groups(
@@ -144,7 +153,11 @@ def _compare_groups(
                 )
             continue
         diff, episode_counts = compare_episodes(
-            first[(seed, draw)], second[(seed, draw)], executed_per_replan=job.sim.executed_actions, skip=skip
+            first[(seed, draw)],
+            second[(seed, draw)],
+            executed_per_replan=job.spec.executed_actions,
+            skip=skip,
+            trace_columns=job.spec.trace_columns,
         )
         counts.add(episode_counts)
         if diff is not None and found is None:
@@ -239,7 +252,7 @@ def run_parallel_oracle(
 def _anchor_episodes(
     job: GroupJob, anchor_table: str | os.PathLike[str]
 ) -> tuple[dict[tuple[int, int], ComparedEpisode], bytes]:
-    table = read_rollout_table(anchor_table)
+    table = read_rollout_table(anchor_table, schema=rollout_schema(job.spec.episode_schema))
     mask = pc.and_(
         pc.and_(pc.equal(table["cell"], ANCHOR_CELL), pc.equal(table["arm"], job.arm)),
         pc.and_(
@@ -260,8 +273,10 @@ def _anchor_episodes(
 _AR_LABELS_AND_DISTRIBUTION = ("cell", "mode", "temperature", "replan_logprob", "replan_entropy_mean")
 """Columns an AR temperature cell's noise-off probe legitimately differs from its greedy anchor in."""
 
-_TABLE_COLUMNS = tuple(f.name for f in ROLLOUT_SCHEMA)
-"""Every table column: skipping them all leaves only the executed actions to compare."""
+
+def _table_columns(job: GroupJob) -> tuple[str, ...]:
+    """Every column of the job's rollout table: skipping them all leaves only the executed actions."""
+    return tuple(rollout_schema(job.spec.episode_schema).names)
 
 
 def run_draw0_oracle(
@@ -328,7 +343,7 @@ def run_draw0_oracle(
                 greedy_job, on_probe_path(greedy_job, "draw-0 greedy rerun", None)
             )
             action_divergence, action_counts = _compare_groups(
-                probe_job, probe, greedy, ("probe", "greedy"), skip=_TABLE_COLUMNS
+                probe_job, probe, greedy, ("probe", "greedy"), skip=_table_columns(probe_job)
             )
             action_reference = {
                 "kind": "greedy",

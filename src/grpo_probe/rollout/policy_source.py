@@ -51,10 +51,11 @@ def resolve_device(requested: str) -> str:
 class PolicySource:
     """A recipe for building a policy in any process.
 
-    Exactly one of ``checkpoint`` (read with :func:`grpo_probe.policies.load_policy`) or ``factory``
-    (``"package.module:function"``, a user adapter or a test policy) names the policy. A factory is
-    called as ``function(device=device, **options)``, with ``checkpoint=...`` added when both are given.
-    ``options`` must hold picklable values; they travel to every worker.
+    ``checkpoint`` alone is read with :func:`grpo_probe.policies.load_policy`; with a ``factory``
+    (``"package.module:function"``, a user adapter or a test policy) the factory builds the policy and is
+    called as ``function(checkpoint=checkpoint, device=device, **options)``, the call config/config.yaml
+    and the README document for adapters (without ``checkpoint=`` when no checkpoint is given, as for a
+    test policy). ``options`` must hold picklable values; they travel to every worker.
     """
 
     checkpoint: str | None = None
@@ -100,10 +101,8 @@ class PolicySource:
             function = getattr(module, attr, None)
             if not callable(function):
                 raise ValueError(f"policy source: {module_name!r} has no callable {attr!r}")
-            kwargs: dict[str, Any] = {"device": device, **self.options}
-            if self.checkpoint is not None:
-                kwargs["checkpoint"] = self.checkpoint
-            policy = function(**kwargs)
+            given = {} if self.checkpoint is None else {"checkpoint": self.checkpoint}
+            policy = function(**given, device=device, **self.options)
         for name in ("head", "obs_dim", "act"):
             if not hasattr(policy, name):
                 raise ValueError(

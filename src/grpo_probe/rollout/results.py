@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from grpo_probe.envs.protocol import EpisodeRecordLike
 from grpo_probe.policies.protocol import RowDiagnostics
-from grpo_probe.sim.record import EpisodeRecord
 
 __all__ = ["EpisodeResult", "EpisodeSpec", "EpisodeTiming"]
 
@@ -49,9 +49,10 @@ class EpisodeResult:
 
     spec: EpisodeSpec
     head: str
-    record: EpisodeRecord
+    record: EpisodeRecordLike
+    """The environment's record (the boat's :class:`grpo_probe.sim.record.EpisodeRecord`, or another's)."""
     executed_actions: np.ndarray
-    """float32 [replans run, executed_actions, 6]: the part of each chunk handed to the env for execution."""
+    """float32 [replans run, executed_actions, action_dims]: the part of each chunk handed to the env."""
     diagnostics: list[RowDiagnostics]
     """One per replan run, in replan order."""
     timing: EpisodeTiming = field(default_factory=EpisodeTiming)

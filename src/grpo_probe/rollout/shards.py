@@ -1,4 +1,4 @@
-"""Shards: a cell's seeds split by position in the registered order, each part one rollout table written atomically.
+"""Shards: a cell's seeds split by position in the registered order, each a rollout table written atomically.
 
 Why shards: a SLURM job that dies loses one shard, not a cell; Snakemake reruns just that shard.
 A shard's table is written only after all its episodes finished (one rename), so a killed run leaves no
@@ -88,11 +88,14 @@ def merge_shards(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike
     if not paths:
         raise ValueError(f"{out}: no shards to merge")
     tables = [read_rollout_table(p) for p in paths]
+    for path, other in zip(paths[1:], tables[1:], strict=True):
+        if not other.schema.equals(tables[0].schema):
+            raise ValueError(f"{out}: shard {path} has other columns than {paths[0]} (another environment?)")
     table = pa.concat_tables(tables)
     for column in ("cell", "arm"):
         values = set(table.column(column).to_pylist())
         if len(values) > 1:
             raise ValueError(f"{out}: shards hold more than one {column}: {sorted(values)}")
-    merged = rollout_table(table.to_pylist())
+    merged = rollout_table(table.to_pylist(), tables[0].schema)
     data = write_rollout_table(merged, out)
     return ShardSummary(Path(out), merged.num_rows, hashlib.sha256(data).hexdigest())

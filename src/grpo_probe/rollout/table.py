@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grpo_probe.atomic_io import atomic_path
+from grpo_probe.envs.protocol import METRIC_COLUMNS
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.sim.episode_table import EPISODE_SCHEMA, read_episode_table
@@ -30,6 +31,7 @@ __all__ = [
     "ROLLOUT_SCHEMA",
     "read_rollout_table",
     "result_row",
+    "rollout_schema",
     "rollout_table",
     "table_bytes",
     "write_rollout_table",
@@ -54,7 +56,14 @@ ROLLOUT_COLUMNS: tuple[pa.Field, ...] = (
 )
 """Columns a rollout row adds to the episode table's columns, in order."""
 
-ROLLOUT_SCHEMA: pa.Schema = pa.schema(list(EPISODE_SCHEMA) + list(ROLLOUT_COLUMNS))
+
+def rollout_schema(episode_schema: pa.Schema = EPISODE_SCHEMA) -> pa.Schema:
+    """An environment's episode columns, then :data:`ROLLOUT_COLUMNS`: the rollout table of that env."""
+    return pa.schema(list(episode_schema) + list(ROLLOUT_COLUMNS))
+
+
+ROLLOUT_SCHEMA: pa.Schema = rollout_schema(EPISODE_SCHEMA)
+"""The boat scene's rollout table (its episode table's columns are the boat's record)."""
 
 _PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": False}
 """The episode table's writer options (``grpo_probe.sim.episode_table``), so both tables read alike."""
@@ -98,13 +107,28 @@ def result_row(result: EpisodeResult, *, cell: str, arm: str, mode: SamplingMode
     return row
 
 
-def rollout_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
-    """Build the table with :data:`ROLLOUT_SCHEMA`, rows sorted by (seed, draw); duplicates are an error."""
+def rollout_table(rows: Iterable[dict[str, Any]], schema: pa.Schema = ROLLOUT_SCHEMA) -> pa.Table:
+    """Build the table with ``schema`` (the boat's by default), rows sorted by (seed, draw); duplicates
+    are an error."""
     ordered = sorted(rows, key=lambda r: (r["seed"], r["draw"]))
     for prev, cur in itertools.pairwise(ordered):
         if (prev["seed"], prev["draw"]) == (cur["seed"], cur["draw"]):
             raise ValueError(f"rollout rows: (seed={cur['seed']}, draw={cur['draw']}) appears twice")
-    return pa.Table.from_pylist(ordered, schema=ROLLOUT_SCHEMA)
+    return pa.Table.from_pylist(ordered, schema=schema)
+
+
+def _check_rollout_schema(schema: pa.Schema, where: str) -> None:
+    """Any environment's rollout table: the registered metrics first, the rollout columns last."""
+    n = len(ROLLOUT_COLUMNS)
+    tail = pa.schema(list(schema)[-n:]) if len(schema) >= n else None
+    if tail is None or not tail.equals(pa.schema(list(ROLLOUT_COLUMNS))):
+        raise ValueError(f"{where}: table schema does not end with the rollout columns")
+    for field in METRIC_COLUMNS:
+        if field.name not in schema.names:
+            raise ValueError(f"{where}: missing column {field.name!r}")
+        found = schema.field(field.name).type
+        if not found.equals(field.type):
+            raise ValueError(f"{where}: column {field.name!r} has type {found}, expected {field.type}")
 
 
 def table_bytes(table: pa.Table) -> bytes:
@@ -116,16 +140,42 @@ def table_bytes(table: pa.Table) -> bytes:
 
 def write_rollout_table(table: pa.Table, path: str | os.PathLike[str]) -> bytes:
     """Write the table atomically; returns the bytes written so callers can hash them without rereading."""
-    if not table.schema.equals(ROLLOUT_SCHEMA):
-        raise ValueError(f"{path}: table schema differs from ROLLOUT_SCHEMA")
+    _check_rollout_schema(table.schema, str(path))
     data = table_bytes(table)
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
     return data
 
 
-def read_rollout_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = None) -> pa.Table:
-    """Read a rollout table; a missing file, a truncated file or a mistyped column is an error naming it."""
+def read_rollout_table(
+    path: str | os.PathLike[str], *, columns: Sequence[str] | None = None, schema: pa.Schema | None = None
+) -> pa.Table:
+    """Read a rollout table; a missing file, a truncated file or a mistyped column is an error naming it.
+
+    ``schema``: the environment's rollout schema when known; without it, the file's own schema is
+    checked for the registered metrics and the rollout columns (any environment's table reads).
+    """
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: rollout table not found")
-    return read_episode_table(path, ROLLOUT_SCHEMA, columns)
+    if schema is None:
+        try:
+            found = pq.read_schema(path)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ValueError(f"{path}: not a readable parquet table ({exc})") from exc
+        canonical = pa.schema([_canonical_field(f) for f in found])
+        _check_rollout_schema(canonical, str(path))
+        table = read_episode_table(path, canonical, columns)
+        return table.cast(canonical if columns is None else pa.schema([canonical.field(c) for c in columns]))
+    return read_episode_table(path, schema, columns)
+
+
+def _canonical_type(kind: pa.DataType) -> pa.DataType:
+    """Parquet names a list's child ``element``; written tables name it ``item`` (``pa.list_``), and the
+    name is part of the bytes written, so a table read back is rebuilt with the writer's names."""
+    if pa.types.is_list(kind):
+        return pa.list_(_canonical_type(kind.value_type))
+    return kind
+
+
+def _canonical_field(field: pa.Field) -> pa.Field:
+    return pa.field(field.name, _canonical_type(field.type), nullable=field.nullable)

@@ -24,7 +24,7 @@ __all__ = ["Demos", "collect_demos"]
 
 @dataclass(frozen=True)
 class Demos:
-    """``obs`` float32 [N, OBS_DIM], ``chunks`` float32 [N, chunk_length, 6], ``seeds`` int64 [N]."""
+    """``obs`` float32 [N, obs_dim], ``chunks`` float32 [N, chunk_length, action_dims], ``seeds`` [N]."""
 
     obs: np.ndarray
     chunks: np.ndarray
@@ -37,8 +37,12 @@ class Demos:
             np.savez(fh, obs=self.obs, chunks=self.chunks, seeds=self.seeds)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Demos:
-        """Read a file written by :meth:`save`; errors name the file and the array."""
+    def load(cls, path: str | os.PathLike[str], obs_dim: int | None = OBS_DIM) -> Demos:
+        """Read a file written by :meth:`save`; errors name the file and the array.
+
+        ``obs_dim``: the observation width the demos must have (the boat's by default; another
+        environment's demos are read with its ``spec.obs_dim``, or ``None`` for any width).
+        """
         try:
             with np.load(path) as data:
                 arrays = {name: data[name] for name in ("obs", "chunks", "seeds")}
@@ -47,8 +51,10 @@ class Demos:
         except (OSError, ValueError) as exc:
             raise ValueError(f"{path}: not a readable demos .npz ({exc})") from exc
         obs, chunks = arrays["obs"], arrays["chunks"]
-        if obs.ndim != 2 or obs.shape[1] != OBS_DIM or chunks.ndim != 3 or len(chunks) != len(obs):
+        if obs.ndim != 2 or chunks.ndim != 3 or len(chunks) != len(obs):
             raise ValueError(f"{path}: obs {obs.shape} and chunks {chunks.shape} do not pair up")
+        if obs_dim is not None and obs.shape[1] != obs_dim:
+            raise ValueError(f"{path}: obs has {obs.shape[1]} columns, the environment observes {obs_dim}")
         return cls(obs=obs, chunks=chunks, seeds=arrays["seeds"])
 
 

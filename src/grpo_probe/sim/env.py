@@ -106,6 +106,8 @@ class EnvState:
     max_boat_speed: float
     hold_ctrl: np.ndarray | None
     traces: tuple[tuple[float, ...], ...]
+    tick_in_replan: int = 0
+    """Ticks of the current replan stepped one at a time (:meth:`BoatPushEnv.execute_tick`)."""
 
 
 class BoatPushEnv:
@@ -136,6 +138,9 @@ class BoatPushEnv:
             self._renderer = make_renderer(self.model)
         self._seed: int | None = None
         self.last_frame: np.ndarray | None = None
+        self.replan_index = 0
+        self._ended_by_cap = False
+        self._tick_in_replan = 0
 
     # -- episode lifecycle -------------------------------------------------------------------------
     def reset(self, seed: int) -> np.ndarray:
@@ -155,6 +160,7 @@ class BoatPushEnv:
         self._spawn = spawn
         self.replan_index = 0
         self._tick = 0
+        self._tick_in_replan = 0
         self._strikes = 0
         self._ended_by_cap = False
         self._first_contact: int | None = None
@@ -172,18 +178,32 @@ class BoatPushEnv:
         return self._ended_by_cap or self.replan_index >= self.params.replans
 
     def execute_chunk(self, chunk: np.ndarray) -> np.ndarray:
-        """Execute the first ``executed_actions`` actions of ``chunk`` and return the next observation."""
+        """Execute the registered ``executed_actions`` first actions of ``chunk``; the next observation."""
+        return self.execute(chunk, self.params.executed_actions)
+
+    def execute(self, chunk: np.ndarray, n_executed: int) -> np.ndarray:
+        """Execute the first ``n_executed`` actions of ``chunk``, one per tick; return the next observation.
+
+        The environment protocol's step (``grpo_probe.envs.protocol``): the engine passes the registered
+        ``executed_actions``, so an episode is the same whichever of the two methods ran it.
+        """
         if self._seed is None:
-            raise RuntimeError("call reset(seed) before execute_chunk")
+            raise RuntimeError("call reset(seed) before execute")
         if self.done:
             raise RuntimeError(f"seed {self._seed}: the episode is over; call reset(seed)")
+        if self._tick_in_replan:
+            raise RuntimeError(f"seed {self._seed}: a replan stepped tick by tick is unfinished")
         p = self.params
         chunk = np.asarray(chunk, dtype=np.float64)
         if chunk.shape != (p.chunk_length, p.action_dims):
             raise ValueError(
                 f"action chunk must have shape ({p.chunk_length}, {p.action_dims}), got {chunk.shape}"
             )
-        executed = chunk[: p.executed_actions]
+        if isinstance(n_executed, bool) or not isinstance(n_executed, (int, np.integer)):
+            raise ValueError(f"n_executed must be an integer, got {n_executed!r}")
+        if not 1 <= n_executed <= p.chunk_length:
+            raise ValueError(f"n_executed must be in 1..{p.chunk_length}, got {n_executed}")
+        executed = chunk[:n_executed]
         bad = np.argwhere(~np.isfinite(executed))
         if bad.size:
             k, j = (int(v) for v in bad[0])
@@ -192,7 +212,7 @@ class BoatPushEnv:
             )
         targets = self._ctrl_lo + 0.5 * (np.clip(executed, -1.0, 1.0) + 1.0) * self._ctrl_span
         self._hold_ctrl = None
-        for k in range(p.executed_actions):
+        for k in range(n_executed):
             self._run_tick(targets[k])
             if self._ended_by_cap:
                 break
@@ -200,6 +220,42 @@ class BoatPushEnv:
         if self._renderer is not None and not self.done:
             self.last_frame = self.render_frame()
         return self._observe()
+
+    def execute_tick(self, action: np.ndarray) -> np.ndarray:
+        """One control tick of ``action`` (6 normalized numbers): the Gymnasium env's ``step``.
+
+        Ticks stepped one at a time form replans of ``executed_actions`` ticks, as chunks do: the safety
+        monitor's hold ends where a replan begins and the episode ends after ``replans`` of them, so the
+        ticks of a chunk stepped one by one make the same episode, byte for byte, as the chunk.
+        """
+        if self._seed is None:
+            raise RuntimeError("call reset(seed) before execute_tick")
+        if self.done:
+            raise RuntimeError(f"seed {self._seed}: the episode is over; call reset(seed)")
+        p = self.params
+        action = np.asarray(action, dtype=np.float64)
+        if action.shape != (p.action_dims,):
+            raise ValueError(f"action must have shape ({p.action_dims},), got {action.shape}")
+        bad = np.flatnonzero(~np.isfinite(action))
+        if bad.size:
+            raise ValueError(
+                f"action [{int(bad[0])}] (tick {self._tick + 1}) is {action[bad[0]]}, not finite"
+            )
+        if self._tick_in_replan == 0:
+            self._hold_ctrl = None
+        self._run_tick(self._ctrl_lo + 0.5 * (np.clip(action, -1.0, 1.0) + 1.0) * self._ctrl_span)
+        self._tick_in_replan += 1
+        if self._ended_by_cap or self._tick_in_replan == p.executed_actions:
+            self._tick_in_replan = 0
+            self.replan_index += 1
+            if self._renderer is not None and not self.done:
+                self.last_frame = self.render_frame()
+        return self._observe()
+
+    @property
+    def ended_by_strike_cap(self) -> bool:
+        """True once the safety monitor's strike cap ended the episode."""
+        return self._ended_by_cap
 
     def _run_tick(self, target: np.ndarray) -> None:
         m, d, p = self.model, self.data, self.params
@@ -327,6 +383,7 @@ class BoatPushEnv:
             max_boat_speed=self._max_speed,
             hold_ctrl=None if self._hold_ctrl is None else self._hold_ctrl.copy(),
             traces=tuple(tuple(t) for t in self._traces),
+            tick_in_replan=self._tick_in_replan,
         )
 
     def set_state(self, state: EnvState) -> None:
@@ -344,6 +401,7 @@ class BoatPushEnv:
         self._max_speed = state.max_boat_speed
         self._hold_ctrl = None if state.hold_ctrl is None else state.hold_ctrl.copy()
         self._traces = [list(t) for t in state.traces]
+        self._tick_in_replan = state.tick_in_replan
 
     def observe(self) -> np.ndarray:
         """The current observation (what the next replan sees)."""

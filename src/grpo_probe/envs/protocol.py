@@ -1,0 +1,295 @@
+"""The environment protocol: the only thing the rollout engine knows about a simulator.
+
+Why a protocol and not a base class: the people this probe is for bring their own simulators, and an
+environment should not have to inherit from this package to be measured by it. Anything with these
+members is an environment:
+
+```
+spec: EnvSpec                                  # action dims, chunk limits, observation keys, guards, version
+reset(seed) -> observation                     # the spawn is a pure function of the seed
+execute(chunk, n_executed) -> observation      # the first n actions of a chunk, one per control tick
+done -> bool
+replan_index -> int                            # replans executed so far in this episode
+record() -> episode record                     # a row with every column spec.episode_schema names
+```
+
+An observation is ``observation.state``: float32 [spec.obs_dim] (LeRobot's key; the only key the
+reference heads read). An action chunk is float32 [spec.chunk_length, spec.action_dims] in [-1, 1]; the
+environment maps it onto its own action bounds. A record is any object with ``to_row()`` (column ->
+value, lists for traces) and ``canonical_bytes()``.
+
+The registered metric columns every record carries (:data:`METRIC_COLUMNS`) are the ones the analysis
+and the decision rule read: ``progress_final_cm = 100 (d0 - d_final)`` of the environment's object-to-goal
+distance in the table plane, ``best_point_cm``, the per-tick distance trace, engagement (``contact``)
+and ``success``. The guard channels (:class:`Guard`) are the environment's own: each names the column it
+reads and when it trips, so the analysis can count trips without knowing the scene.
+
+This module imports neither MuJoCo nor torch: the prereg reads specs while Snakemake parses the rules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "OBSERVATION_STATE",
+    "EnvSpec",
+    "Environment",
+    "EpisodeRecordLike",
+    "Expert",
+    "Guard",
+    "TopDownView",
+    "away_tail_guard",
+    "check_chunk",
+    "normalized_to_bounds",
+]
+
+OBSERVATION_STATE = "observation.state"
+"""The observation key of the state vector (float32 [obs_dim]), as LeRobot names it."""
+
+METRIC_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("seed", pa.int64(), nullable=False),
+    pa.field("n_ticks", pa.int32(), nullable=False),
+    pa.field("d0_cm", pa.float64(), nullable=False),
+    pa.field("d_final_cm", pa.float64(), nullable=False),
+    pa.field("progress_final_cm", pa.float64(), nullable=False),
+    pa.field("best_point_cm", pa.float64(), nullable=False),
+    pa.field("distance_trace_cm", pa.list_(pa.float64()), nullable=False),
+    pa.field("contact", pa.bool_(), nullable=False),
+    pa.field("first_contact_tick", pa.int32(), nullable=True),
+    pa.field("success", pa.bool_(), nullable=False),
+)
+"""Columns every environment's record carries, with these types: the registered metrics."""
+
+_OPS = (">", "<", "true", "false")
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One guard channel: an episode trips it when ``column`` satisfies ``trips_when`` (and the threshold).
+
+    ``threshold`` is a number, or the name of a registered ``analysis:`` number (``away_tail_cm``,
+    ``swat_speed_m_s``), so a threshold the decision page prints is always a registered one.
+    ``meaning`` is the glossary sentence; ``{threshold:g}`` in it is replaced by the threshold's value.
+    """
+
+    name: str
+    column: str
+    trips_when: Literal[">", "<", "true", "false"]
+    meaning: str
+    threshold: float | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.trips_when not in _OPS:
+            raise ValueError(
+                f"guard {self.name!r}: trips_when must be one of {_OPS}, got {self.trips_when!r}"
+            )
+        if (self.trips_when in (">", "<")) == (self.threshold is None):
+            raise ValueError(f"guard {self.name!r}: a threshold goes with '>' and '<' only")
+
+    def threshold_value(self, analysis: Mapping[str, Any]) -> float | None:
+        """The number the column is compared with (``analysis``: the registered analysis numbers)."""
+        if isinstance(self.threshold, str):
+            return float(analysis[self.threshold])
+        return None if self.threshold is None else float(self.threshold)
+
+    def trips(self, values: NDArray[Any], analysis: Mapping[str, Any]) -> NDArray[np.bool_]:
+        """Per episode, whether the guard tripped, from its column's values."""
+        if self.trips_when == "true":
+            return np.asarray(values, dtype=bool).copy()
+        if self.trips_when == "false":
+            return ~np.asarray(values, dtype=bool)
+        threshold = self.threshold_value(analysis)
+        column = np.asarray(values, dtype=np.float64)
+        return column > threshold if self.trips_when == ">" else column < threshold
+
+    def describe(self, analysis: Mapping[str, Any]) -> str:
+        """The glossary sentence with the registered threshold filled in."""
+        value = self.threshold_value(analysis)
+        return self.meaning.format(threshold=math.nan if value is None else value)
+
+
+def away_tail_guard(moved: str, goal: str) -> Guard:
+    """The progress guard every environment shares: the object ended farther from the goal than it began."""
+    return Guard(
+        "away_tail",
+        "progress_final_cm",
+        "<",
+        f"progress_final_cm below analysis.away_tail_cm = {{threshold:g}} cm: the {moved} ended farther "
+        f"from the {goal} than it started",
+        threshold="away_tail_cm",
+    )
+
+
+@dataclass(frozen=True)
+class TopDownView:
+    """What decision.md's top-down trajectory figure draws, and what it calls each thing."""
+
+    object_xy: tuple[str, str]
+    """Trace columns of the pushed object's centre (x, y in metres)."""
+    effector_xy: tuple[str, str] | None
+    """Trace columns of the effector, or None when the environment records none."""
+    target_xy: tuple[str, str]
+    """Scalar columns of the goal centre."""
+    target_radius_m: float
+    names: tuple[str, str, str]
+    """How the page names the object, the effector and the target (``boat``, ``pusher``, ``disk``)."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an environment declares about itself; the engine, the oracles and the analysis read only this."""
+
+    id: str
+    """The registered id (``boat_push``, ``pusher``) or ``module:factory``."""
+    version: str
+    """Changes whenever an episode of the same seed and actions could change."""
+    action_dims: int
+    obs_dim: int
+    chunk_length: int
+    """Actions per chunk a policy returns (the registered chunk)."""
+    executed_actions: int
+    """Actions of each chunk executed before the next replan, one per control tick."""
+    replans: int
+    """Policy calls in an episode that nothing ends early."""
+    tick_s: float
+    """Control period in seconds."""
+    episode_schema: pa.Schema
+    """The record's columns, in table order; it starts with every :data:`METRIC_COLUMNS` field."""
+    guards: tuple[Guard, ...]
+    view: TopDownView
+    engagement: str
+    """What ``contact`` means here, as decision.md words it (``any pusher-boat contact``)."""
+    observation_keys: tuple[str, ...] = (OBSERVATION_STATE,)
+
+    def __post_init__(self) -> None:
+        where = f"environment {self.id!r}"
+        for name in ("action_dims", "obs_dim", "chunk_length", "executed_actions", "replans"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}: spec.{name} must be a positive integer, got {value!r}")
+        if self.executed_actions > self.chunk_length:
+            raise ValueError(
+                f"{where}: spec.executed_actions ({self.executed_actions}) exceeds spec.chunk_length "
+                f"({self.chunk_length})"
+            )
+        for field in METRIC_COLUMNS:
+            if field.name not in self.episode_schema.names:
+                raise ValueError(f"{where}: the episode schema lacks the registered metric {field.name!r}")
+            found = self.episode_schema.field(field.name).type
+            if not found.equals(field.type):
+                raise ValueError(
+                    f"{where}: episode column {field.name!r} has type {found}, "
+                    f"the protocol needs {field.type}"
+                )
+        names = [g.name for g in self.guards]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{where}: guard names repeat: {names}")
+        for guard in self.guards:
+            if guard.column not in self.episode_schema.names:
+                raise ValueError(
+                    f"{where}: guard {guard.name!r} reads column {guard.column!r}, not in its record"
+                )
+        for column in (*self.view.object_xy, *(self.view.effector_xy or ()), *self.view.target_xy):
+            if column not in self.episode_schema.names:
+                raise ValueError(f"{where}: the top-down view reads column {column!r}, not in its record")
+
+    @property
+    def guard_names(self) -> tuple[str, ...]:
+        """Guard channels in the order decision.md lists them."""
+        return tuple(g.name for g in self.guards)
+
+    @property
+    def episode_ticks(self) -> int:
+        """Ticks in an episode that nothing ends early."""
+        return self.replans * self.executed_actions
+
+    @property
+    def trace_columns(self) -> tuple[str, ...]:
+        """Per-tick columns (index 0 = spawn), ``distance_trace_cm`` first: what the oracles walk per tick."""
+        lists = [
+            f.name for f in self.episode_schema if pa.types.is_list(f.type) and f.name != "distance_trace_cm"
+        ]
+        return ("distance_trace_cm", *lists)
+
+    def check_row(self, row: Mapping[str, Any], where: str) -> None:
+        """A record's row carries every column of the episode schema; else a ``ValueError`` naming it."""
+        missing = [name for name in self.episode_schema.names if name not in row]
+        if missing:
+            metric = [m for m in missing if m in {f.name for f in METRIC_COLUMNS}]
+            kind = "registered metric" if metric else "column"
+            raise ValueError(
+                f"{where}: environment {self.id!r} returned a record without the {kind}(s) "
+                f"{', '.join(metric or missing)} (its episode schema: {', '.join(self.episode_schema.names)})"
+            )
+
+
+@runtime_checkable
+class EpisodeRecordLike(Protocol):
+    """What ``record()`` returns: a row of the episode table and its exact byte form."""
+
+    def to_row(self) -> dict[str, Any]: ...
+
+    def canonical_bytes(self) -> bytes: ...
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """An environment the rollout engine can run (see the module docstring)."""
+
+    spec: EnvSpec
+    replan_index: int
+
+    def reset(self, seed: int) -> np.ndarray: ...
+
+    def execute(self, chunk: np.ndarray, n_executed: int) -> np.ndarray: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    def record(self) -> EpisodeRecordLike: ...
+
+
+class Expert(Protocol):
+    """A scripted demonstrator: one chunk per replan from the observation alone, as a policy acts.
+
+    ``key`` names the noise stream (run key, seed, replan); the chunk is float32 [chunk_length,
+    action_dims] in [-1, 1].
+    """
+
+    def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray: ...
+
+
+def normalized_to_bounds(
+    chunk: np.ndarray, low: np.ndarray, high: np.ndarray, replan: int, where: str
+) -> np.ndarray:
+    """Map normalized actions [-1, 1] (clipped) affinely onto [low, high]; a NaN is an error naming it."""
+    chunk = np.asarray(chunk, dtype=np.float64)
+    bad = np.argwhere(~np.isfinite(chunk))
+    if bad.size:
+        k, j = (int(v) for v in bad[0])
+        raise ValueError(f"{where}: action [{k}, {j}] (replan {replan}) is {chunk[k, j]}, not finite")
+    return low + 0.5 * (np.clip(chunk, -1.0, 1.0) + 1.0) * (high - low)
+
+
+def check_chunk(chunk: np.ndarray, spec: EnvSpec, n_executed: int, where: str) -> np.ndarray:
+    """A chunk of the registered shape and a count of executed actions within it, as float64."""
+    chunk = np.asarray(chunk, dtype=np.float64)
+    if chunk.shape != (spec.chunk_length, spec.action_dims):
+        raise ValueError(
+            f"{where}: action chunk must have shape ({spec.chunk_length}, {spec.action_dims}), "
+            f"got {chunk.shape}"
+        )
+    if isinstance(n_executed, bool) or not isinstance(n_executed, (int, np.integer)):
+        raise ValueError(f"{where}: n_executed must be an integer, got {n_executed!r}")
+    if not 1 <= n_executed <= spec.chunk_length:
+        raise ValueError(f"{where}: n_executed must be in 1..{spec.chunk_length}, got {n_executed}")
+    return chunk
