@@ -379,7 +379,6 @@ def decision(
 
     prereg = load_prereg(prereg_path)
     read = [*cell_tables.values(), *join_tables.values(), *anchor_tables.values()]
-    read += [prereg.path, Path(f"{prereg.path}.lock")]
     provenance = [(str(path), file_sha256(path)) for path in read]
     record = build_decision(
         probe_tables=dict(cell_tables),
@@ -391,6 +390,10 @@ def decision(
         provenance=sorted(set(provenance)),
         join_tables=dict(join_tables),
     )
+    # The design's files are named as the workflow names them (relative to its directory), not relative
+    # to the page: they live outside the results folder, so these bytes do not depend on where it is.
+    design = [prereg.path, Path(f"{prereg.path}.lock")]
+    record = {**record, "design_files": [{"path": str(p), "sha256": file_sha256(p)} for p in design]}
     _write_decision(_decision_paths(record, _relative_to(Path(out_md).parent), str), out_md, out_json)
     outputs: list[PathLike] = [out_md, out_json]
     if out_tsv is not None:

@@ -25,9 +25,9 @@ import torch
 from torch import nn
 
 from grpo_probe.keyed_rng import tag
-from grpo_probe.policies.keyed_torch import torch_generator
 from grpo_probe.policies.ar_head import ROW_BLOCK
 from grpo_probe.policies.flow_sde import euler_sample, heun_sample, sde_sample
+from grpo_probe.policies.keyed_torch import torch_generator
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode, check_obs_batch
 
 __all__ = ["FlowPolicy", "VelocityMLP", "flow_noise", "sde_step_noise", "time_embedding"]

@@ -28,9 +28,9 @@ from torch import nn
 from tqdm import tqdm
 
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.policies.keyed_torch import torch_generator
 from grpo_probe.policies.checkpoint import Checkpoint, write_checkpoint
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
+from grpo_probe.policies.keyed_torch import torch_generator
 from grpo_probe.policies.models import ARTrainConfig, FlowTrainConfig, build_ar_model, build_flow_model
 
 __all__ = [
