@@ -21,10 +21,9 @@ the loop always runs from theta_0 (per-iteration checkpoints hold weights, not A
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from grpo_probe.phase2.replay import (
 )
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
 from grpo_probe.policies.checkpoint import Checkpoint, write_checkpoint
+from grpo_probe.policies.train import deterministic_torch
 from grpo_probe.prereg.phase2 import HeadRecipe, Phase2
 
 __all__ = [
@@ -70,20 +70,6 @@ __all__ = [
     "table_metrics",
     "train_loop",
 ]
-
-
-@contextlib.contextmanager
-def deterministic_torch() -> Iterator[None]:
-    """Single thread and deterministic kernels for the duration of a training run (restored after)."""
-    threads = torch.get_num_threads()
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(was_deterministic)
-        torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from grpo_probe.policies.models import ARTrainConfig, FlowTrainConfig, build_ar_
 
 __all__ = [
     "DemoArrays",
+    "deterministic_torch",
     "head_config",
     "train_ar",
     "train_arm",
@@ -88,8 +89,8 @@ def train_arm(
 
 
 @contextlib.contextmanager
-def _deterministic_torch() -> Iterator[None]:
-    """Single thread and deterministic kernels for the duration of a training run."""
+def deterministic_torch() -> Iterator[None]:
+    """Single thread and deterministic kernels for the duration of a training run (restored after)."""
     threads = torch.get_num_threads()
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)
@@ -162,7 +163,7 @@ def _optimizer(model: nn.Module, config: ARTrainConfig | FlowTrainConfig) -> tor
 def train_ar(demos: DemoArrays, config: ARTrainConfig, out: str | Path) -> str:
     """Fit FAST on the demo chunks, train the AR decoder by next-token cross-entropy; returns the sha256."""
     obs, chunks = _check_demos(demos)
-    with _deterministic_torch():
+    with deterministic_torch():
         tokenizer = FastTokenizer.fit(chunks, scale=config.scale, vocab_size=config.vocab_size)
         obs_mean, obs_std = _obs_stats(obs)
         obs_norm = torch.from_numpy(((obs - obs_mean) / obs_std).astype(np.float32))
@@ -211,7 +212,7 @@ def train_ar(demos: DemoArrays, config: ARTrainConfig, out: str | Path) -> str:
 def train_flow(demos: DemoArrays, config: FlowTrainConfig, out: str | Path) -> str:
     """Train the velocity MLP by conditional flow matching (openpi convention); returns the sha256."""
     obs, chunks = _check_demos(demos)
-    with _deterministic_torch():
+    with deterministic_torch():
         obs_mean, obs_std = _obs_stats(obs)
         obs_norm = torch.from_numpy(((obs - obs_mean) / obs_std).astype(np.float32))
         flat = chunks.reshape(-1, chunks.shape[2]).astype(np.float64)
