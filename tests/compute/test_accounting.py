@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grpo_probe.compute import compute_report, estimate_run, read_benchmarks
-from grpo_probe.compute.accounting import oracle_episodes, run_episodes
+from grpo_probe.compute.accounting import format_estimate, oracle_episodes, run_episodes
 from grpo_probe.prereg import load_prereg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,3 +73,24 @@ def test_estimate_before_the_oracle_ran_says_what_to_run(tmp_path: Path, smoke) 
     _bench(tmp_path, "demos.tsv", 1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="--until parallel_oracle"):
         estimate_run(smoke, tmp_path)
+
+
+def test_estimate_prices_the_registered_phase2_pilot_per_head(tmp_path: Path, smoke) -> None:
+    per_episode = 0.5
+    _bench(tmp_path, "parallel_oracle.tsv", 9.0, 1.0, 2 * oracle_episodes(smoke) * per_episode)
+    phase2 = smoke.phase2
+    episodes = phase2.iterations * phase2.seeds_per_iteration * phase2.rollouts_per_seed
+    held_out = 2 * len(phase2.eval_seeds)
+    before = estimate_run(smoke, tmp_path)["phase2"]
+    assert before["gate_cpu_hours"] == phase2.cpu_hours
+    for head in ("ar", "flow"):
+        priced = before["heads"][head]
+        assert (priced["train_episodes"], priced["eval_episodes"]) == (episodes, held_out)
+        assert priced["rollout_cpu_s"] == pytest.approx((episodes + held_out) * per_episode)
+        assert priced["update_cpu_s"] is None  # no phase-2 run yet: a lower bound, and it says so
+    _bench(tmp_path, "phase2_train/flow_teacher.tsv", 5.0, 1.0, 42.0)
+    after = estimate_run(smoke, tmp_path)
+    assert after["phase2"]["heads"]["flow"]["update_cpu_s"] == pytest.approx(42.0)
+    assert after["phase2"]["heads"]["ar"]["update_cpu_s"] is None
+    text = format_estimate(after)
+    assert "GRPO updates 42.0 CPU-s (measured)" in text and "a lower bound" in text

@@ -142,7 +142,45 @@ def estimate_run(prereg: Prereg, bench_dir: str | os.PathLike[str]) -> dict[str,
         "estimated_total_cpu_hours": total_h,
         "gate_cpu_hours": gate.cpu_hours,
         "within_gate": total_h <= gate.cpu_hours,
+        "phase2": estimate_phase2(prereg, per_episode, bench_dir),
     }
+
+
+def estimate_phase2(
+    prereg: Prereg, per_episode: float, bench_dir: str | os.PathLike[str]
+) -> dict[str, Any] | None:
+    """Price the registered phase-2 pilot before it runs, for each head the decision could name.
+
+    Rollouts are priced from the same CPU seconds per episode as the probe: ``iterations x
+    seeds_per_iteration x rollouts_per_seed`` training episodes, and the initial and the final policy on
+    every held-out seed. The GRPO updates are priced only once a phase-2 run of this design has left its
+    ``phase2_train`` benchmark (then by that measurement); until then the estimate says they are not
+    included, so it is a lower bound. A head's updates are priced by the largest measured run of one of
+    its arms (``phase2_train/<arm>.tsv``). None when the design registers no phase 2.
+    """
+    phase2 = prereg.phase2
+    if phase2 is None:
+        return None
+    train_episodes = phase2.iterations * phase2.seeds_per_iteration * phase2.rollouts_per_seed
+    eval_episodes = 2 * len(phase2.eval_seeds)
+    train_dir = Path(bench_dir) / "phase2_train"
+    by_arm = {s.stage: s.cpu_s for s in read_benchmarks(train_dir)} if train_dir.is_dir() else {}
+    heads = {}
+    for head in sorted(phase2.heads):
+        rollout_s = (train_episodes + eval_episodes) * per_episode
+        arms = {a for a, spec in prereg.arms.items() if spec.head == head}
+        measured = [cpu for arm, cpu in by_arm.items() if arm in arms]
+        update_s = max(measured) if measured else None
+        total_h = (rollout_s + (update_s or 0.0)) / 3600.0
+        heads[head] = {
+            "train_episodes": train_episodes,
+            "eval_episodes": eval_episodes,
+            "rollout_cpu_s": rollout_s,
+            "update_cpu_s": update_s,
+            "estimated_cpu_hours": total_h,
+            "within_gate": total_h <= phase2.cpu_hours,
+        }
+    return {"gate_cpu_hours": phase2.cpu_hours, "heads": heads}
 
 
 def read_gpu_seconds(results_dir: str | os.PathLike[str]) -> dict[str, float | None]:
@@ -289,4 +327,22 @@ def format_estimate(estimate: dict[str, Any]) -> str:
         f"estimated total {estimate['estimated_total_cpu_hours']:.3f} CPU-hours, "
         f"{verdict} the registered gate of {estimate['gate_cpu_hours']:g}"
     )
+    phase2 = estimate.get("phase2")
+    if phase2 is None:
+        lines.append("phase 2: not registered in this design")
+        return "\n".join(lines)
+    lines.append(
+        f"phase 2 (the pilot of the head the decision names; gate {phase2['gate_cpu_hours']:g} CPU-hours):"
+    )
+    for head, h in phase2["heads"].items():
+        updates = (
+            "GRPO updates not included (no phase2_train benchmark yet): a lower bound"
+            if h["update_cpu_s"] is None
+            else f"GRPO updates {h['update_cpu_s']:.1f} CPU-s (measured)"
+        )
+        state = "within" if h["within_gate"] else "OVER"
+        lines.append(
+            f"  {head:4s} {h['train_episodes']} training + {h['eval_episodes']} held-out episodes "
+            f"~{h['rollout_cpu_s']:.1f} CPU-s; {updates}; ~{h['estimated_cpu_hours']:.3f} CPU-hours, {state}"
+        )
     return "\n".join(lines)
