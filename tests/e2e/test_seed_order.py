@@ -48,7 +48,11 @@ def _without_identity(decision: dict) -> dict:
     cells = [
         {k: v for k, v in c.items() if k not in ("probe_table", "anchor_table")} for c in decision["cells"]
     ]
-    kept = {k: v for k, v in decision.items() if k not in ("prereg", "provenance", "cells", "versions")}
+    kept = {
+        k: v
+        for k, v in decision.items()
+        if k not in ("prereg", "provenance", "design_files", "cells", "versions")
+    }
     # each design is its own version 0 (its hash differs); what the version decides and how firmly must not
     versions = [{k: v[k] for k in ("version", "outcome", "stability")} for v in decision["versions"]]
     return kept | {"cells": cells, "versions": versions}
