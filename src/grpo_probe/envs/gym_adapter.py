@@ -19,7 +19,6 @@ drawn, so no display is needed (``MUJOCO_GL=egl`` for headless rendering if a su
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from grpo_probe.envs.protocol import (
     check_chunk,
     normalized_to_bounds,
 )
+from grpo_probe.sim.record import canonical_row_bytes
 
 __all__ = ["GymnasiumAdapter", "GymnasiumParams", "PushRecord", "make_gymnasium_env", "push_schema"]
 
@@ -149,17 +149,8 @@ class PushRecord:
         return row
 
     def canonical_bytes(self) -> bytes:
-        """Exact byte form: JSON with sorted keys and floats as ``float.hex`` (no rounding anywhere)."""
-
-        def encode(value: Any) -> Any:
-            if isinstance(value, float):
-                return value.hex()
-            if isinstance(value, (list, tuple)):
-                return [encode(v) for v in value]
-            return value
-
-        row = {k: encode(v) for k, v in self.to_row().items()}
-        return json.dumps(row, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        """Exact byte form of the row (:func:`grpo_probe.sim.record.canonical_row_bytes`)."""
+        return canonical_row_bytes(self.to_row())
 
 
 def push_schema(channels: tuple[pa.Field, ...], effector: bool) -> pa.Schema:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EpisodeRecord"]
+__all__ = ["EpisodeRecord", "canonical_row_bytes"]
 
 
 @dataclass(frozen=True)
@@ -66,14 +66,20 @@ class EpisodeRecord:
         return row
 
     def canonical_bytes(self) -> bytes:
-        """Exact byte form: JSON with sorted keys and floats as ``float.hex`` (no rounding anywhere)."""
+        """Exact byte form of the row (:func:`canonical_row_bytes`)."""
+        return canonical_row_bytes(self.to_row())
 
-        def encode(value: Any) -> Any:
-            if isinstance(value, float):
-                return value.hex()
-            if isinstance(value, (list, tuple)):
-                return [encode(v) for v in value]
-            return value
 
-        row = {k: encode(v) for k, v in self.to_row().items()}
-        return json.dumps(row, sort_keys=True, separators=(",", ":")).encode("utf-8")
+def canonical_row_bytes(row: dict[str, Any]) -> bytes:
+    """An episode row's exact byte form: JSON with sorted keys and floats as ``float.hex`` (no rounding
+    anywhere), so two records compare equal exactly when every value is bit-identical."""
+
+    def encode(value: Any) -> Any:
+        if isinstance(value, float):
+            return value.hex()
+        if isinstance(value, (list, tuple)):
+            return [encode(v) for v in value]
+        return value
+
+    encoded = {k: encode(v) for k, v in row.items()}
+    return json.dumps(encoded, sort_keys=True, separators=(",", ":")).encode("utf-8")
