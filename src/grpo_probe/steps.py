@@ -111,10 +111,9 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     """
     from grpo_probe.envs.registry import env_spec
     from grpo_probe.prereg import PreregError, environment_problems
-    from grpo_probe.prereg.canonical import read_yaml
 
     prereg = load_prereg(prereg_path)
-    problems = environment_problems(read_yaml(prereg.path), env_spec(prereg.env))
+    problems = environment_problems(prereg.decision_rule, prereg.phase2 is not None, env_spec(prereg.env))
     if problems:
         raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
     lock = Path(f"{prereg.path}.lock")

@@ -356,10 +356,16 @@ def _environment_section_problems(raw: Mapping[str, Any]) -> list[str]:
         config = design_environment(raw)
     except ValueError as exc:
         return [str(exc)]
-    return environment_problems(raw, env_spec(config)) if is_builtin(config.id) else []
+    if not is_builtin(config.id):
+        return []
+    try:
+        rule = DecisionRule.from_dict(raw["decision_rule"], raw["analysis"], "decision_rule")
+    except ValueError:
+        return []  # a criterion named but not defined: the analysis section's own check names it
+    return environment_problems(rule, "phase2" in raw, env_spec(config))
 
 
-def environment_problems(raw: Mapping[str, Any], spec: EnvSpec) -> list[str]:
+def environment_problems(rule: DecisionRule, registers_phase2: bool, spec: EnvSpec) -> list[str]:
     """What the design reads that its environment does not define, each as ``"<field>: <problem>"``.
 
     The decision rule may read a guard's rates (``sampled_<guard>_rate``, ``anchor_<guard>_rate``) only
@@ -369,7 +375,6 @@ def environment_problems(raw: Mapping[str, Any], spec: EnvSpec) -> list[str]:
     """
     problems: list[str] = []
     guards = set(spec.guard_names)
-    rule = raw.get("decision_rule", {})
 
     def check(read: str, at: str) -> None:
         for side in ("sampled_", "anchor_"):
@@ -381,12 +386,12 @@ def environment_problems(raw: Mapping[str, Any], spec: EnvSpec) -> list[str]:
                         f"define (its guards: {', '.join(spec.guard_names)})"
                     )
 
-    for name, criterion in rule.get("criteria", {}).items():
-        for i, condition in enumerate(criterion.get("all_of", [])):
-            check(condition["read"], f"decision_rule.criteria.{name}.all_of[{i}].read")
-    for i, key in enumerate(rule.get("arm_choice", {}).get("rank_by", [])):
-        check(key["read"], f"decision_rule.arm_choice.rank_by[{i}].read")
-    if "phase2" in raw and spec.id != BOAT_ID:
+    for criterion in rule.criteria:
+        for i, condition in enumerate(criterion.all_of):
+            check(condition.read, f"decision_rule.criteria.{criterion.name}.all_of[{i}].read")
+    for i, key in enumerate(rule.rank_by):
+        check(key.read, f"decision_rule.arm_choice.rank_by[{i}].read")
+    if registers_phase2 and spec.id != BOAT_ID:
         problems.append(
             "phase2: the phase-2 reward penalises the boat scene's guards (phase2.reward), which "
             f"environment {spec.id!r} does not record; register phase 2 for the boat scene only"
