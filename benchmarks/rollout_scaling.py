@@ -13,6 +13,10 @@ policy / physics side by side for every head and path. Pool start-up (spawning w
 and MuJoCo, loading the policy) is timed separately. The machine's load average is printed before and
 after, since a shared machine slows both sides of every ratio.
 
+The AR head decodes in the row block the registered design gives its AR arm (``arms.ar.row_block`` of
+prereg/grpo_signal_probe.yaml, 16), with as many envs per worker task; ``--ar-row-block 8`` measures the
+head's default block for comparison. The flow heads run K = 8 envs per task.
+
 Without ``--ar-checkpoint``/``--flow-checkpoint`` it builds checkpoints of the reference architectures
 (``grpo_probe.policies.train`` defaults) trained for a few steps on synthetic demos: the compute per call
 matches the reference heads, the behaviour does not (an untrained AR head emits a different number of
@@ -33,6 +37,7 @@ from grpo_probe.envs.registry import boat_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.policies.synthetic_demos import synthetic_demos
 from grpo_probe.policies.train import train_arm
+from grpo_probe.prereg import load_prereg
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, anchor_mode, group_table, run_sequential
 from grpo_probe.rollout.engine import mean_timing
 from grpo_probe.rollout.table import table_bytes
@@ -40,6 +45,7 @@ from grpo_probe.sim.params import SimParams
 
 K = 8
 """The probe's group size."""
+REGISTERED = Path(__file__).resolve().parents[1] / "prereg/grpo_signal_probe.yaml"
 
 
 def _checkpoints(args: argparse.Namespace, root: Path) -> dict[str, Path]:
@@ -69,13 +75,14 @@ def _mode(head: str) -> SamplingMode:
     return SamplingMode("flow_ode")
 
 
-def _warm_pool(workers: int, checkpoints: dict[str, Path]) -> tuple[RolloutPool, float]:
+def _warm_pool(workers: int, checkpoints: dict[str, Path], ar_block: int) -> tuple[RolloutPool, float]:
     """A pool whose workers have spawned, imported everything and loaded both policies; its start-up time."""
     start = time.perf_counter()
     pool = RolloutPool(workers)
     for head, path in checkpoints.items():
         warm = GroupJob(
-            "warm", "warm", PolicySource(checkpoint=str(path)), anchor_mode(head),
+            "warm", "warm", PolicySource(checkpoint=str(path), row_block=ar_block if head == "ar" else None),
+            anchor_mode(head),
             tuple(range(workers)), 1, 0, boat_env(SimParams(replans=1, executed_actions=1)),
         )  # fmt: skip
         pool.run(warm, envs_per_worker=1)
@@ -88,24 +95,31 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ar-checkpoint")
     parser.add_argument("--flow-checkpoint")
+    parser.add_argument(
+        "--ar-row-block", type=int, default=None, help="AR rows per block (default: the registered design's)"
+    )
     args = parser.parse_args()
+    ar_block = args.ar_row_block or load_prereg(REGISTERED).arms["ar"].row_block or K
     torch.set_num_threads(1)
     print(f"load average (1, 5, 15 min) at start: {_load()}")
     with tempfile.TemporaryDirectory() as tmp:
         checkpoints = _checkpoints(args, Path(tmp))
-        one, startup_one = _warm_pool(1, checkpoints)
-        many, startup_many = _warm_pool(args.workers, checkpoints)
+        one, startup_one = _warm_pool(1, checkpoints, ar_block)
+        many, startup_many = _warm_pool(args.workers, checkpoints, ar_block)
         print(f"pool start-up incl. loading both policies: 1 worker {startup_one:.1f} s, ", end="")
         print(f"{args.workers} workers {startup_many:.1f} s (not in the walls below)")
+        print(f"AR row block {ar_block} (envs per worker task {ar_block}); flow {K} envs per task")
         paths = {"sequential": None, "parallel-1": one, f"parallel-{args.workers}": many}
         print(
             f"{'head':5} {'path':11} {'episodes':>8} {'wall s':>8} {'eps/s':>7} "
             f"{'physics ms':>11} {'policy ms':>10} {'policy/physics':>15} {'overhead ms':>12}  (per episode)"
         )
         for head, path in checkpoints.items():
+            block = ar_block if head == "ar" else None
             job = GroupJob(
-                arm=head, cell="bench", source=PolicySource(checkpoint=str(path)), mode=_mode(head),
-                seeds=tuple(range(args.seeds)), draws=K, run_key=0, env=boat_env(),
+                arm=head, cell="bench", source=PolicySource(checkpoint=str(path), row_block=block),
+                mode=_mode(head), seeds=tuple(range(args.seeds)), draws=K, run_key=0, env=boat_env(),
+                envs_per_worker=block,
             )  # fmt: skip
             walls, tables = {}, {}
             for name, pool in paths.items():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from grpo_probe import steps
-from grpo_probe.prereg import lock_prereg
+from grpo_probe.prereg import load_prereg, lock_prereg
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,3 +50,22 @@ def test_a_shard_of_unregistered_seeds_is_refused(tmp_path: Path) -> None:
             workers=0,
         )
     assert not table.exists()
+
+
+def test_rollout_jobs_carry_the_arms_registered_row_block_inputs_and_observation() -> None:
+    from grpo_probe.rollout import PolicySource
+    from grpo_probe.sampling import SamplingMode
+    from grpo_probe.steps import _group_job
+
+    probe = load_prereg(REPO / "prereg/grpo_signal_probe.yaml")
+    own = PolicySource(checkpoint="policy.pt")
+    ar = _group_job(probe, "ar", "c1", own, SamplingMode("greedy"), (1000,), 8)
+    assert (ar.source.row_block, ar.envs_per_worker) == (16, 16)
+    flow = _group_job(probe, "flow_teacher", "c3", own, SamplingMode("flow_ode", steps=10), (1000,), 8)
+    assert (flow.source.row_block, flow.envs_per_worker) == (None, None)
+    adapter = PolicySource(checkpoint="mine.pt", factory="my_lab.adapters:load")
+    assert _group_job(probe, "ar", "c1", adapter, SamplingMode("greedy"), (1000,), 8).source.row_block is None
+
+    vision = load_prereg(REPO / "prereg/vision_smoke.yaml")
+    job = _group_job(vision, "flow_vision", "c1", own, SamplingMode("flow_ode", steps=10), (1000,), 2)
+    assert job.observation == vision.observation and job.inputs == vision.arms["flow_vision"].inputs

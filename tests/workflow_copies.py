@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,8 +40,11 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    """``python -m snakemake *args`` in ``workdir``; put targets before options that take lists."""
+def snakemake(
+    workdir: Path, *args: str, timeout: int = 600, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m snakemake *args`` in ``workdir`` (``env``: the whole environment, when given); put
+    targets before options that take lists."""
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,
@@ -48,6 +52,7 @@ def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.Compl
         text=True,
         timeout=timeout,
         check=False,
+        env=None if env is None else dict(env),
     )
 
 

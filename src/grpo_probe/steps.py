@@ -10,6 +10,7 @@ from decision.md back to the prereg can be verified (``grpo-probe verify``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -75,6 +76,9 @@ def _group_job(
     """A rollout job of ``arm`` under the prereg's run key and simulator numbers."""
     from grpo_probe.rollout import GroupJob
 
+    row_block = prereg.arms[arm].row_block
+    if row_block is not None and source.factory is None:  # this package's own checkpoint: its AR block
+        source = dataclasses.replace(source, row_block=row_block)
     return GroupJob(
         arm=arm,
         cell=cell,
@@ -84,6 +88,9 @@ def _group_job(
         draws=draws,
         run_key=prereg.run_key,
         env=prereg.env,
+        observation=prereg.observation,
+        inputs=prereg.arms[arm].inputs,
+        envs_per_worker=prereg.arms[arm].row_block,
     )
 
 
@@ -133,16 +140,30 @@ def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, ma
     from grpo_probe.envs.demos import collect_env_demos
 
     prereg = load_prereg(prereg_path)
+    cameras = _demo_cameras(prereg)
     collected = collect_env_demos(
-        prereg.env, prereg.training.demo_seeds, prereg.training.demo_noise, prereg.run_key
+        prereg.env,
+        prereg.training.demo_seeds,
+        prereg.training.demo_noise,
+        prereg.run_key,
+        cameras=cameras,
     )
     collected.save(out)
+    frames = f", with {', '.join(c.key for c in cameras)} frames" if cameras else ""
     print(
         f"demos: {len(collected.obs)} (observation, chunk) pairs from {len(prereg.training.demo_seeds)} "
-        "expert episodes",
+        f"expert episodes{frames}",
         flush=True,
     )
     _manifest(prereg, manifest, "demos", [out], upstream, {"pairs": len(collected.obs)})
+
+
+def _demo_cameras(prereg: Prereg) -> list[Any]:  # -> list[CameraConfig]
+    """The registered cameras some arm reads: the demos record their frames at each replan."""
+    from grpo_probe.envs.observation import camera_of
+
+    names = sorted({c for arm in prereg.arms.values() for k in arm.inputs if (c := camera_of(k))})
+    return [prereg.observation.camera(name) for name in names]
 
 
 def train_reference_arm(
@@ -173,6 +194,7 @@ def train_reference_arm(
         prereg.training.arms.get(arm),
         chunk_shape=(spec.chunk_length, spec.action_dims),
         where=f"{prereg.path}: training.arms.{arm}",
+        inputs=prereg.arms[arm].inputs,
     )
     _check_pin(prereg, arm, checkpoint)
     _write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": None})

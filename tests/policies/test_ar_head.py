@@ -249,3 +249,30 @@ def test_recorded_logprobs_match_teacher_forcing_within_the_replay_tolerance(
         logp, entropy = masked_step_distribution(logits, policy._mask_table[remaining], temperature)
         np.testing.assert_allclose(row.token_logprobs, logp[np.arange(len(ids)), ids], rtol=0, atol=1e-4)
         np.testing.assert_allclose(row.entropy, entropy, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", [SamplingMode("greedy"), SamplingMode("temperature", temperature=1.6)])
+def test_a_registered_row_block_of_16_keeps_rows_independent(
+    ar_checkpoint: Path, demos: SyntheticDemos, mode: SamplingMode
+) -> None:
+    """Blocks of 16 (the registered design's arms.ar.row_block): a row alone, at position 12 of 16 and
+    at position 17 of 20 (the second, padded block) gives the same ids, log-probs and action bytes."""
+    wide = load_policy(ar_checkpoint, row_block=16)
+    assert isinstance(wide, ARPolicy) and wide.row_block == 16
+    keys = _keys(20)
+    batch = wide.act(demos.obs[:20], keys, mode)
+    for row in (12, 17):
+        alone = wide.act(demos.obs[row : row + 1], keys[row : row + 1], mode)
+        assert np.array_equal(batch.diagnostics[row].token_ids, alone.diagnostics[0].token_ids)
+        assert (
+            batch.diagnostics[row].token_logprobs.tobytes() == alone.diagnostics[0].token_logprobs.tobytes()
+        )
+        assert batch.actions[row].tobytes() == alone.actions[0].tobytes()
+
+
+def test_a_row_block_is_the_ar_heads_alone(flow_checkpoint: Path, ar_checkpoint: Path) -> None:
+    with pytest.raises(ValueError, match=r"flow\.pt: a 'flow' head computes in blocks of 8 rows"):
+        load_policy(flow_checkpoint, row_block=16)
+    assert load_policy(flow_checkpoint, row_block=ROW_BLOCK).head == "flow"
+    with pytest.raises(ValueError, match="row_block must be a positive integer"):
+        load_policy(ar_checkpoint, row_block=0)

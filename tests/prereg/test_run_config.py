@@ -48,11 +48,20 @@ def test_bad_device_names_file_and_field(tmp_path: Path) -> None:
         load_config(path)
 
 
-def test_binding_for_an_unregistered_arm_is_refused() -> None:
-    config = load_config({"arms": {"ghost": {"source": "reference"}}})
+def test_binding_a_checkpoint_to_an_unregistered_arm_is_refused() -> None:
+    bound = {"ghost": {"source": "checkpoint", "path": "/data/ghost.pt", "adapter": "my_lab.adapters:load"}}
+    config = load_config({"arms": bound})
     prereg = load_prereg(REPO / "prereg/smoke.yaml")
     with pytest.raises(ValueError, match=r"config: arms\.ghost: 'ghost' is not one of the arms"):
         arm_bindings(config, prereg)
+
+
+def test_the_shipped_configs_reference_bindings_run_a_design_with_other_arm_ids() -> None:
+    """config/config.yaml names the registered probe's arms as reference; the vision design's arm is
+    flow_vision, and a reference binding is the default anyway, so it runs with the shipped config."""
+    config = load_config({"arms": {"ar": {"source": "reference"}, "flow_teacher": {"source": "reference"}}})
+    bindings = arm_bindings(config, load_prereg(REPO / "prereg/vision_smoke.yaml"))
+    assert list(bindings) == ["flow_vision"] and bindings["flow_vision"].source == "reference"
 
 
 def test_an_error_names_the_source_that_set_the_field(tmp_path: Path) -> None:

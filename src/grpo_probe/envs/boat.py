@@ -88,4 +88,5 @@ def boat_spec(params: SimParams | None = None) -> EnvSpec:
             names=("boat", "pusher", "disk"),
         ),
         engagement="any pusher-boat contact",
+        cameras=("overhead",),
     )

@@ -11,11 +11,17 @@ execute(chunk, n_executed) -> observation      # the first n actions of a chunk,
 done -> bool
 replan_index -> int                            # replans executed so far in this episode
 record() -> episode record                     # a row with every column spec.episode_schema names
+render(camera, height, width) -> frame         # only if spec.cameras names cameras: uint8 [H, W, 3]
 ```
 
-An observation is ``observation.state``: float32 [spec.obs_dim] (LeRobot's key; the only key the
-reference heads read). An action chunk is float32 [spec.chunk_length, spec.action_dims] in [-1, 1]; the
-environment maps it onto its own action bounds. A record is any object with ``to_row()`` (column ->
+``reset`` and ``execute`` return ``observation.state``: float32 [spec.obs_dim] (LeRobot's key; the only
+key the reference heads read). An environment with cameras names them in ``spec.cameras`` and renders
+the current frame of one on demand; the rollout engine assembles the mapping a policy reads
+(``observation.state``, ``observation.images.<camera>``, ``task``: :mod:`grpo_probe.envs.observation`),
+rendering only the cameras a bound policy declares, at the size the design registers.
+
+An action chunk is float32 [spec.chunk_length, spec.action_dims] in [-1, 1]; the environment maps it
+onto its own action bounds. A record is any object with ``to_row()`` (column ->
 value, lists for traces) and ``canonical_bytes()``.
 
 The registered metric columns every record carries (:data:`METRIC_COLUMNS`) are the ones the analysis
@@ -169,6 +175,8 @@ class EnvSpec:
     engagement: str
     """What ``contact`` means here, as decision.md words it (``any pusher-boat contact``)."""
     observation_keys: tuple[str, ...] = (OBSERVATION_STATE,)
+    cameras: tuple[str, ...] = ()
+    """Cameras ``render(camera, height, width)`` draws (``observation.images.<camera>``); none by default."""
 
     def __post_init__(self) -> None:
         where = f"environment {self.id!r}"

@@ -422,21 +422,25 @@ class _Rows:
     """Per-row decode state of one block, as arrays (no per-row Python in the token loop)."""
 
     ids: np.ndarray
-    """int64 [ROW_BLOCK, n_coefficients]: token ids, the first ``n_tokens[r]`` of row r are valid."""
+    """int64 [row_block, n_coefficients]: token ids, the first ``n_tokens[r]`` of row r are valid."""
     logps: np.ndarray
-    """float64 [ROW_BLOCK, n_coefficients]: log-prob of each sampled id under the sampling distribution (the
+    """float64 [row_block, n_coefficients]: log-prob of each sampled id under the sampling distribution (the
     float32 values :func:`sample_step` computes)."""
     entropies: np.ndarray
-    """float64 [ROW_BLOCK, n_coefficients]: entropy of each step's sampling distribution (likewise)."""
+    """float64 [row_block, n_coefficients]: entropy of each step's sampling distribution (likewise)."""
     n_tokens: np.ndarray
-    """int64 [ROW_BLOCK]."""
+    """int64 [row_block]."""
 
 
 class ARPolicy:
     """FAST-token AR policy; implements :class:`grpo_probe.policies.protocol.Policy`.
 
     Decodes through a :class:`BlockDecoder` built once, from the model's parameters as they are when the
-    policy is made.
+    policy is made. ``row_block`` is the fixed number of rows decoded together (a design registers it as
+    ``arms.<id>.row_block``; :data:`ROW_BLOCK` by default): fewer rows are padded to it, so a row's
+    arithmetic never depends on how many others share its call. A larger block spreads the per-token
+    Python and dispatch cost over more rows; whether a row's bytes stay the same under another block
+    size depends on the kernels, which is why the size is registered rather than a run setting.
     """
 
     head = "ar"
@@ -448,7 +452,11 @@ class ARPolicy:
         obs_mean: np.ndarray,
         obs_std: np.ndarray,
         device: str = "cpu",
+        row_block: int = ROW_BLOCK,
     ) -> None:
+        if isinstance(row_block, bool) or not isinstance(row_block, int) or row_block < 1:
+            raise ValueError(f"ARPolicy: row_block must be a positive integer, got {row_block!r}")
+        self.row_block = row_block
         self.device = torch.device(device)
         self.model = model.eval().to(self.device)
         self.tokenizer = tokenizer
@@ -458,7 +466,7 @@ class ARPolicy:
         self._counts = np.asarray(tokenizer.coefficient_counts, dtype=np.int64)
         self._mask_table = grammar_mask_table(self._counts, tokenizer.n_coefficients, tokenizer.eos_id)
         self._inadmissible = ~self._mask_table
-        self._decoder = BlockDecoder(self.model, ROW_BLOCK)
+        self._decoder = BlockDecoder(self.model, row_block)
 
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
         if mode.kind not in ("greedy", "temperature"):
@@ -468,9 +476,10 @@ class ARPolicy:
             (len(keys), self.tokenizer.chunk_length, self.tokenizer.action_dims), dtype=np.float32
         )
         diagnostics: list[RowDiagnostics] = []
-        for start in range(0, len(keys), ROW_BLOCK):
-            block_keys = list(keys[start : start + ROW_BLOCK])
-            rows = self._generate_block(obs[start : start + ROW_BLOCK], block_keys, mode)
+        block = self.row_block
+        for start in range(0, len(keys), block):
+            block_keys = list(keys[start : start + block])
+            rows = self._generate_block(obs[start : start + block], block_keys, mode)
             for i in range(len(block_keys)):
                 n = int(rows.n_tokens[i])
                 ids = rows.ids[i, :n]
@@ -488,7 +497,7 @@ class ARPolicy:
 
     @torch.inference_mode()
     def _generate_block(self, obs: np.ndarray, keys: list[RowKey], mode: SamplingMode) -> _Rows:
-        """Decode up to ROW_BLOCK rows in lockstep; padded rows start finished and only ever take EOS.
+        """Decode up to ``row_block`` rows in lockstep; padded rows start finished and only ever take EOS.
 
         Each step, for every row of the block: mask = table[remaining], then :func:`sample_step` (the id,
         its log-prob and the entropy of softmax(masked_logits / T); with noise, each row's keyed
@@ -496,20 +505,20 @@ class ARPolicy:
         it can only take EOS. The network and the sampler run on every row each step, so their calls
         always have one shape.
         """
-        n_rows = len(keys)
+        n_rows, block = len(keys), self.row_block
         n_coef, n_ids = self.tokenizer.n_coefficients, self.tokenizer.n_ids
-        padded = np.zeros((ROW_BLOCK, self.obs_dim), dtype=np.float32)
+        padded = np.zeros((block, self.obs_dim), dtype=np.float32)
         padded[:n_rows] = (obs - self.obs_mean) / self.obs_std
         temperature = 1.0 if mode.kind == "greedy" else float(mode.temperature)  # type: ignore[arg-type]
-        stream_keys = np.zeros(ROW_BLOCK, dtype=np.uint64)  # padded rows are never live
+        stream_keys = np.zeros(block, dtype=np.uint64)  # padded rows are never live
         stream_keys[:n_rows] = [row_stream_key(k) for k in keys]
         rows = _Rows(
-            ids=np.zeros((ROW_BLOCK, n_coef), dtype=np.int64),
-            logps=np.zeros((ROW_BLOCK, n_coef), dtype=np.float64),
-            entropies=np.zeros((ROW_BLOCK, n_coef), dtype=np.float64),
-            n_tokens=np.zeros(ROW_BLOCK, dtype=np.int64),
+            ids=np.zeros((block, n_coef), dtype=np.int64),
+            logps=np.zeros((block, n_coef), dtype=np.float64),
+            entropies=np.zeros((block, n_coef), dtype=np.float64),
+            n_tokens=np.zeros(block, dtype=np.int64),
         )
-        remaining = np.zeros(ROW_BLOCK, dtype=np.int64)
+        remaining = np.zeros(block, dtype=np.int64)
         remaining[:n_rows] = n_coef
         noise = None
         if gumbel_noise_on(mode):

@@ -1,10 +1,13 @@
-"""One checkpoint format for both heads: weights, tokenizer, normalization statistics, config, kind.
+"""One checkpoint format for every head: weights, tokenizer, normalization statistics, config, kind.
 
 Why one file with a content hash: an auditor's rerun of a training rule must give the same bytes, and a
 probe must never run on a truncated or edited checkpoint. The payload is a ``torch.save`` of plain
 containers (loaded back with ``weights_only=True``) serialized to memory, so no temporary file name
 leaks into the archive, then written atomically. ``content_sha256`` covers kind, config, tokenizer and
 every tensor; a mismatch on load means the file was corrupted.
+
+Kinds: ``ar``, ``flow`` (state only) and ``vision_flow`` (state and one camera's frames), whose config
+stores the camera's name beside the numeric training config: ``{"camera": "overhead", **config}``.
 
 Reading a checkpoint back into a policy (:func:`load_policy`) needs the heads and the builders of
 :mod:`grpo_probe.policies.models`, never the trainer: training depends on this module, not the reverse.
@@ -23,11 +26,20 @@ import numpy as np
 import torch
 
 from grpo_probe.atomic_io import atomic_write_bytes
-from grpo_probe.policies.ar_head import ARPolicy
+from grpo_probe.envs.observation import CameraConfig
+from grpo_probe.policies.ar_head import ROW_BLOCK, ARPolicy
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
 from grpo_probe.policies.flow_head import FlowPolicy
-from grpo_probe.policies.models import ARTrainConfig, FlowTrainConfig, build_ar_model, build_flow_model
+from grpo_probe.policies.models import (
+    ARTrainConfig,
+    FlowTrainConfig,
+    VisionFlowTrainConfig,
+    build_ar_model,
+    build_flow_model,
+    build_vision_flow_model,
+)
 from grpo_probe.policies.protocol import Policy
+from grpo_probe.policies.vision_flow import VisionFlowPolicy
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -38,12 +50,13 @@ __all__ = [
     "load_policy",
     "policy_from_checkpoint",
     "read_checkpoint",
+    "vision_flow_config",
     "write_checkpoint",
 ]
 
 CHECKPOINT_FORMAT = "grpo-probe-policy-checkpoint"
 FORMAT_VERSION = 1
-CHECKPOINT_KINDS = ("ar", "flow")
+CHECKPOINT_KINDS = ("ar", "flow", "vision_flow")
 NORM_KEYS = ("obs_mean", "obs_std", "action_low", "action_high")
 _REQUIRED = (
     "format",
@@ -59,7 +72,7 @@ _REQUIRED = (
 
 @dataclass
 class Checkpoint:
-    """A head's trained state. ``tokenizer_json`` is empty for the flow head."""
+    """A head's trained state. ``tokenizer_json`` is empty for the flow heads."""
 
     kind: str
     config: dict[str, Any]
@@ -171,7 +184,8 @@ def read_checkpoint(path: str | Path, expected_kind: str | None = None) -> Check
 
 
 def _flow_chunk_length(ckpt: Checkpoint, action_dims: int, where: str) -> int:
-    """The chunk length a flow checkpoint was trained for: its velocity net's output width / action dims."""
+    """The chunk length a flow checkpoint (either kind) was trained for: its velocity net's output width /
+    action dims."""
     outputs = [k for k in ckpt.state_dict if k.startswith("net.") and k.endswith(".bias")]
     if not outputs or action_dims < 1:
         raise ValueError(f"{where}: not a flow velocity net (no net.*.bias weights or no action dims)")
@@ -182,44 +196,87 @@ def _flow_chunk_length(ckpt: Checkpoint, action_dims: int, where: str) -> int:
     return width // action_dims
 
 
-def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu") -> Policy:
+def vision_flow_config(ckpt: Checkpoint, where: str) -> tuple[str, VisionFlowTrainConfig]:
+    """The camera and training config a ``vision_flow`` checkpoint stores (``{"camera": ..., **config}``)."""
+    values = dict(ckpt.config)
+    camera = values.pop("camera", None)
+    config = VisionFlowTrainConfig.from_dict(values, where=f"{where}: config")
+    try:
+        camera_config = CameraConfig(camera, config.image_height, config.image_width)
+    except ValueError as exc:
+        raise ValueError(f"{where}: config.camera: {exc}") from None
+    return camera_config.name, config
+
+
+def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu", row_block: int | None = None) -> Policy:
     """Build the head a checkpoint describes; raises ``ValueError`` naming the file if weights do not fit.
 
     ``device`` is where the network runs ("cpu", "cuda", "cuda:N"); keyed draws stay on the CPU, so noise
     does not depend on it, though float results on different devices need not be bit-identical.
+    ``row_block``: the AR head's registered block of rows decoded together (None: its default); the
+    flow heads compute in blocks of :data:`~grpo_probe.policies.ar_head.ROW_BLOCK` only.
     """
     where = str(ckpt.path) if ckpt.path is not None else "checkpoint"
+    if row_block is not None and ckpt.kind != "ar" and row_block != ROW_BLOCK:
+        raise ValueError(
+            f"{where}: a {ckpt.kind!r} head computes in blocks of {ROW_BLOCK} rows; row_block {row_block} "
+            "applies to the AR head only"
+        )
     obs_dim = int(ckpt.norm["obs_mean"].shape[0])
+    action_dims = int(ckpt.norm["action_low"].shape[0])
+    camera = ""
     if ckpt.kind == "ar":
         ar_config = ARTrainConfig.from_dict(ckpt.config, where=f"{where}: config")
         tokenizer = FastTokenizer.from_json(ckpt.tokenizer_json, where=f"{where}: tokenizer_json")
         model: torch.nn.Module = build_ar_model(ar_config, obs_dim, tokenizer)
+    elif ckpt.kind == "vision_flow":
+        camera, vision_config = vision_flow_config(ckpt, where)
+        chunk_length = _flow_chunk_length(ckpt, action_dims, where)
+        model = build_vision_flow_model(vision_config, obs_dim, chunk_length, action_dims)
     else:
         flow_config = FlowTrainConfig.from_dict(ckpt.config, where=f"{where}: config")
-        action_dims = int(ckpt.norm["action_low"].shape[0])
         chunk_length = _flow_chunk_length(ckpt, action_dims, where)
         model = build_flow_model(flow_config, obs_dim, chunk_length, action_dims)
     try:
         model.load_state_dict(ckpt.state_dict, strict=True)
     except RuntimeError as exc:
         raise ValueError(f"{where}: weights do not fit the configured model: {exc}") from exc
+    norm = ckpt.norm
     if ckpt.kind == "ar":
-        return ARPolicy(model, tokenizer, ckpt.norm["obs_mean"], ckpt.norm["obs_std"], device)  # type: ignore[arg-type]
+        return ARPolicy(
+            model,  # type: ignore[arg-type]
+            tokenizer,
+            norm["obs_mean"],
+            norm["obs_std"],
+            device,
+            row_block=ROW_BLOCK if row_block is None else row_block,
+        )
+    if ckpt.kind == "vision_flow":
+        return VisionFlowPolicy(
+            model,  # type: ignore[arg-type]
+            camera,
+            norm["obs_mean"],
+            norm["obs_std"],
+            norm["action_low"],
+            norm["action_high"],
+            device,
+        )
     return FlowPolicy(
         model,  # type: ignore[arg-type]
-        ckpt.norm["obs_mean"],
-        ckpt.norm["obs_std"],
-        ckpt.norm["action_low"],
-        ckpt.norm["action_high"],
+        norm["obs_mean"],
+        norm["obs_std"],
+        norm["action_low"],
+        norm["action_high"],
         device,
     )
 
 
-def load_policy(checkpoint: str | Path, device: str = "cpu") -> Policy:
+def load_policy(checkpoint: str | Path, device: str = "cpu", row_block: int | None = None) -> Policy:
     """Read a checkpoint written by :mod:`grpo_probe.policies.train` and return its policy.
 
     The signature is that of a checkpoint adapter (``factory(checkpoint=..., device=...)``), so
     ``grpo_probe.policies.checkpoint:load_policy`` binds one of this package's checkpoints in config.
     Raises ``ValueError`` naming the file when it is missing, corrupted, incomplete or of an unknown kind.
+    ``row_block``: see :func:`policy_from_checkpoint`.
     """
-    return policy_from_checkpoint(read_checkpoint(checkpoint), device=device)
+    return policy_from_checkpoint(read_checkpoint(checkpoint), device=device, row_block=row_block)

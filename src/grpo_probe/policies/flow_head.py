@@ -13,12 +13,15 @@ Initial noise of a row comes from (run_key, tag("flow_noise"), seed, replan, dra
 (run_key, tag("flow_sde_noise"), seed, replan, draw, step). Sampling happens in normalized action
 space; the chunk is then mapped back to action units and clipped to [-1, 1]. Log-probs are those of
 the normalized chunk (the clip is outside the density).
+
+The sampler (:func:`sample_flow_chunks`) takes the network as a conditioning callable, so the
+image-conditioned head (:mod:`grpo_probe.policies.vision_flow`) samples with exactly the same code.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -30,7 +33,18 @@ from grpo_probe.policies.flow_sde import euler_sample, heun_sample, sde_sample
 from grpo_probe.policies.keyed_torch import torch_generator
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode, check_obs_batch
 
-__all__ = ["FlowPolicy", "VelocityMLP", "flow_noise", "sde_step_noise", "time_embedding"]
+__all__ = [
+    "FLOW_MODES",
+    "BlockCondition",
+    "BlockNet",
+    "FlowPolicy",
+    "VelocityMLP",
+    "check_flow_mode",
+    "flow_noise",
+    "sample_flow_chunks",
+    "sde_step_noise",
+    "time_embedding",
+]
 
 _FLOW_NOISE = tag("flow_noise")
 _FLOW_SDE_NOISE = tag("flow_sde_noise")
@@ -90,6 +104,89 @@ def sde_step_noise(key: RowKey, step: int, shape: tuple[int, ...]) -> torch.Tens
     return torch.randn(shape, generator=gen, dtype=torch.float64)
 
 
+BlockNet = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""A velocity network with one row block's condition bound: x_t float32 [ROW_BLOCK, T, D] and t float32
+[ROW_BLOCK], both on the network's device -> velocity float32 [ROW_BLOCK, T, D]."""
+
+BlockCondition = Callable[[int, int], BlockNet]
+"""(start, stop) -> the network conditioned on rows [start, stop) of the batch, padded to ROW_BLOCK rows."""
+
+FLOW_MODES = ("flow_ode", "flow_sde", "flow_euler")
+
+
+def check_flow_mode(mode: SamplingMode) -> None:
+    """``ValueError`` unless ``mode`` is one of the flow head's sampling kinds."""
+    if mode.kind not in FLOW_MODES:
+        raise ValueError(
+            f"the flow head samples with 'flow_ode', 'flow_sde' or 'flow_euler', got {mode.kind!r}"
+        )
+
+
+def sample_flow_chunks(
+    condition: BlockCondition,
+    keys: Sequence[RowKey],
+    mode: SamplingMode,
+    chunk_shape: tuple[int, int],
+    action_low: np.ndarray,
+    action_high: np.ndarray,
+    device: torch.device,
+) -> PolicyOutput:
+    """Sample one chunk per row in fixed blocks of ``ROW_BLOCK`` rows (the last one padded).
+
+    ``condition(start, stop)`` is called once per block, so a conditioning network (an image encoder)
+    runs once per block, not once per integration step. The sampler is the same for every flow head:
+    keyed initial and SDE noise per row, sampling in normalized action space, then the chunk mapped
+    back to ``[action_low, action_high]`` and clipped to [-1, 1]. A row's bytes depend only on its key
+    and its own inputs, never on the other rows of its block, as long as the network treats rows alike.
+    """
+    actions = np.zeros((len(keys), *chunk_shape), dtype=np.float32)
+    diagnostics: list[RowDiagnostics] = []
+    for start in range(0, len(keys), ROW_BLOCK):
+        block_keys = list(keys[start : start + ROW_BLOCK])
+        with torch.no_grad():
+            net = condition(start, start + len(block_keys))
+        normalized, step_logprobs = _sample_block(net, block_keys, mode, chunk_shape, device)
+        for i in range(len(block_keys)):
+            chunk = (normalized[i] + 1.0) * 0.5 * (action_high - action_low) + action_low
+            actions[start + i] = np.clip(chunk, -1.0, 1.0).astype(np.float32)
+            if step_logprobs is None:
+                diagnostics.append(RowDiagnostics(logprob=None))
+            else:
+                row_steps = step_logprobs[i].copy()
+                diagnostics.append(RowDiagnostics(logprob=float(row_steps.sum()), step_logprobs=row_steps))
+    return PolicyOutput(actions=actions, diagnostics=diagnostics)
+
+
+@torch.no_grad()
+def _sample_block(
+    net: BlockNet, keys: list[RowKey], mode: SamplingMode, shape: tuple[int, int], device: torch.device
+) -> tuple[np.ndarray, np.ndarray | None]:
+    n_rows = len(keys)
+    x = torch.zeros((ROW_BLOCK, *shape), dtype=torch.float64)
+    for r, key in enumerate(keys):
+        x[r] = flow_noise(key, shape)
+
+    def velocity(x_t: torch.Tensor, t: float) -> torch.Tensor:
+        t_col = torch.full((ROW_BLOCK,), t, dtype=torch.float32, device=device)
+        v = net(x_t.to(device=device, dtype=torch.float32), t_col)
+        return v.to(device="cpu", dtype=torch.float64)
+
+    if mode.kind == "flow_ode":
+        return heun_sample(velocity, x, mode.steps)[:n_rows].numpy(), None
+    if mode.kind == "flow_euler":
+        return euler_sample(velocity, x, mode.steps)[:n_rows].numpy(), None
+
+    def noise(step: int) -> torch.Tensor:
+        out = torch.zeros((ROW_BLOCK, *shape), dtype=torch.float64)
+        for r, key in enumerate(keys):
+            out[r] = sde_step_noise(key, step, shape)
+        return out
+
+    x0, step_logprobs = sde_sample(velocity, x, mode.steps, float(mode.sde_a), noise)  # type: ignore[arg-type]
+    logprobs = None if step_logprobs is None else step_logprobs[:n_rows].numpy()
+    return x0[:n_rows].numpy(), logprobs
+
+
 class FlowPolicy:
     """Flow-matching policy; implements :class:`grpo_probe.policies.protocol.Policy`."""
 
@@ -113,58 +210,15 @@ class FlowPolicy:
         self.obs_dim = int(self.obs_mean.shape[0])
 
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
-        if mode.kind not in ("flow_ode", "flow_sde", "flow_euler"):
-            raise ValueError(
-                f"the flow head samples with 'flow_ode', 'flow_sde' or 'flow_euler', got {mode.kind!r}"
-            )
+        check_flow_mode(mode)
         obs = check_obs_batch(obs, keys, self.obs_dim)
-        shape = self.model.chunk_shape
-        actions = np.zeros((len(keys), *shape), dtype=np.float32)
-        diagnostics: list[RowDiagnostics] = []
-        for start in range(0, len(keys), ROW_BLOCK):
-            block_keys = list(keys[start : start + ROW_BLOCK])
-            normalized, step_logprobs = self._sample_block(obs[start : start + ROW_BLOCK], block_keys, mode)
-            for i in range(len(block_keys)):
-                chunk = (normalized[i] + 1.0) * 0.5 * (self.action_high - self.action_low) + self.action_low
-                actions[start + i] = np.clip(chunk, -1.0, 1.0).astype(np.float32)
-                if step_logprobs is None:
-                    diagnostics.append(RowDiagnostics(logprob=None))
-                else:
-                    row_steps = step_logprobs[i].copy()
-                    diagnostics.append(
-                        RowDiagnostics(logprob=float(row_steps.sum()), step_logprobs=row_steps)
-                    )
-        return PolicyOutput(actions=actions, diagnostics=diagnostics)
 
-    @torch.no_grad()
-    def _sample_block(
-        self, obs: np.ndarray, keys: list[RowKey], mode: SamplingMode
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        n_rows = len(keys)
-        shape = self.model.chunk_shape
-        cond = np.zeros((ROW_BLOCK, self.obs_dim), dtype=np.float32)
-        cond[:n_rows] = (obs - self.obs_mean) / self.obs_std
-        cond_t = torch.from_numpy(cond).to(self.device)
-        x = torch.zeros((ROW_BLOCK, *shape), dtype=torch.float64)
-        for r, key in enumerate(keys):
-            x[r] = flow_noise(key, shape)
+        def condition(start: int, stop: int) -> BlockNet:
+            cond = np.zeros((ROW_BLOCK, self.obs_dim), dtype=np.float32)
+            cond[: stop - start] = (obs[start:stop] - self.obs_mean) / self.obs_std
+            cond_t = torch.from_numpy(cond).to(self.device)
+            return lambda x_t, t: self.model(x_t, t, cond_t)
 
-        def velocity(x_t: torch.Tensor, t: float) -> torch.Tensor:
-            t_col = torch.full((ROW_BLOCK,), t, dtype=torch.float32, device=self.device)
-            v = self.model(x_t.to(device=self.device, dtype=torch.float32), t_col, cond_t)
-            return v.to(device="cpu", dtype=torch.float64)
-
-        if mode.kind == "flow_ode":
-            return heun_sample(velocity, x, mode.steps)[:n_rows].numpy(), None
-        if mode.kind == "flow_euler":
-            return euler_sample(velocity, x, mode.steps)[:n_rows].numpy(), None
-
-        def noise(step: int) -> torch.Tensor:
-            out = torch.zeros((ROW_BLOCK, *shape), dtype=torch.float64)
-            for r, key in enumerate(keys):
-                out[r] = sde_step_noise(key, step, shape)
-            return out
-
-        x0, step_logprobs = sde_sample(velocity, x, mode.steps, float(mode.sde_a), noise)  # type: ignore[arg-type]
-        logprobs = None if step_logprobs is None else step_logprobs[:n_rows].numpy()
-        return x0[:n_rows].numpy(), logprobs
+        return sample_flow_chunks(
+            condition, keys, mode, self.model.chunk_shape, self.action_low, self.action_high, self.device
+        )

@@ -1,4 +1,4 @@
-"""What a head's network is: the two configs and the builders that turn a config into an untrained network.
+"""What a head's network is: the configs and the builders that turn a config into an untrained network.
 
 Why a module of its own: a checkpoint stores its config, and reading one back has to rebuild the same
 network before loading the weights. Keeping configs and builders apart from the trainer lets loading a
@@ -18,8 +18,16 @@ from typing import Any
 from grpo_probe.policies.ar_head import ARTransformer
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
 from grpo_probe.policies.flow_head import VelocityMLP
+from grpo_probe.policies.vision_flow import VisionVelocityNet
 
-__all__ = ["ARTrainConfig", "FlowTrainConfig", "build_ar_model", "build_flow_model"]
+__all__ = [
+    "ARTrainConfig",
+    "FlowTrainConfig",
+    "VisionFlowTrainConfig",
+    "build_ar_model",
+    "build_flow_model",
+    "build_vision_flow_model",
+]
 
 
 class _ConfigMixin:
@@ -117,6 +125,46 @@ class FlowTrainConfig(_ConfigMixin):
     """global gradient-norm clip"""
 
 
+@dataclass(frozen=True)
+class VisionFlowTrainConfig(_ConfigMixin):
+    """Image-conditioned flow head: CNN encoder, velocity MLP size and optimizer budget.
+
+    Sized for one CPU core: the encoder is four stride-2 convolutions over a 96 x 96 frame, and batches
+    are half the state-only head's because the encoder dominates a step's cost.
+    """
+
+    seed: int = 0
+    """keys weight init, minibatch order, flow noise and times"""
+    hidden: int = 512
+    """MLP width"""
+    n_layers: int = 3
+    """hidden layers"""
+    obs_embed: int = 128
+    """state embedding width"""
+    time_embed: int = 64
+    """sinusoidal time embedding width"""
+    image_embed: int = 128
+    """image embedding width (the encoder's last Linear)"""
+    channels: int = 32
+    """encoder conv width (the first conv has half of it)"""
+    image_height: int = 96
+    """frame height the encoder is built for (the registered camera's)"""
+    image_width: int = 96
+    """frame width the encoder is built for (the registered camera's)"""
+    steps: int = 4000
+    """optimizer steps"""
+    batch_size: int = 64
+    """demo chunks (with their frames) per step"""
+    lr: float = 1e-3
+    """peak AdamW learning rate (linear warmup, cosine decay to 10%)"""
+    warmup_steps: int = 100
+    """linear warmup steps"""
+    weight_decay: float = 0.0
+    """AdamW weight decay"""
+    grad_clip: float = 1.0
+    """global gradient-norm clip"""
+
+
 def build_ar_model(config: ARTrainConfig, obs_dim: int, tokenizer: FastTokenizer) -> ARTransformer:
     """The untrained AR decoder a config describes, sized to the fitted tokenizer's ids and length."""
     return ARTransformer(
@@ -138,6 +186,25 @@ def build_flow_model(
         obs_dim=obs_dim,
         chunk_length=chunk_length,
         action_dims=action_dims,
+        hidden=config.hidden,
+        n_layers=config.n_layers,
+        obs_embed=config.obs_embed,
+        time_embed=config.time_embed,
+    )
+
+
+def build_vision_flow_model(
+    config: VisionFlowTrainConfig, obs_dim: int, chunk_length: int, action_dims: int
+) -> VisionVelocityNet:
+    """The untrained image-conditioned velocity net a config describes, for frames of the config's size."""
+    return VisionVelocityNet(
+        obs_dim=obs_dim,
+        chunk_length=chunk_length,
+        action_dims=action_dims,
+        image_height=config.image_height,
+        image_width=config.image_width,
+        channels=config.channels,
+        image_embed=config.image_embed,
         hidden=config.hidden,
         n_layers=config.n_layers,
         obs_embed=config.obs_embed,

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grpo_probe.envs.boat import BOAT_ID
+from grpo_probe.envs.observation import OBSERVATION_STATE, ObservationConfig, observation_problems
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import EnvConfig, env_config, env_spec, is_builtin
 from grpo_probe.prereg.amendments import Amendment, RegisteredVersion, parse_amendment, registered_versions
@@ -72,6 +73,16 @@ class Arm:
     description: str
     anchor: SamplingMode
     """The deterministic sampler of the arm's anchor rows (AR greedy; flow Heun draw 0), registered."""
+    inputs: tuple[str, ...] = (OBSERVATION_STATE,)
+    """Observation keys the arm's policy reads (``arms.<id>.inputs``; the state alone by default)."""
+    row_block: int | None = None
+    """AR arms: rows decoded together in one fixed, padded block (``arms.<id>.row_block``); None = the
+    head's default of 8."""
+
+    @property
+    def reads_images(self) -> bool:
+        """True when the arm's policy reads a camera frame."""
+        return any(k.startswith("observation.images.") for k in self.inputs)
 
 
 @dataclass(frozen=True)
@@ -161,6 +172,8 @@ class Prereg:
     by undoing the amendments' ``replaces`` and checked against the hashes the lock recorded."""
     phase2: Phase2 | None = None
     """The registered phase-2 pilot (``phase2:``); None when the design registers none."""
+    observation: ObservationConfig = field(default_factory=ObservationConfig)
+    """The registered task and cameras (``observation:``); none by default."""
 
     @property
     def enabled_cells(self) -> tuple[Cell, ...]:
@@ -263,6 +276,7 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
             )
 
     problems += _environment_section_problems(raw)
+    problems += _observation_problems(raw)
 
     seen: dict[str, int] = {}
     for i, cell in enumerate(raw["cells"]):
@@ -328,6 +342,40 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
 
 
 _ENGAGEMENT_READS = ("sampled_engagement_rate", "anchor_engagement_rate")
+
+
+def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
+    """Each arm's inputs are keys the design registers and, for a built-in environment, can render."""
+    try:
+        observation = ObservationConfig.from_dict(raw.get("observation"), "observation")
+    except ValueError as exc:
+        return [str(exc)]
+    env_cameras: tuple[str, ...] | None = None
+    try:
+        config = design_environment(raw)
+        if is_builtin(config.id):
+            env_cameras = env_spec(config).cameras
+    except (KeyError, ValueError):
+        pass  # the environment section's own check names the problem
+    problems = []
+    for arm_id, arm in raw["arms"].items():
+        inputs = arm.get("inputs", [OBSERVATION_STATE])
+        cameras = env_cameras if env_cameras is not None else [c.name for c in observation.cameras]
+        problems += observation_problems(inputs, observation, cameras, f"arms.{arm_id}.inputs")
+        if arm["head"] != "ar" and arm.get("row_block") is not None:
+            problems.append(
+                f"arms.{arm_id}.row_block: only the AR head decodes in a registered row block; the flow "
+                "heads compute in blocks of 8"
+            )
+        if arm["head"] == "ar" and any(k.startswith("observation.images.") for k in inputs):
+            problems.append(
+                f"arms.{arm_id}.inputs: the AR head reads the state only; a camera-fed arm has head 'flow'"
+            )
+    if raw.get("phase2") is not None and any(
+        k != OBSERVATION_STATE for arm in raw["arms"].values() for k in arm.get("inputs", [])
+    ):
+        problems.append("phase2: the phase-2 pilot trains state-only heads; no arm may read frames or a task")
+    return problems
 
 
 def design_environment(raw: Mapping[str, Any], where: str | os.PathLike[str] = "") -> EnvConfig:
@@ -438,7 +486,13 @@ def _build(
     analysis, rule = parse_analysis_sections(raw, str(path))
     arms = {
         arm_id: Arm(
-            arm_id, a["head"], a["checkpoint_sha256"], a["description"], SamplingMode.from_dict(a["anchor"])
+            arm_id,
+            a["head"],
+            a["checkpoint_sha256"],
+            a["description"],
+            SamplingMode.from_dict(a["anchor"]),
+            tuple(a.get("inputs", (OBSERVATION_STATE,))),
+            a.get("row_block"),
         )
         for arm_id, a in raw["arms"].items()
     }
@@ -489,6 +543,7 @@ def _build(
         lock_date=lock_date,
         versions=registered_versions(raw, str(path), history, schema_dir),
         phase2=parse_phase2(raw, str(path)),
+        observation=ObservationConfig.from_dict(raw.get("observation"), f"{path}: observation"),
     )
 
 

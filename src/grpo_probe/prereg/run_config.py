@@ -178,8 +178,13 @@ def load_config(
 
 
 def arm_bindings(config: RunConfig, prereg: Prereg) -> dict[str, ArmBinding]:
-    """The binding of every registered arm (reference where config is silent), in registered arm order."""
-    unknown = [arm for arm in config.arms if arm not in prereg.arms]
+    """The binding of every registered arm (reference where config is silent), in registered arm order.
+
+    A checkpoint binding of an arm the design does not register is an error; a ``reference`` binding
+    of one is the default anyway and is ignored, so the shipped config (which names the registered
+    probe's arms) runs designs whose arms have other ids, such as the camera-fed designs.
+    """
+    unknown = [arm for arm, b in config.arms.items() if arm not in prereg.arms and b.source != "reference"]
     if unknown:
         raise ValueError(
             f"config: arms.{unknown[0]}: {unknown[0]!r} is not one of the arms of {prereg.path} "

@@ -40,8 +40,15 @@ TRACE_COLUMNS = (
 )
 """The boat's per-tick columns (index 0 = spawn, index t = after tick t); another environment's are its
 spec's ``trace_columns``, passed to :func:`compare_episodes`."""
-REPLAN_COLUMNS = ("replan_token_ids", "replan_n_tokens", "replan_logprob", "replan_entropy_mean")
-"""Per-replan columns; compared at the first tick of the replan's chunk, before its first action."""
+REPLAN_COLUMNS = (
+    "replan_frame_sha256",
+    "replan_token_ids",
+    "replan_n_tokens",
+    "replan_logprob",
+    "replan_entropy_mean",
+)
+"""Per-replan columns; compared at the first tick of the replan's chunk, before its first action. The
+frames the policy saw come first: a policy's outputs can only be as identical as its inputs."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class ComparisonCounts:
     ticks: int = 0
     actions: int = 0
     token_ids: int = 0
+    frames: int = 0
+    """Per-replan frame digests compared (0 when no policy read a camera)."""
     values: int = 0
     mismatched_episodes: int = 0
 
@@ -146,8 +155,10 @@ def _events(
         for c in REPLAN_COLUMNS:
             if c in skip:
                 continue
-            value = _entry(row[c], r)
-            if c == "replan_token_ids" and isinstance(value, (list, tuple)):
+            value = _entry(row.get(c), r)
+            if c == "replan_frame_sha256":  # compared either way; counted only where frames exist
+                yield first_tick, f"{c}[{r}]", value, "frame" if row.get(c) is not None else "absent"
+            elif c == "replan_token_ids" and isinstance(value, (list, tuple)):
                 yield first_tick, f"len({c}[{r}])", len(value), "value"
                 for p, token in enumerate(value):
                     yield first_tick, f"{c}[{r}][{p}]", token, "token"
@@ -215,6 +226,10 @@ def compare_episodes(
             counts.actions += 1
         elif kind == "token":
             counts.token_ids += 1
+        elif kind == "frame":
+            counts.frames += 1
+        elif kind == "absent":
+            pass
         else:
             counts.values += 1
     return None, counts

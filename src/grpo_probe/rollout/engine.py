@@ -29,6 +29,17 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from grpo_probe.envs.observation import (
+    OBSERVATION_STATE,
+    TASK,
+    CameraConfig,
+    ObservationBatch,
+    ObservationConfig,
+    camera_of,
+    frame_sha256,
+    observation_problems,
+    policy_input_keys,
+)
 from grpo_probe.envs.protocol import Environment, EnvSpec
 from grpo_probe.envs.registry import EnvConfig, boat_env, env_spec, make_env
 from grpo_probe.policies.protocol import Policy, RowDiagnostics, RowKey, SamplingMode
@@ -82,6 +93,15 @@ class GroupJob:
     run_key: int
     env: EnvConfig = field(default_factory=boat_env)
     """The environment every episode runs in (the design's ``env:``; the boat scene by default)."""
+    observation: ObservationConfig = field(default_factory=ObservationConfig)
+    """The design's registered task and cameras (``observation:``); none by default."""
+    envs_per_worker: int | None = None
+    """Envs a worker steps in lockstep per task for this job (one batched policy call per replan); None:
+    the pool's ``envs_per_worker``. An AR arm with a registered row block of 16 runs 16 per task, so its
+    blocks are full. Never changes a byte: rows are computed alone in their fixed, padded blocks."""
+    inputs: tuple[str, ...] | None = None
+    """The arm's registered inputs (``arms.<id>.inputs``): a policy declaring any other key fails; None
+    lets a policy read whatever the design registers (tests, benchmarks)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", tuple(self.seeds))
@@ -148,6 +168,54 @@ def _check_policy_fits(policy: Policy, spec: EnvSpec, where: str) -> None:
         )
 
 
+def _observation_plan(
+    policy: Policy,
+    spec: EnvSpec,
+    observation: ObservationConfig,
+    where: str,
+    inputs: tuple[str, ...] | None = None,
+) -> tuple[tuple[str, ...], tuple[CameraConfig, ...]] | None:
+    """What the policy reads: None for the state array alone, else its declared keys and the cameras to
+    render; a key the design, the arm's registration or the environment cannot provide is an error
+    naming it."""
+    declared = policy_input_keys(policy)
+    unregistered = [k for k in declared if inputs is not None and k not in inputs]
+    if unregistered:
+        raise ValueError(
+            f"{where}: the policy (head {policy.head!r}) declares input(s) {', '.join(unregistered)}, which "
+            f"the arm does not register (its inputs: {', '.join(inputs or ())}); register them in the "
+            "arm's inputs, or bind a policy that reads what the arm registers"
+        )
+    if declared == (OBSERVATION_STATE,):
+        return None
+    who = f"the policy (head {policy.head!r})"
+    problems = observation_problems(declared, observation, spec.cameras, who)
+    if problems:
+        raise ValueError(f"{where}: " + "; ".join(problems))
+    cameras = tuple(observation.camera(c) for k in declared if (c := camera_of(k)) is not None)
+    return declared, cameras
+
+
+def _render(env: Environment, camera: CameraConfig, spec: EnvSpec, where: str) -> np.ndarray:
+    frame = env.render(camera.name, camera.height, camera.width)  # type: ignore[attr-defined]
+    if (
+        not isinstance(frame, np.ndarray)
+        or frame.dtype != np.uint8
+        or frame.shape
+        != (
+            camera.height,
+            camera.width,
+            3,
+        )
+    ):
+        found = f"{getattr(frame, 'dtype', type(frame).__name__)} {getattr(frame, 'shape', '')}"
+        raise ValueError(
+            f"{where}: environment {spec.id!r} rendered camera {camera.name!r} as {found}; the design "
+            f"registers uint8 ({camera.height}, {camera.width}, 3)"
+        )
+    return frame
+
+
 def _check_output(
     policy: Policy, actions: Any, diagnostics: Any, batch: int, spec: EnvSpec, where: str
 ) -> np.ndarray:
@@ -180,8 +248,16 @@ def run_lockstep(
     hook: ChunkHook | None = None,
     device: str = "cpu",
     where: str = "rollout",
+    observation: ObservationConfig | None = None,
+    inputs: tuple[str, ...] | None = None,
 ) -> list[EpisodeResult]:
     """Run ``specs`` to the end, env ``i`` running ``specs[i]``, with one ``policy.act`` per replan.
+
+    A policy that declares only ``observation.state`` (or no ``input_keys``) gets the float32
+    [B, obs_dim] state array. One that declares more gets an :class:`ObservationBatch` of exactly its
+    keys: the state, each declared camera's frame rendered now at the size ``observation`` registers,
+    and the registered task; each row's frames are hashed per replan (``frame_sha256``), so the
+    oracles compare what the policy saw.
 
     Every replan the envs still running form one batch (rows in ``specs`` order); an env the strike cap
     ended drops out of later batches. Returns one result per spec, in ``specs`` order. On a CUDA
@@ -199,12 +275,15 @@ def run_lockstep(
     start = time.perf_counter()
     spec = envs[0].spec
     _check_policy_fits(policy, spec, where)
+    plan = _observation_plan(policy, spec, observation or ObservationConfig(), where, inputs)
+    task = (observation or ObservationConfig()).task
     n = len(specs)
     on_gpu = device.startswith("cuda")
     timings = [EpisodeTiming(gpu_s=0.0 if on_gpu else None) for _ in range(n)]
     obs = [envs[i].reset(specs[i].seed) for i in range(n)]
     executed: list[list[np.ndarray]] = [[] for _ in range(n)]
     diagnostics: list[list[RowDiagnostics]] = [[] for _ in range(n)]
+    frames_seen: list[list[str]] = [[] for _ in range(n)]
     while True:
         active = [i for i in range(n) if not envs[i].done]
         if not active:
@@ -212,8 +291,21 @@ def run_lockstep(
         keys = [RowKey(run_key, specs[i].seed, envs[i].replan_index, specs[i].draw) for i in active]
         if on_gpu:
             _synchronize(device)
+        if plan is None:
+            batch: np.ndarray | ObservationBatch = np.stack([obs[i] for i in active])
+        else:
+            batch = _observation_batch(
+                plan, [envs[i] for i in active], [obs[i] for i in active], task, policy, where
+            )
+            for row, i in enumerate(active):
+                frames = {c.key: batch[c.key][row] for c in plan[1]}
+                if frames:
+                    frames_seen[i].append(frame_sha256(frames))
+            render_s = batch.render_s / len(active)
+            for i in active:
+                timings[i].render_s += render_s
         t0 = time.perf_counter()
-        out = policy.act(np.stack([obs[i] for i in active]), keys, mode)
+        out = policy.act(batch, keys, mode)  # type: ignore[arg-type]
         if on_gpu:
             _synchronize(device)
         policy_s = (time.perf_counter() - t0) / len(active)
@@ -245,9 +337,39 @@ def run_lockstep(
                 executed_actions=np.stack(executed[i]),
                 diagnostics=diagnostics[i],
                 timing=timings[i],
+                frame_sha256=frames_seen[i] if plan is not None and plan[1] else None,
             )
         )
     return results
+
+
+class _RenderedBatch(ObservationBatch):
+    """An observation batch that remembers how long its frames took to render (timing only)."""
+
+    render_s: float = 0.0
+
+
+def _observation_batch(
+    plan: tuple[tuple[str, ...], tuple[CameraConfig, ...]],
+    envs: Sequence[Environment],
+    states: Sequence[np.ndarray],
+    task: str,
+    policy: Policy,
+    where: str,
+) -> _RenderedBatch:
+    declared, cameras = plan
+    values: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    for key in declared:
+        if key == OBSERVATION_STATE:
+            values[key] = np.stack(states).astype(np.float32, copy=False)
+        elif key == TASK:
+            values[key] = (task,) * len(envs)
+    for camera in cameras:
+        values[camera.key] = np.stack([_render(env, camera, env.spec, where) for env in envs])
+    batch = _RenderedBatch({k: values[k] for k in declared}, str(policy.head))
+    batch.render_s = time.perf_counter() - t0
+    return batch
 
 
 def run_sequential(
@@ -274,6 +396,8 @@ def run_sequential(
                     hook=hook,
                     device=job.source.device,
                     where=job.env.where,
+                    observation=job.observation,
+                    inputs=job.inputs,
                 )
             )
             if progress is not None:
@@ -299,6 +423,8 @@ def _worker_run(
     mode: SamplingMode,
     specs: list[EpisodeSpec],
     hook: ChunkHook | None,
+    observation: ObservationConfig | None = None,
+    inputs: tuple[str, ...] | None = None,
 ) -> list[EpisodeResult]:
     """One task in a worker: build (once) the policy and envs, then run ``specs`` in lockstep."""
     policy_key = repr(source)
@@ -316,6 +442,8 @@ def _worker_run(
         hook=hook,
         device=source.device,
         where=env.where,
+        observation=observation,
+        inputs=inputs,
     )
 
 
@@ -356,14 +484,27 @@ class RolloutPool:
         hook: ChunkHook | None = None,
         progress: RolloutProgress | None = None,
     ) -> list[EpisodeResult]:
-        """Run every episode of ``job`` in tasks of ``envs_per_worker`` lockstep envs; results sorted."""
+        """Run every episode of ``job`` in tasks of ``envs_per_worker`` lockstep envs (the job's own
+        ``envs_per_worker`` when it sets one); results sorted."""
+        if job.envs_per_worker is not None:
+            envs_per_worker = job.envs_per_worker
         if isinstance(envs_per_worker, bool) or not isinstance(envs_per_worker, int) or envs_per_worker < 1:
             raise ValueError(f"envs_per_worker must be an integer >= 1, got {envs_per_worker!r}")
         specs = job.episodes()
         batches = [specs[i : i + envs_per_worker] for i in range(0, len(specs), envs_per_worker)]
         try:
             futures: list[Future[list[EpisodeResult]]] = [
-                self._executor.submit(_worker_run, job.source, job.env, job.run_key, job.mode, batch, hook)
+                self._executor.submit(
+                    _worker_run,
+                    job.source,
+                    job.env,
+                    job.run_key,
+                    job.mode,
+                    batch,
+                    hook,
+                    job.observation,
+                    job.inputs,
+                )
                 for batch in batches
             ]
         except BrokenProcessPool as exc:
@@ -440,6 +581,7 @@ def mean_timing(results: Sequence[EpisodeResult]) -> EpisodeTiming:
         physics_s=sum(r.timing.physics_s for r in results) / n,
         policy_s=sum(r.timing.policy_s for r in results) / n,
         total_s=sum(r.timing.total_s for r in results) / n,
+        render_s=sum(r.timing.render_s for r in results) / n,
         gpu_s=None if gpu_s is None else gpu_s / n,
     )
 

@@ -121,7 +121,22 @@ def _job_dict(job: GroupJob) -> dict[str, Any]:
         "draws": job.draws,
         "run_key": job.run_key,
         **_env_dict(job),
+        **({"observation": job.observation.to_dict()} if job.observation.cameras else {}),
+        **({"row_block": job.source.row_block} if job.source.row_block is not None else {}),
+        **({"envs_per_worker": job.envs_per_worker} if job.envs_per_worker is not None else {}),
     }
+
+
+def _frame_digests(job: GroupJob, episodes: dict[tuple[int, int], ComparedEpisode]) -> list[dict[str, Any]]:
+    """Per episode, the sha256 of the frames the policy saw at each replan (empty without cameras)."""
+    out = []
+    for (seed, draw), episode in sorted(episodes.items()):
+        digests = episode.row.get("replan_frame_sha256")
+        if digests is not None:
+            out.append(
+                {"arm": job.arm, "cell": job.cell, "seed": seed, "draw": draw, "sha256": list(digests)}
+            )
+    return out
 
 
 def _env_dict(job: GroupJob) -> dict[str, Any]:
@@ -208,6 +223,7 @@ def run_parallel_oracle(
     digests = {name: {"tables": hashlib.sha256(), "actions": hashlib.sha256()} for name in names}
     counts = ComparisonCounts()
     first_divergence: Divergence | None = None
+    frames: list[dict[str, Any]] = []
     with ExitStack() as stack:
         active_pool = pool if pool is not None else stack.enter_context(RolloutPool(workers))
         for job in jobs:
@@ -229,6 +245,7 @@ def run_parallel_oracle(
                 digests[name]["tables"].update(data)
                 for r in results:
                     digests[name]["actions"].update(r.executed_actions.tobytes())
+            frames.extend(_frame_digests(job, sides[names[0]]))
             divergence, job_counts = _compare_groups(job, sides[names[0]], sides[names[1]], names, skip=())
             counts.add(job_counts)
             if first_divergence is None:
@@ -246,6 +263,8 @@ def run_parallel_oracle(
         },
         "first_divergence": None if first_divergence is None else first_divergence.to_dict(),
     }
+    if frames:
+        report["frames"] = {"compared": counts.frames, "sequential_sha256_per_replan": frames}
     return _finish(report, report_path, first_divergence)
 
 
@@ -370,4 +389,7 @@ def run_draw0_oracle(
     }
     if action_reference is not None:
         report["action_reference"] = action_reference
+    probe_frames = _frame_digests(probe_job, probe)
+    if probe_frames:
+        report["frames"] = {"compared": counts.frames, "probe_sha256_per_replan": probe_frames}
     return _finish(report, report_path, divergence)

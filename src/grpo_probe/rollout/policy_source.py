@@ -62,6 +62,9 @@ class PolicySource:
     factory: str | None = None
     device: str = "cpu"
     options: Mapping[str, Any] = field(default_factory=dict)
+    row_block: int | None = None
+    """The arm's registered AR row block (``arms.<id>.row_block``), given to this package's own
+    checkpoints (no factory); a user's adapter computes its rows its own way and never receives it."""
 
     def __post_init__(self) -> None:
         if self.checkpoint is None and self.factory is None:
@@ -89,7 +92,7 @@ class PolicySource:
             path = Path(str(self.checkpoint))
             if not path.is_file():
                 raise FileNotFoundError(f"{path}: policy checkpoint not found")
-            policy = load_policy(path, device=device)
+            policy = load_policy(path, device=device, row_block=self.row_block)
         else:
             module_name, _, attr = self.factory.partition(":")
             try:

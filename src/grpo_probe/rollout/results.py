@@ -33,6 +33,8 @@ class EpisodeTiming:
     physics_s: float = 0.0
     policy_s: float = 0.0
     total_s: float = 0.0
+    render_s: float = 0.0
+    """Camera frames rendered for the policy (0.0 when it reads no camera)."""
     gpu_s: float | None = None
     """GPU seconds: the policy calls timed between ``torch.cuda.synchronize()`` barriers, split like
     ``policy_s``; None when the policy ran on the CPU (not measured, never 0.0)."""
@@ -40,7 +42,7 @@ class EpisodeTiming:
     @property
     def overhead_s(self) -> float:
         """Everything that is neither physics nor the policy: resets, records, bookkeeping, transfer."""
-        return max(self.total_s - self.physics_s - self.policy_s, 0.0)
+        return max(self.total_s - self.physics_s - self.policy_s - self.render_s, 0.0)
 
 
 @dataclass
@@ -56,3 +58,6 @@ class EpisodeResult:
     diagnostics: list[RowDiagnostics]
     """One per replan run, in replan order."""
     timing: EpisodeTiming = field(default_factory=EpisodeTiming)
+    frame_sha256: list[str] | None = None
+    """One digest per replan run of the frames the policy saw
+    (:func:`grpo_probe.envs.observation.frame_sha256`); None when it read no camera."""

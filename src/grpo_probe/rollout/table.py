@@ -53,6 +53,7 @@ ROLLOUT_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("replan_entropy_mean", pa.list_(pa.float64())),
     pa.field("replan_n_tokens", pa.list_(pa.int32())),
     pa.field("replan_token_ids", pa.list_(pa.list_(pa.int32()))),
+    pa.field("replan_frame_sha256", pa.list_(pa.string())),
 )
 """Columns a rollout row adds to the episode table's columns, in order."""
 
@@ -78,7 +79,8 @@ def _mean_or_none(values: np.ndarray | None) -> float | None:
 def result_row(result: EpisodeResult, *, cell: str, arm: str, mode: SamplingMode) -> dict[str, Any]:
     """The table row of one episode: its record, its labels and its per-replan diagnostics.
 
-    AR columns (entropy, token counts, token ids) are null for a row whose policy returned no tokens;
+    AR columns (entropy, token counts, token ids) are null for a row whose policy returned no tokens,
+    ``replan_frame_sha256`` (one digest of the frames the policy saw per replan) for one that read no camera;
     ``replan_logprob`` always has one entry per replan, null where the sampler defines no log-prob.
     """
     row = result.record.to_row()
@@ -103,6 +105,7 @@ def result_row(result: EpisodeResult, *, cell: str, arm: str, mode: SamplingMode
             if has_tokens
             else None
         ),
+        replan_frame_sha256=None if result.frame_sha256 is None else list(result.frame_sha256),
     )
     return row
 

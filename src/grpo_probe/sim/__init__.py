@@ -1,13 +1,18 @@
 """The reference simulator: a MuJoCo boat-push tabletop stepped in policy action chunks.
 
 The names below load on first use, so reading the registered numbers (:mod:`grpo_probe.sim.params`,
-which the prereg needs) does not import MuJoCo.
+which the prereg needs) does not import MuJoCo. Importing this package picks a headless OpenGL backend
+for camera frames (:mod:`grpo_probe.sim.gl`) before anything of it can import MuJoCo.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from grpo_probe.sim.gl import select_headless_gl
+
+select_headless_gl()
 
 __all__ = ["ACTION_DIMS", "OBS_DIM", "BoatPushEnv", "EnvState", "EpisodeRecord", "SimParams", "run_episode"]
 

@@ -71,9 +71,11 @@ from grpo_probe.sim.params import SimParams
 from grpo_probe.sim.record import EpisodeRecord
 from grpo_probe.sim.spawn import Spawn, draw_spawn
 
-__all__ = ["OBS_DIM", "BoatPushEnv", "EnvState", "load_model", "run_episode"]
+__all__ = ["CAMERAS", "OBS_DIM", "BoatPushEnv", "EnvState", "load_model", "run_episode"]
 
 OBS_DIM = 17
+CAMERAS = ("overhead",)
+"""Cameras of scene.xml a policy may read (``observation.images.overhead``)."""
 BOAT_REST_Z_M = 0.015
 """Boat centre height when the hull rests on the table (hull half-height)."""
 _STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
@@ -132,6 +134,7 @@ class BoatPushEnv:
         self._force_adr = int(m.sensor("pusher_table").adr[0])  # first component = normal force
         self._cos_upright = math.cos(math.radians(self.params.upright_max_tilt_deg))
         self._renderer: mujoco.Renderer | None = None
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         if camera:
             from grpo_probe.sim.render import make_renderer
 
@@ -413,6 +416,22 @@ class BoatPushEnv:
             raise RuntimeError("this env was built with camera=False")
         self._renderer.update_scene(self.data, camera="overhead")
         return self._renderer.render().copy()
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """The current frame of ``camera`` (one of :data:`CAMERAS`), uint8 [height, width, 3].
+
+        Renderers are built on first use, one per size, and kept: building a GL context costs far more
+        than a frame. Frames are a pure function of the simulator state (no shadows, no multisampling).
+        """
+        if camera not in CAMERAS:
+            raise ValueError(f"boat scene: no camera {camera!r} (its cameras: {', '.join(CAMERAS)})")
+        renderer = self._renderers.get((height, width))
+        if renderer is None:
+            from grpo_probe.sim.render import make_renderer
+
+            renderer = self._renderers[(height, width)] = make_renderer(self.model, height, width)
+        renderer.update_scene(self.data, camera=camera)
+        return renderer.render().copy()
 
 
 def run_episode(env: BoatPushEnv, seed: int, act: Callable[[np.ndarray, int], np.ndarray]) -> EpisodeRecord:

@@ -16,11 +16,19 @@ __all__ = ["FRAME_SIZE", "make_renderer"]
 FRAME_SIZE = 96
 
 
-def make_renderer(model: mujoco.MjModel) -> mujoco.Renderer:
-    """A 96 x 96 renderer with shadows and multisampling off (set in scene.xml's <visual>)."""
+def make_renderer(
+    model: mujoco.MjModel, height: int = FRAME_SIZE, width: int = FRAME_SIZE
+) -> mujoco.Renderer:
+    """A ``height`` x ``width`` renderer with shadows and multisampling off (set in scene.xml's <visual>).
+
+    The offscreen buffer is grown to the frame size when a design registers frames larger than the
+    scene's default 96 x 96.
+    """
     backend = os.environ.get("MUJOCO_GL", "<unset>")
+    model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), width)
+    model.vis.global_.offheight = max(int(model.vis.global_.offheight), height)
     try:
-        return mujoco.Renderer(model, height=FRAME_SIZE, width=FRAME_SIZE)
+        return mujoco.Renderer(model, height=height, width=width)
     except Exception as exc:  # MuJoCo raises several types depending on the backend that failed
         raise RuntimeError(
             f"camera frames need an OpenGL backend, and none could be created (MUJOCO_GL={backend}): {exc}. "

@@ -1,0 +1,114 @@
+"""The camera-fed designs register what policies may read (``observation:``) and what each arm reads.
+
+Why: a frame a policy reads changes what it does, so the cameras, their frame size and the task string
+are registered numbers like any other, and a mistake names the file and the field before anything runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_probe.envs.observation import CameraConfig, ObservationConfig
+from grpo_probe.prereg import load_prereg
+from grpo_probe.prereg.canonical import read_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _edited(tmp_path: Path, name: str, edit) -> Path:
+    raw = read_yaml(REPO / "prereg" / name)
+    edit(raw)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(ValueError) as info:
+        load_prereg(path, require_lock=False)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("name", ["vision_smoke.yaml", "vision_probe.yaml"])
+def test_the_vision_designs_are_locked_and_register_the_overhead_camera(name: str) -> None:
+    prereg = load_prereg(REPO / "prereg" / name)
+    assert prereg.observation == ObservationConfig(
+        task="push the toy boat onto the target disk", cameras=(CameraConfig("overhead", 96, 96),)
+    )
+    arm = prereg.arms["flow_vision"]
+    assert arm.head == "flow" and arm.reads_images
+    assert arm.inputs == ("observation.state", "observation.images.overhead", "task")
+
+
+def test_a_state_only_design_registers_no_camera_and_its_arms_read_the_state() -> None:
+    prereg = load_prereg(REPO / "prereg/grpo_signal_probe.yaml")
+    assert prereg.observation == ObservationConfig()
+    assert all(arm.inputs == ("observation.state",) and not arm.reads_images for arm in prereg.arms.values())
+
+
+def test_an_arm_reading_an_unregistered_camera_names_the_field(tmp_path: Path) -> None:
+    def edit(raw):
+        raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.images.wrist"]
+
+    message = _error(_edited(tmp_path, "vision_smoke.yaml", edit))
+    assert "vision_smoke.yaml: arms.flow_vision.inputs reads 'observation.images.wrist'" in message
+    assert "registers no camera 'wrist' (observation.cameras: overhead)" in message
+
+
+def test_a_camera_the_environment_cannot_render_names_its_cameras(tmp_path: Path) -> None:
+    def edit(raw):
+        raw["observation"]["cameras"]["wrist"] = {"height": 64, "width": 64}
+        raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.images.wrist"]
+
+    assert "the environment renders no camera 'wrist' (its cameras: overhead)" in _error(
+        _edited(tmp_path, "vision_smoke.yaml", edit)
+    )
+
+
+def test_reading_the_task_needs_a_registered_task_and_frames_need_the_flow_head(tmp_path: Path) -> None:
+    def no_task(raw):
+        del raw["observation"]["task"]
+
+    assert "arms.flow_vision.inputs reads 'task', but the design registers no observation.task" in _error(
+        _edited(tmp_path, "vision_smoke.yaml", no_task)
+    )
+
+    def ar_with_frames(raw):
+        raw["arms"]["flow_vision"]["head"] = "ar"
+        raw["arms"]["flow_vision"]["anchor"] = {"kind": "greedy"}
+        raw["cells"] = [dict(raw["cells"][0], mode={"kind": "temperature", "temperature": 1.0})]
+        raw["oracles"]["parallel"]["modes"] = [{"kind": "greedy"}]
+
+    assert "arms.flow_vision.inputs: the AR head reads the state only" in _error(
+        _edited(tmp_path, "vision_smoke.yaml", ar_with_frames)
+    )
+
+
+def test_a_bad_frame_size_or_key_is_a_schema_error_naming_the_field(tmp_path: Path) -> None:
+    def tiny(raw):
+        raw["observation"]["cameras"]["overhead"] = {"height": 2, "width": 96}
+
+    assert "observation.cameras.overhead.height" in _error(_edited(tmp_path, "vision_smoke.yaml", tiny))
+
+    def typo(raw):
+        raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.image.overhead"]
+
+    assert "arms.flow_vision.inputs" in _error(_edited(tmp_path, "vision_smoke.yaml", typo))
+
+
+def test_the_registered_ar_arm_decodes_in_blocks_of_16_and_only_ar_arms_may(tmp_path: Path) -> None:
+    prereg = load_prereg(REPO / "prereg/grpo_signal_probe.yaml")
+    assert prereg.arms["ar"].row_block == 16
+    assert prereg.arms["flow_teacher"].row_block is None
+    (change,) = prereg.amendments[-1].replaces
+    assert (change.path, change.added) == ("arms.ar.row_block", True)
+
+    def flow_block(raw):
+        raw["arms"]["flow_vision"]["row_block"] = 16
+
+    assert "arms.flow_vision.row_block: only the AR head decodes in a registered row block" in _error(
+        _edited(tmp_path, "vision_smoke.yaml", flow_block)
+    )
