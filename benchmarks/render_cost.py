@@ -17,6 +17,9 @@ threads (``LP_NUM_THREADS``), which parallel rollout workers would then compete 
 as many frames again are rendered back to back (of its final state, nothing in between): the renderer's
 cost with no physics between frames, for comparison; the interleaved number is the engine's case.
 Building a renderer (GL context and buffers, once per env and frame size) is timed apart.
+Then the scene's tessellation of round geoms (12 slices, 8 stacks, scene.xml) against MuJoCo's default
+(28, 16): a second renderer on a copy of the model, both rendering the same states of the same episodes in
+alternating order, and their ratio.
 
 It also checks that frames are a pure function of the state: two renders of the same state give the same
 sha256, and a fresh process renders the same bytes for ``--seed``, replan 0. Target (the camera issue):
@@ -26,6 +29,7 @@ sha256, and a fresh process renders the same bytes for ``--seed``, replan 0. Tar
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import os
@@ -40,6 +44,7 @@ import numpy as np
 
 from grpo_probe.sim import BoatPushEnv, SimParams
 from grpo_probe.sim.expert import ScriptedExpert
+from grpo_probe.sim.render import make_renderer
 
 # No `import mujoco` here: MuJoCo reads MUJOCO_GL once, at its first import, and importing grpo_probe.sim
 # first is what sets it to egl (grpo_probe.sim.gl); the sorted imports would put mujoco first.
@@ -115,6 +120,48 @@ def episode_costs(
     }
 
 
+def tessellation_costs(
+    env: BoatPushEnv, expert: ScriptedExpert, seeds: range, height: int, width: int
+) -> dict[str, float]:
+    """The scene's tessellation against MuJoCo's default, side by side on the same states.
+
+    scene.xml draws round geoms with 12 slices and 8 stacks; MuJoCo's default is 28 and 16. A second
+    renderer is built on a copy of the model with the default, and at every replan of the expert's
+    episodes both render the same state, in alternating order, so the two share the machine's noise.
+    """
+    import mujoco  # after grpo_probe.sim, which has chosen the GL backend
+
+    default = mujoco.MjModel.from_xml_string("<mujoco/>").vis.quality
+    model = copy.copy(env.model)
+    model.vis.quality.numslices, model.vis.quality.numstacks = default.numslices, default.numstacks
+    reference = make_renderer(model, height, width)
+    wall = {"scene": 0.0, "default": 0.0}
+    frames = 0
+    for seed in seeds:
+        obs = env.reset(seed)
+        while not env.done:
+            order = (("scene", None), ("default", reference))
+            for name, renderer in order if frames % 2 == 0 else order[::-1]:
+                t0 = time.perf_counter()
+                if renderer is None:
+                    env.render(CAMERA, height, width)
+                else:
+                    renderer.update_scene(env.data, camera=CAMERA)
+                    renderer.render()
+                wall[name] += time.perf_counter() - t0
+            frames += 1
+            obs = env.execute(expert.act(obs, (0, seed, env.replan_index)), env.params.executed_actions)
+    reference.close()
+    return {
+        "frames": frames,
+        "scene_slices_stacks": [int(env.model.vis.quality.numslices), int(env.model.vis.quality.numstacks)],
+        "default_slices_stacks": [int(default.numslices), int(default.numstacks)],
+        "scene_ms_per_frame": 1e3 * wall["scene"] / frames,
+        "default_ms_per_frame": 1e3 * wall["default"] / frames,
+        "ratio_scene_over_default": wall["scene"] / wall["default"],
+    }
+
+
 def determinism(env: BoatPushEnv, seed: int, height: int, width: int) -> dict[str, object]:
     """Same state twice in this process, and this process against a fresh one, at ``seed``, replan 0."""
     env.reset(seed)
@@ -162,6 +209,9 @@ def main() -> None:
     gl = _gl_renderer()
     episode_costs(env, expert, args.seed, args.height, args.width)  # warm-up, not counted
     runs = [episode_costs(env, expert, args.seed + e, args.height, args.width) for e in range(args.episodes)]
+    tessellation = tessellation_costs(
+        env, expert, range(args.seed, args.seed + args.episodes), args.height, args.width
+    )
     checks = determinism(env, args.seed, args.height, args.width)
     load_end = _load()
 
@@ -198,6 +248,13 @@ def main() -> None:
     budget = "met" if rows[0][1][0] <= TARGET_MS else "NOT met"
     size_note = "" if (args.height, args.width) == (96, 96) else " (the target is for 96 x 96)"
     print(f"target <= {TARGET_MS} ms per 96 x 96 frame: {budget}{size_note}")
+    tess = tessellation
+    print(
+        f"tessellation, side by side on the same {tess['frames']} states: scene "
+        f"{tess['scene_slices_stacks']} slices/stacks {tess['scene_ms_per_frame']:.3f} ms per frame, "
+        f"MuJoCo's default {tess['default_slices_stacks']} {tess['default_ms_per_frame']:.3f} ms; "
+        f"ratio {tess['ratio_scene_over_default']:.2f}"
+    )
     print(
         f"same state rendered twice: identical bytes {checks['same_state_twice_identical']}; "
         f"fresh process, seed {args.seed} replan 0: identical bytes {checks['fresh_process_identical']} "
@@ -222,6 +279,7 @@ def main() -> None:
             "ticks_per_episode": ticks,
             "summary": summary,
             "target_ms_per_96x96_frame": TARGET_MS,
+            "tessellation": tessellation,
             "determinism": checks,
             "episodes": runs,
         }

@@ -15,8 +15,9 @@ from grpo_probe.sim.params import SimParams
 __all__ = ["BOAT_ENV", "BOAT_EXPERT", "BOAT_ID", "BOAT_VERSION", "boat_guards", "boat_spec"]
 
 BOAT_ID = "boat_push"
-BOAT_VERSION = "boat_push/1"
-"""Bump when scene.xml, the env's tick or its record change what an episode of a seed measures."""
+BOAT_VERSION = "boat_push/2"
+"""Bump when scene.xml, the env's tick or its record change what an episode of a seed measures or shows.
+2: round geoms drawn with fewer slices in camera frames (physics and state records unchanged)."""
 BOAT_ENV = "grpo_probe.envs.boat_env:BoatPush"
 """The env class, called with the params (named, not imported: building it imports MuJoCo)."""
 BOAT_EXPERT = "grpo_probe.sim.expert:ScriptedExpert"
