@@ -114,6 +114,14 @@ BlockCondition = Callable[[int, int], BlockNet]
 FLOW_MODES = ("flow_ode", "flow_sde", "flow_euler")
 
 
+def padded_block(rows: np.ndarray) -> np.ndarray:
+    """``rows`` [n <= ROW_BLOCK, ...] in a zero array of ``ROW_BLOCK`` rows, same dtype: every block a
+    network sees has one shape, so a row's arithmetic never depends on how many rows share its block."""
+    block = np.zeros((ROW_BLOCK, *rows.shape[1:]), dtype=rows.dtype)
+    block[: len(rows)] = rows
+    return block
+
+
 def check_flow_mode(mode: SamplingMode) -> None:
     """``ValueError`` unless ``mode`` is one of the flow head's sampling kinds."""
     if mode.kind not in FLOW_MODES:
@@ -214,8 +222,7 @@ class FlowPolicy:
         obs = check_obs_batch(obs, keys, self.obs_dim)
 
         def condition(start: int, stop: int) -> BlockNet:
-            cond = np.zeros((ROW_BLOCK, self.obs_dim), dtype=np.float32)
-            cond[: stop - start] = (obs[start:stop] - self.obs_mean) / self.obs_std
+            cond = padded_block((obs[start:stop] - self.obs_mean) / self.obs_std)
             cond_t = torch.from_numpy(cond).to(self.device)
             return lambda x_t, t: self.model(x_t, t, cond_t)
 

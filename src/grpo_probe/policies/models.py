@@ -126,23 +126,16 @@ class FlowTrainConfig(_ConfigMixin):
 
 
 @dataclass(frozen=True)
-class VisionFlowTrainConfig(_ConfigMixin):
-    """Image-conditioned flow head: CNN encoder, velocity MLP size and optimizer budget.
+class VisionFlowTrainConfig(FlowTrainConfig):
+    """Image-conditioned flow head: the state-only head's fields, a CNN encoder, and half its batch.
 
     Sized for one CPU core: the encoder is four stride-2 convolutions over a 96 x 96 frame, and batches
-    are half the state-only head's because the encoder dominates a step's cost.
+    are half the state-only head's because the encoder dominates a step's cost. ``obs_embed`` embeds the
+    state alone here.
     """
 
-    seed: int = 0
-    """keys weight init, minibatch order, flow noise and times"""
-    hidden: int = 512
-    """MLP width"""
-    n_layers: int = 3
-    """hidden layers"""
-    obs_embed: int = 128
-    """state embedding width"""
-    time_embed: int = 64
-    """sinusoidal time embedding width"""
+    batch_size: int = 64
+    """demo chunks (with their frames) per step"""
     image_embed: int = 128
     """image embedding width (the encoder's last Linear)"""
     channels: int = 32
@@ -151,18 +144,6 @@ class VisionFlowTrainConfig(_ConfigMixin):
     """frame height the encoder is built for (the registered camera's)"""
     image_width: int = 96
     """frame width the encoder is built for (the registered camera's)"""
-    steps: int = 4000
-    """optimizer steps"""
-    batch_size: int = 64
-    """demo chunks (with their frames) per step"""
-    lr: float = 1e-3
-    """peak AdamW learning rate (linear warmup, cosine decay to 10%)"""
-    warmup_steps: int = 100
-    """linear warmup steps"""
-    weight_decay: float = 0.0
-    """AdamW weight decay"""
-    grad_clip: float = 1.0
-    """global gradient-norm clip"""
 
 
 def build_ar_model(config: ARTrainConfig, obs_dim: int, tokenizer: FastTokenizer) -> ARTransformer:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -309,29 +309,22 @@ def train_flow(demos: DemoArrays, config: FlowTrainConfig, out: str | Path) -> s
 
         model = build_flow_model(config, obs.shape[1], chunks.shape[1], chunks.shape[2])
         _init_parameters(model, torch_generator(config.seed, tag("flow_init")), linear_std=None)
-        optimizer = _optimizer(model, config)
-        model.train()
-        bar = _progress(config.steps, "train flow")
-        for step in bar:
-            idx, x_t, t, u = _flow_matching_batch(
-                config.seed, tag("flow_batch"), step, actions, config.batch_size
-            )
-            loss = ((model(x_t, t, obs_norm[idx]) - u) ** 2).mean()
-            _optimizer_step(model, optimizer, loss, _learning_rate(step, config), config.grad_clip)
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{loss.item():.4f}")
-        bar.close()
+        _fit_flow_matching(
+            model,
+            config,
+            actions,
+            tag("flow_batch"),
+            "train flow",
+            lambda idx, x_t, t: model(x_t, t, obs_norm[idx]),
+        )
+        norm = {
+            "obs_mean": obs_mean,
+            "obs_std": obs_std,
+            "action_low": action_low,
+            "action_high": action_high,
+        }
         ckpt = Checkpoint(
-            kind="flow",
-            config=config.to_dict(),
-            tokenizer_json="",
-            norm={
-                "obs_mean": obs_mean,
-                "obs_std": obs_std,
-                "action_low": action_low,
-                "action_high": action_high,
-            },
-            state_dict=model.state_dict(),
+            kind="flow", config=config.to_dict(), tokenizer_json="", norm=norm, state_dict=model.state_dict()
         )
         return write_checkpoint(ckpt, out)
 
@@ -354,32 +347,49 @@ def train_vision_flow(
 
         model = build_vision_flow_model(config, obs.shape[1], chunks.shape[1], chunks.shape[2])
         _init_parameters(model, torch_generator(config.seed, tag("vision_flow_init")), linear_std=None)
-        optimizer = _optimizer(model, config)
-        model.train()
-        bar = _progress(config.steps, "train vision flow")
-        for step in bar:
-            idx, x_t, t, u = _flow_matching_batch(
-                config.seed, tag("vision_flow_batch"), step, actions, config.batch_size
-            )
+
+        def velocity(idx: np.ndarray, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
             index = torch.from_numpy(idx)
-            loss = ((model(x_t, t, obs_norm[index], images[index]) - u) ** 2).mean()
-            _optimizer_step(model, optimizer, loss, _learning_rate(step, config), config.grad_clip)
-            if step % 50 == 0:
-                bar.set_postfix(loss=f"{loss.item():.4f}")
-        bar.close()
+            return model(x_t, t, obs_norm[index], images[index])
+
+        _fit_flow_matching(model, config, actions, tag("vision_flow_batch"), "train vision flow", velocity)
+        norm = {
+            "obs_mean": obs_mean,
+            "obs_std": obs_std,
+            "action_low": action_low,
+            "action_high": action_high,
+        }
         ckpt = Checkpoint(
             kind="vision_flow",
             config={"camera": camera, **config.to_dict()},
             tokenizer_json="",
-            norm={
-                "obs_mean": obs_mean,
-                "obs_std": obs_std,
-                "action_low": action_low,
-                "action_high": action_high,
-            },
+            norm=norm,
             state_dict=model.state_dict(),
         )
         return write_checkpoint(ckpt, out)
+
+
+def _fit_flow_matching(
+    model: nn.Module,
+    config: FlowTrainConfig,
+    actions: torch.Tensor,
+    stream: int,
+    desc: str,
+    velocity: Callable[[np.ndarray, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> None:
+    """Conditional flow matching, both flow heads: minimise E ||v_theta(x_t, t | obs) - u||^2 over keyed
+    minibatches (:func:`_flow_matching_batch`); ``velocity(idx, x_t, t)`` is the network on the demo rows
+    ``idx``, conditioned on whatever the head reads."""
+    optimizer = _optimizer(model, config)
+    model.train()
+    bar = _progress(config.steps, desc)
+    for step in bar:
+        idx, x_t, t, u = _flow_matching_batch(config.seed, stream, step, actions, config.batch_size)
+        loss = ((velocity(idx, x_t, t) - u) ** 2).mean()
+        _optimizer_step(model, optimizer, loss, _learning_rate(step, config), config.grad_clip)
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+    bar.close()
 
 
 def _check_frames(

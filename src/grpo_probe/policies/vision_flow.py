@@ -22,8 +22,13 @@ import torch
 from torch import nn
 
 from grpo_probe.envs.observation import OBSERVATION_STATE, image_key
-from grpo_probe.policies.ar_head import ROW_BLOCK
-from grpo_probe.policies.flow_head import BlockNet, check_flow_mode, sample_flow_chunks, time_embedding
+from grpo_probe.policies.flow_head import (
+    BlockNet,
+    check_flow_mode,
+    padded_block,
+    sample_flow_chunks,
+    time_embedding,
+)
 from grpo_probe.policies.protocol import PolicyOutput, RowKey, SamplingMode, check_obs_batch
 
 __all__ = ["CONV_LAYERS", "VisionFlowPolicy", "VisionVelocityNet", "encoder_grid"]
@@ -164,10 +169,8 @@ class VisionFlowPolicy:
         state, frames = self.check_observation(obs, keys)
 
         def condition(start: int, stop: int) -> BlockNet:
-            state_block = np.zeros((ROW_BLOCK, self.obs_dim), dtype=np.float32)
-            state_block[: stop - start] = (state[start:stop] - self.obs_mean) / self.obs_std
-            frame_block = np.zeros((ROW_BLOCK, *self.image_shape), dtype=np.uint8)
-            frame_block[: stop - start] = frames[start:stop]
+            state_block = padded_block((state[start:stop] - self.obs_mean) / self.obs_std)
+            frame_block = padded_block(frames[start:stop])
             cond = self.model.condition(
                 torch.from_numpy(state_block).to(self.device), torch.from_numpy(frame_block).to(self.device)
             )
