@@ -117,6 +117,31 @@ def shared_smoke_run(base_temp: Path) -> Path:
     return workdir
 
 
+def run_design(workdir: Path, design: str, timeout: int = 900) -> Path:
+    """Run ``prereg/<design>.yaml`` to its decision.md in ``workdir`` on 2 cores; its results folder.
+
+    A failed run fails the calling test with the end of Snakemake's output.
+    """
+    results = RESULTS.parent / design
+    proc = snakemake(
+        workdir,
+        str(results / "decision.md"),
+        "--cores",
+        "2",
+        "--config",
+        f"prereg=prereg/{design}.yaml",
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return workdir / results
+
+
+def oracle_reports(run: Path) -> list[Path]:
+    """A finished run's oracle reports: the parallel oracle's, then each cell's draw-0 oracle's."""
+    draw0 = sorted(p for p in (run / "oracles/draw0").glob("*.json") if not p.name.endswith(".manifest.json"))
+    return [run / "oracles/parallel.json", *draw0]
+
+
 def copy_run(run: Path, dest: Path) -> Path:
     """A copy of a finished run (results and Snakemake's metadata, times kept) for a test to damage."""
     shutil.copytree(run, dest, symlinks=True, ignore=shutil.ignore_patterns(_DONE))

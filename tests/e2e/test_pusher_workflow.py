@@ -17,18 +17,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 RESULTS = Path("results/pusher_smoke")
 
 
-def test_the_pusher_design_runs_end_to_end_and_passes_both_oracles(fresh_copy: Path, snakemake, grpo_probe):
-    proc = snakemake(
-        fresh_copy,
-        str(RESULTS / "decision.md"),
-        "--cores",
-        "2",
-        "--config",
-        "prereg=prereg/pusher_smoke.yaml",
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    run = fresh_copy / RESULTS
+def test_the_pusher_design_runs_end_to_end_and_passes_both_oracles(
+    fresh_copy: Path, workflow_tools, grpo_probe
+):
+    run = workflow_tools.run_design(fresh_copy, "pusher_smoke")
     decision = json.loads((run / "decision.json").read_text())
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
     assert decision["env"]["id"] == "pusher" and "Pusher-v5" in decision["env"]["version"]
@@ -38,10 +30,7 @@ def test_the_pusher_design_runs_end_to_end_and_passes_both_oracles(fresh_copy: P
         "away_tail",
         "swat",
     ]
-    draw0 = [
-        p for p in sorted((run / "oracles/draw0").glob("*.json")) if not p.name.endswith(".manifest.json")
-    ]
-    reports = [run / "oracles/parallel.json", *draw0]
+    reports = workflow_tools.oracle_reports(run)
     assert len(reports) == 3
     for report in reports:
         assert json.loads(report.read_text())["pass"] is True, report

@@ -26,34 +26,17 @@ RESULTS = Path("results/vision_smoke")
 VLA = "examples.my_vla_adapter:load_my_vla"
 
 
-def _reports(run: Path) -> list[Path]:
-    draw0 = [
-        p for p in sorted((run / "oracles/draw0").glob("*.json")) if not p.name.endswith("manifest.json")
-    ]
-    return [run / "oracles/parallel.json", *draw0]
-
-
 def test_the_vision_design_runs_end_to_end_with_frames_in_both_oracles(
-    fresh_copy: Path, snakemake, grpo_probe
+    fresh_copy: Path, snakemake, grpo_probe, workflow_tools
 ):
-    proc = snakemake(
-        fresh_copy,
-        str(RESULTS / "decision.md"),
-        "--cores",
-        "2",
-        "--config",
-        "prereg=prereg/vision_smoke.yaml",
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    run = fresh_copy / RESULTS
+    run = workflow_tools.run_design(fresh_copy, "vision_smoke")
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
 
     with np.load(run / "demos/demos.npz") as demos:
         frames = demos["images.overhead"]
         assert frames.dtype == np.uint8 and frames.shape == (len(demos["obs"]), 96, 96, 3)
 
-    reports = _reports(run)
+    reports = workflow_tools.oracle_reports(run)
     assert len(reports) == 3  # parallel + one draw-0 report per cell
     for report in reports:
         body = json.loads(report.read_text())

@@ -10,29 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from grpo_probe.envs.registry import EnvConfig, env_spec
 from grpo_probe.prereg import load_prereg
-from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.sim.params import SimParams
 from grpo_probe.steps import prereg_check
 
+from .design_edits import edited, load_error
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _edited(tmp_path: Path, name: str, edit) -> Path:
-    raw = read_yaml(REPO / "prereg" / name)
-    edit(raw)
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
-
-
-def _error(path: Path) -> str:
-    with pytest.raises(ValueError) as info:
-        load_prereg(path, require_lock=False)
-    return str(info.value)
 
 
 @pytest.mark.parametrize("name", ["grpo_signal_probe.yaml", "smoke.yaml"])
@@ -70,7 +56,7 @@ def test_a_rule_reading_a_guard_the_environment_lacks_names_the_field(tmp_path: 
             "prefer": "min",
         }
 
-    message = _error(_edited(tmp_path, "pusher_smoke.yaml", edit))
+    message = load_error(edited(tmp_path, "pusher_smoke.yaml", edit))
     assert (
         "pusher_smoke.yaml: decision_rule.arm_choice.rank_by[1].read: 'sampled_reset_strike_rate' reads "
         "guard 'reset_strike', which environment 'pusher' does not define (its guards: joint_limit, "
@@ -84,31 +70,31 @@ def test_a_guard_read_of_the_boat_is_valid_for_the_boat_only(tmp_path: Path) -> 
             {"read": "sampled_joint_limit_rate", "op": "<=", "threshold": 0.5}
         )
 
-    message = _error(_edited(tmp_path, "smoke.yaml", edit))
+    message = load_error(edited(tmp_path, "smoke.yaml", edit))
     assert "decision_rule.criteria.competence.all_of[1].read: 'sampled_joint_limit_rate'" in message
     assert "environment 'boat_push' does not define" in message
 
 
 def test_a_design_names_its_environment_once(tmp_path: Path) -> None:
-    both = _edited(
+    both = edited(
         tmp_path, "smoke.yaml", lambda raw: raw.update(env={"id": "boat_push", "params": raw["sim"]})
     )
-    assert "env, sim: a design names its environment once" in _error(both)
-    neither = _edited(tmp_path, "smoke.yaml", lambda raw: raw.pop("sim"))
-    assert "smoke.yaml: env: missing" in _error(neither)
+    assert "env, sim: a design names its environment once" in load_error(both)
+    neither = edited(tmp_path, "smoke.yaml", lambda raw: raw.pop("sim"))
+    assert "smoke.yaml: env: missing" in load_error(neither)
 
 
 def test_the_boat_named_by_env_reads_the_same_numbers(tmp_path: Path) -> None:
     def edit(raw: dict) -> None:
         raw["env"] = {"id": "boat_push", "params": raw.pop("sim")}
 
-    prereg = load_prereg(_edited(tmp_path, "smoke.yaml", edit), require_lock=False)
+    prereg = load_prereg(edited(tmp_path, "smoke.yaml", edit), require_lock=False)
     assert prereg.env == load_prereg(REPO / "prereg/smoke.yaml").env
 
 
 def test_an_invalid_env_param_names_the_file_and_field(tmp_path: Path) -> None:
-    path = _edited(tmp_path, "pusher_smoke.yaml", lambda raw: raw["env"]["params"].update(replans=0))
-    assert "pusher_smoke.yaml: env.params.replans must be a positive integer, got 0" in _error(path)
+    path = edited(tmp_path, "pusher_smoke.yaml", lambda raw: raw["env"]["params"].update(replans=0))
+    assert "pusher_smoke.yaml: env.params.replans must be a positive integer, got 0" in load_error(path)
 
 
 def test_prereg_check_builds_a_users_environment_and_names_an_unimportable_factory(tmp_path: Path) -> None:
@@ -116,7 +102,7 @@ def test_prereg_check_builds_a_users_environment_and_names_an_unimportable_facto
         raw["env"] = {"id": "no_such_lab.sims:make_env", "params": {}}
         raw.pop("sim")
 
-    path = _edited(tmp_path, "smoke.yaml", edit)
+    path = edited(tmp_path, "smoke.yaml", edit)
     from grpo_probe.prereg import lock_prereg
 
     lock_prereg(path)

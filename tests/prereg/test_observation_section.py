@@ -9,27 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from grpo_probe.envs.observation import CameraConfig, ObservationConfig
 from grpo_probe.prereg import load_prereg
-from grpo_probe.prereg.canonical import read_yaml
+
+from .design_edits import edited, load_error
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _edited(tmp_path: Path, name: str, edit) -> Path:
-    raw = read_yaml(REPO / "prereg" / name)
-    edit(raw)
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
-
-
-def _error(path: Path) -> str:
-    with pytest.raises(ValueError) as info:
-        load_prereg(path, require_lock=False)
-    return str(info.value)
 
 
 @pytest.mark.parametrize("name", ["vision_smoke.yaml", "vision_probe.yaml"])
@@ -53,7 +39,7 @@ def test_an_arm_reading_an_unregistered_camera_names_the_field(tmp_path: Path) -
     def edit(raw):
         raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.images.wrist"]
 
-    message = _error(_edited(tmp_path, "vision_smoke.yaml", edit))
+    message = load_error(edited(tmp_path, "vision_smoke.yaml", edit))
     assert "vision_smoke.yaml: arms.flow_vision.inputs reads 'observation.images.wrist'" in message
     assert "registers no camera 'wrist' (observation.cameras: overhead)" in message
 
@@ -63,8 +49,8 @@ def test_a_camera_the_environment_cannot_render_names_its_cameras(tmp_path: Path
         raw["observation"]["cameras"]["wrist"] = {"height": 64, "width": 64}
         raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.images.wrist"]
 
-    assert "the environment renders no camera 'wrist' (its cameras: overhead)" in _error(
-        _edited(tmp_path, "vision_smoke.yaml", edit)
+    assert "the environment renders no camera 'wrist' (its cameras: overhead)" in load_error(
+        edited(tmp_path, "vision_smoke.yaml", edit)
     )
 
 
@@ -72,8 +58,8 @@ def test_reading_the_task_needs_a_registered_task_and_frames_need_the_flow_head(
     def no_task(raw):
         del raw["observation"]["task"]
 
-    assert "arms.flow_vision.inputs reads 'task', but the design registers no observation.task" in _error(
-        _edited(tmp_path, "vision_smoke.yaml", no_task)
+    assert "arms.flow_vision.inputs reads 'task', but the design registers no observation.task" in load_error(
+        edited(tmp_path, "vision_smoke.yaml", no_task)
     )
 
     def ar_with_frames(raw):
@@ -82,8 +68,8 @@ def test_reading_the_task_needs_a_registered_task_and_frames_need_the_flow_head(
         raw["cells"] = [dict(raw["cells"][0], mode={"kind": "temperature", "temperature": 1.0})]
         raw["oracles"]["parallel"]["modes"] = [{"kind": "greedy"}]
 
-    assert "arms.flow_vision.inputs: the AR head reads the state only" in _error(
-        _edited(tmp_path, "vision_smoke.yaml", ar_with_frames)
+    assert "arms.flow_vision.inputs: the AR head reads the state only" in load_error(
+        edited(tmp_path, "vision_smoke.yaml", ar_with_frames)
     )
 
 
@@ -91,12 +77,12 @@ def test_a_bad_frame_size_or_key_is_a_schema_error_naming_the_field(tmp_path: Pa
     def tiny(raw):
         raw["observation"]["cameras"]["overhead"] = {"height": 2, "width": 96}
 
-    assert "observation.cameras.overhead.height" in _error(_edited(tmp_path, "vision_smoke.yaml", tiny))
+    assert "observation.cameras.overhead.height" in load_error(edited(tmp_path, "vision_smoke.yaml", tiny))
 
     def typo(raw):
         raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.image.overhead"]
 
-    assert "arms.flow_vision.inputs" in _error(_edited(tmp_path, "vision_smoke.yaml", typo))
+    assert "arms.flow_vision.inputs" in load_error(edited(tmp_path, "vision_smoke.yaml", typo))
 
 
 def test_the_registered_ar_arm_decodes_in_blocks_of_16_and_only_ar_arms_may(tmp_path: Path) -> None:
@@ -109,6 +95,6 @@ def test_the_registered_ar_arm_decodes_in_blocks_of_16_and_only_ar_arms_may(tmp_
     def flow_block(raw):
         raw["arms"]["flow_vision"]["row_block"] = 16
 
-    assert "arms.flow_vision.row_block: only the AR head decodes in a registered row block" in _error(
-        _edited(tmp_path, "vision_smoke.yaml", flow_block)
+    assert "arms.flow_vision.row_block: only the AR head decodes in a registered row block" in load_error(
+        edited(tmp_path, "vision_smoke.yaml", flow_block)
     )

@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-import yaml
 
 from grpo_probe.prereg import PreregError, SchemaError, load_prereg, split_seeds
 from grpo_probe.prereg.canonical import read_yaml
@@ -14,23 +13,15 @@ from grpo_probe.prereg.schema import PREREG_SCHEMA, default_schema_dir, load_pre
 from grpo_probe.sampling import SamplingMode
 from grpo_probe.sim.params import SimParams
 
+from .design_edits import edited, load_error
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = ["prereg/grpo_signal_probe.yaml", "prereg/smoke.yaml"]
 
 
 def _edited_smoke(tmp_path: Path, edit) -> Path:
     """A copy of the smoke design with ``edit(raw)`` applied (not locked: these tests are about validity)."""
-    raw = read_yaml(REPO / "prereg/smoke.yaml")
-    edit(raw)
-    path = tmp_path / "smoke.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
-
-
-def _error(path: Path, exc_type: type[Exception] = ValueError) -> str:
-    with pytest.raises(exc_type) as info:
-        load_prereg(path, require_lock=False)
-    return str(info.value)
+    return edited(tmp_path, "smoke.yaml", edit)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -104,33 +95,33 @@ def test_every_schema_key_has_a_type_and_a_description(schema_file: str) -> None
 
 def test_missing_cell_field_names_file_and_field(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][1].pop("arm"))
-    assert f"{path}: cells[1]: 'arm' is a required property" in _error(path, SchemaError)
+    assert f"{path}: cells[1]: 'arm' is a required property" in load_error(path, SchemaError)
 
 
 def test_group_size_zero_names_file_and_field(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw.update(group_size=0))
-    assert f"{path}: group_size: 0 is less than the minimum of 1" in _error(path, SchemaError)
+    assert f"{path}: group_size: 0 is less than the minimum of 1" in load_error(path, SchemaError)
 
 
 def test_unknown_arm_names_file_field_and_the_arms(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][1].update(arm="nope"))
-    message = _error(path, PreregError)
+    message = load_error(path, PreregError)
     assert f"{path}: cells[1].arm: 'nope' is not one of the arms (ar, flow_teacher, flow_short)" in message
 
 
 def test_mode_that_does_not_fit_the_arm_head_is_refused(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][0].update(arm="flow_teacher"))
-    assert f"{path}: cells[0].mode.kind: 'temperature' samples the ar head" in _error(path, PreregError)
+    assert f"{path}: cells[0].mode.kind: 'temperature' samples the ar head" in load_error(path, PreregError)
 
 
 def test_duplicate_cell_id_is_refused(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][1].update(id=raw["cells"][0]["id"]))
-    assert f"{path}: cells[1].id: 'c1_ar_t1_0' is already the id of cells[0]" in _error(path, PreregError)
+    assert f"{path}: cells[1].id: 'c1_ar_t1_0' is already the id of cells[0]" in load_error(path, PreregError)
 
 
 def test_temperature_without_value_is_refused(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][0]["mode"].pop("temperature"))
-    assert f"{path}: cells[0].mode: 'temperature' is a required property" in _error(path, SchemaError)
+    assert f"{path}: cells[0].mode: 'temperature' is a required property" in load_error(path, SchemaError)
 
 
 def test_oracle_subset_outside_registered_seeds_and_arms_is_refused(tmp_path: Path) -> None:
@@ -140,7 +131,7 @@ def test_oracle_subset_outside_registered_seeds_and_arms_is_refused(tmp_path: Pa
         raw["oracles"]["draw0"]["seeds"] = [77]
 
     path = _edited_smoke(tmp_path, edit)
-    message = _error(path, PreregError)
+    message = load_error(path, PreregError)
     assert f"{path}: oracles.parallel.seeds[1]: seed 5 is not one of the registered seeds" in message
     assert f"{path}: oracles.parallel.arms[1]: 'ghost' is not one of the arms" in message
     assert f"{path}: oracles.draw0.seeds[0]: seed 77 is not one of the registered seeds" in message
@@ -150,12 +141,12 @@ def test_demo_seeds_overlapping_probe_seeds_are_refused(tmp_path: Path) -> None:
     path = _edited_smoke(
         tmp_path, lambda raw: raw["training"]["demos"].update(seeds={"first": 998, "count": 3})
     )
-    assert f"{path}: training.demos.seeds: overlaps the probe's seeds (1000)" in _error(path, PreregError)
+    assert f"{path}: training.demos.seeds: overlaps the probe's seeds (1000)" in load_error(path, PreregError)
 
 
 def test_sim_cross_field_rule_names_file_and_field(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["sim"].update(executed_actions=60))
-    assert f"{path}: sim.executed_actions (60) must not exceed sim.chunk_length (50)" in _error(
+    assert f"{path}: sim.executed_actions (60) must not exceed sim.chunk_length (50)" in load_error(
         path, PreregError
     )
 
@@ -166,13 +157,15 @@ def test_duplicate_yaml_key_is_refused_naming_file(tmp_path: Path) -> None:
     )
     path = tmp_path / "smoke.yaml"
     path.write_text(text)
-    message = _error(path)
+    message = load_error(path)
     assert str(path) in message and "duplicate key 'group_size'" in message
 
 
 def test_duplicate_seed_is_refused_naming_both_positions(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw.update(seeds=[1001, 1000, 1001]))
-    assert f"{path}: seeds[2]: seed 1001 is registered twice (first at seeds[0])" in _error(path, PreregError)
+    assert f"{path}: seeds[2]: seed 1001 is registered twice (first at seeds[0])" in load_error(
+        path, PreregError
+    )
 
 
 def test_seeds_in_any_order_are_kept_in_that_order(tmp_path: Path) -> None:
@@ -189,7 +182,7 @@ def test_anchor_sampler_must_fit_the_head_and_be_deterministic(tmp_path: Path) -
         raw["arms"]["flow_short"]["anchor"] = {"kind": "flow_sde", "sde_a": 0.5, "steps": 10}
 
     path = _edited_smoke(tmp_path, edit)
-    message = _error(path, PreregError)
+    message = load_error(path, PreregError)
     assert (
         f"{path}: arms.ar.anchor.kind: 'flow_ode' samples the flow head, but the arm's head is 'ar'"
         in message
@@ -199,7 +192,7 @@ def test_anchor_sampler_must_fit_the_head_and_be_deterministic(tmp_path: Path) -
 
 def test_flow_ode_cell_must_match_its_arms_anchor(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][1]["mode"].update(steps=5))
-    assert f"{path}: cells[1].mode: the draw-0 oracle compares draw 0 of a flow_ode cell" in _error(
+    assert f"{path}: cells[1].mode: the draw-0 oracle compares draw 0 of a flow_ode cell" in load_error(
         path, PreregError
     )
 
