@@ -17,6 +17,9 @@ The AR head decodes in the row block the registered design gives its AR arm (``a
 prereg/grpo_signal_probe.yaml, 16), with as many envs per worker task; ``--ar-row-block 8`` measures the
 head's default block for comparison. The flow heads run K = 8 envs per task.
 
+``--repeats N`` measures every path N times, the paths in turn, and ends each head with the median
+policy / physics per path and its range: on a shared machine one run's ratio moves by a few hundredths.
+
 Without ``--ar-checkpoint``/``--flow-checkpoint`` it builds checkpoints of the reference architectures
 (``grpo_probe.policies.train`` defaults) trained for a few steps on synthetic demos: the compute per call
 matches the reference heads, the behaviour does not (an untrained AR head emits a different number of
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -98,7 +102,12 @@ def main() -> None:
     parser.add_argument(
         "--ar-row-block", type=int, default=None, help="AR rows per block (default: the registered design's)"
     )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="measure each path N times, in turn; medians at the end"
+    )
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     ar_block = args.ar_row_block or load_prereg(REGISTERED).arms["ar"].row_block or K
     torch.set_num_threads(1)
     print(f"load average (1, 5, 15 min) at start: {_load()}")
@@ -121,24 +130,33 @@ def main() -> None:
                 mode=_mode(head), seeds=tuple(range(args.seeds)), draws=K, run_key=0, env=boat_env(),
                 envs_per_worker=block,
             )  # fmt: skip
-            walls, tables = {}, {}
-            for name, pool in paths.items():
-                start = time.perf_counter()
-                results = run_sequential(job) if pool is None else pool.run(job, envs_per_worker=K)
-                walls[name] = time.perf_counter() - start
-                tables[name] = table_bytes(group_table(job, results))
-                timing = mean_timing(results)
-                n = len(results)
-                ms = [1e3 * timing.physics_s, 1e3 * timing.policy_s, 1e3 * timing.overhead_s]
-                print(
-                    f"{head:5} {name:11} {n:8d} {walls[name]:8.1f} {n / walls[name]:7.2f} "
-                    f"{ms[0]:11.1f} {ms[1]:10.1f} {ms[1] / ms[0]:15.2f} {ms[2]:12.1f}"
+            walls, tables = {}, set()
+            ratios: dict[str, list[float]] = {name: [] for name in paths}
+            for _ in range(args.repeats):  # the paths in turn, so a noisy spell slows all of them alike
+                for name, pool in paths.items():
+                    start = time.perf_counter()
+                    results = run_sequential(job) if pool is None else pool.run(job, envs_per_worker=K)
+                    walls[name] = time.perf_counter() - start
+                    tables.add(table_bytes(group_table(job, results)))
+                    timing = mean_timing(results)
+                    n = len(results)
+                    ms = [1e3 * timing.physics_s, 1e3 * timing.policy_s, 1e3 * timing.overhead_s]
+                    ratios[name].append(ms[1] / ms[0])
+                    print(
+                        f"{head:5} {name:11} {n:8d} {walls[name]:8.1f} {n / walls[name]:7.2f} "
+                        f"{ms[0]:11.1f} {ms[1]:10.1f} {ms[1] / ms[0]:15.2f} {ms[2]:12.1f}"
+                    )
+            if args.repeats > 1:
+                medians = ", ".join(
+                    f"{name} {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
+                    for name, r in ratios.items()
                 )
+                print(f"{head:5} policy/physics, median (range) over {args.repeats} repeats: {medians}")
             par = f"parallel-{args.workers}"
             print(
                 f"{head:5} speedup sequential -> {par}: {walls['sequential'] / walls[par]:.2f}x "
                 f"(batching x processes); parallel-1 -> {par}: {walls['parallel-1'] / walls[par]:.2f}x "
-                f"(processes); same bytes on every path: {len(set(tables.values())) == 1}"
+                f"(processes); same bytes on every path and repeat: {len(tables) == 1}"
             )
         one.close()
         many.close()
