@@ -303,9 +303,7 @@ def train_flow(demos: DemoArrays, config: FlowTrainConfig, out: str | Path) -> s
     """Train the velocity MLP by conditional flow matching (openpi convention); returns the sha256."""
     obs, chunks = _check_demos(demos)
     with deterministic_torch():
-        obs_mean, obs_std = _obs_stats(obs)
-        obs_norm = torch.from_numpy(((obs - obs_mean) / obs_std).astype(np.float32))
-        action_low, action_high, actions = _normalized_actions(chunks)
+        obs_norm, actions, norm = _flow_normalization(obs, chunks)
 
         model = build_flow_model(config, obs.shape[1], chunks.shape[1], chunks.shape[2])
         _init_parameters(model, torch_generator(config.seed, tag("flow_init")), linear_std=None)
@@ -317,12 +315,6 @@ def train_flow(demos: DemoArrays, config: FlowTrainConfig, out: str | Path) -> s
             "train flow",
             lambda idx, x_t, t: model(x_t, t, obs_norm[idx]),
         )
-        norm = {
-            "obs_mean": obs_mean,
-            "obs_std": obs_std,
-            "action_low": action_low,
-            "action_high": action_high,
-        }
         ckpt = Checkpoint(
             kind="flow", config=config.to_dict(), tokenizer_json="", norm=norm, state_dict=model.state_dict()
         )
@@ -340,9 +332,7 @@ def train_vision_flow(
     obs, chunks = _check_demos(demos)
     frames = _check_frames(demos, camera, len(obs), (config.image_height, config.image_width))
     with deterministic_torch():
-        obs_mean, obs_std = _obs_stats(obs)
-        obs_norm = torch.from_numpy(((obs - obs_mean) / obs_std).astype(np.float32))
-        action_low, action_high, actions = _normalized_actions(chunks)
+        obs_norm, actions, norm = _flow_normalization(obs, chunks)
         images = torch.from_numpy(frames)
 
         model = build_vision_flow_model(config, obs.shape[1], chunks.shape[1], chunks.shape[2])
@@ -353,12 +343,6 @@ def train_vision_flow(
             return model(x_t, t, obs_norm[index], images[index])
 
         _fit_flow_matching(model, config, actions, tag("vision_flow_batch"), "train vision flow", velocity)
-        norm = {
-            "obs_mean": obs_mean,
-            "obs_std": obs_std,
-            "action_low": action_low,
-            "action_high": action_high,
-        }
         ckpt = Checkpoint(
             kind="vision_flow",
             config={"camera": camera, **config.to_dict()},
@@ -417,6 +401,18 @@ def _check_frames(
             f"image_height x image_width is {size[0]}x{size[1]}"
         )
     return np.ascontiguousarray(frames)
+
+
+def _flow_normalization(
+    obs: np.ndarray, chunks: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, np.ndarray]]:
+    """Both flow heads' normalization: the standardized observations (float32), the chunks in [-1, 1]
+    (:func:`_normalized_actions`), and the ``norm`` record their checkpoint stores to undo both."""
+    obs_mean, obs_std = _obs_stats(obs)
+    obs_norm = torch.from_numpy(((obs - obs_mean) / obs_std).astype(np.float32))
+    action_low, action_high, actions = _normalized_actions(chunks)
+    norm = {"obs_mean": obs_mean, "obs_std": obs_std, "action_low": action_low, "action_high": action_high}
+    return obs_norm, actions, norm
 
 
 def _normalized_actions(chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray, torch.Tensor]:
