@@ -14,8 +14,11 @@ and MuJoCo, loading the policy) is timed separately. The machine's load average 
 after, since a shared machine slows both sides of every ratio.
 
 The AR head decodes in the row block the registered design gives its AR arm (``arms.ar.row_block`` of
-prereg/grpo_signal_probe.yaml, 16), with as many envs per worker task; ``--ar-row-block 8`` measures the
-head's default block for comparison. The flow heads run K = 8 envs per task.
+prereg/grpo_signal_probe.yaml), with as many envs per worker task; ``--ar-row-block 16 20`` measures
+several blocks side by side in the same run (each a row of its own, ``ar@16``, ``ar@20``). The flow heads
+run K = 8 envs per task. By default each head runs one shard of the workflow (``seeds_per_shard`` of
+config/config.yaml, 5 seeds, 40 episodes), so a block that does not divide a shard pays for its padded
+rows here as it does in the workflow.
 
 ``--repeats N`` measures every path N times, the paths in turn, and ends each head with the median
 policy / physics per path and its range: on a shared machine one run's ratio moves by a few hundredths.
@@ -36,6 +39,7 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from grpo_probe.envs.registry import boat_env
 from grpo_probe.policies.protocol import SamplingMode
@@ -49,7 +53,9 @@ from grpo_probe.sim.params import SimParams
 
 K = 8
 """The probe's group size."""
-REGISTERED = Path(__file__).resolve().parents[1] / "prereg/grpo_signal_probe.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+REGISTERED = ROOT / "prereg/grpo_signal_probe.yaml"
+CONFIG = ROOT / "config/config.yaml"
 
 
 def _checkpoints(args: argparse.Namespace, root: Path) -> dict[str, Path]:
@@ -79,85 +85,109 @@ def _mode(head: str) -> SamplingMode:
     return SamplingMode("flow_ode")
 
 
-def _warm_pool(workers: int, checkpoints: dict[str, Path], ar_block: int) -> tuple[RolloutPool, float]:
-    """A pool whose workers have spawned, imported everything and loaded both policies; its start-up time."""
+def _warm_pool(workers: int, checkpoints: dict[str, Path], ar_blocks: list[int]) -> tuple[RolloutPool, float]:
+    """A pool whose workers have spawned, imported everything and loaded every policy; its start-up time."""
     start = time.perf_counter()
     pool = RolloutPool(workers)
     for head, path in checkpoints.items():
-        warm = GroupJob(
-            "warm", "warm", PolicySource(checkpoint=str(path), row_block=ar_block if head == "ar" else None),
-            anchor_mode(head),
-            tuple(range(workers)), 1, 0, boat_env(SimParams(replans=1, executed_actions=1)),
-        )  # fmt: skip
-        pool.run(warm, envs_per_worker=1)
+        for block in ar_blocks if head == "ar" else [None]:
+            warm = GroupJob(
+                "warm", "warm", PolicySource(checkpoint=str(path), row_block=block), anchor_mode(head),
+                tuple(range(workers)), 1, 0, boat_env(SimParams(replans=1, executed_actions=1)),
+            )  # fmt: skip
+            pool.run(warm, envs_per_worker=1)
     return pool, time.perf_counter() - start
+
+
+def _job(head: str, path: Path, block: int | None, seeds: int) -> GroupJob:
+    """``seeds`` x K episodes of the registered length in the head's probe mode, ``block`` envs per task."""
+    return GroupJob(
+        arm=head, cell="bench", source=PolicySource(checkpoint=str(path), row_block=block), mode=_mode(head),
+        seeds=tuple(range(seeds)), draws=K, run_key=0, env=boat_env(), envs_per_worker=block,
+    )  # fmt: skip
+
+
+def _seeds_per_shard() -> int:
+    return int(yaml.safe_load(CONFIG.read_text())["seeds_per_shard"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=2, help="seeds per head (episodes = seeds x 8)")
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="seeds per head, episodes = seeds x 8 (default: one shard)"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ar-checkpoint")
     parser.add_argument("--flow-checkpoint")
     parser.add_argument(
-        "--ar-row-block", type=int, default=None, help="AR rows per block (default: the registered design's)"
-    )
+        "--ar-row-block", type=int, nargs="+", default=None,
+        help="AR rows per block, one or more (default: the registered design's)",
+    )  # fmt: skip
     parser.add_argument(
         "--repeats", type=int, default=1, help="measure each path N times, in turn; medians at the end"
     )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
-    ar_block = args.ar_row_block or load_prereg(REGISTERED).arms["ar"].row_block or K
+    ar_blocks = args.ar_row_block or [load_prereg(REGISTERED).arms["ar"].row_block or K]
+    if args.seeds is None:
+        args.seeds = _seeds_per_shard()
     torch.set_num_threads(1)
     print(f"load average (1, 5, 15 min) at start: {_load()}")
     with tempfile.TemporaryDirectory() as tmp:
         checkpoints = _checkpoints(args, Path(tmp))
-        one, startup_one = _warm_pool(1, checkpoints, ar_block)
-        many, startup_many = _warm_pool(args.workers, checkpoints, ar_block)
-        print(f"pool start-up incl. loading both policies: 1 worker {startup_one:.1f} s, ", end="")
+        one, startup_one = _warm_pool(1, checkpoints, ar_blocks)
+        many, startup_many = _warm_pool(args.workers, checkpoints, ar_blocks)
+        print(f"pool start-up incl. loading every policy: 1 worker {startup_one:.1f} s, ", end="")
         print(f"{args.workers} workers {startup_many:.1f} s (not in the walls below)")
-        print(f"AR row block {ar_block} (envs per worker task {ar_block}); flow {K} envs per task")
+        blocks = ", ".join(str(b) for b in ar_blocks)
+        print(f"{args.seeds} seeds x K = {args.seeds * K} episodes per head and path")
+        print(f"AR row block {blocks} (as many envs per worker task); flow {K} envs per task")
         paths = {"sequential": None, "parallel-1": one, f"parallel-{args.workers}": many}
         print(
-            f"{'head':5} {'path':11} {'episodes':>8} {'wall s':>8} {'eps/s':>7} "
+            f"{'head':6} {'path':11} {'episodes':>8} {'wall s':>8} {'eps/s':>7} "
             f"{'physics ms':>11} {'policy ms':>10} {'policy/physics':>15} {'overhead ms':>12}  (per episode)"
         )
         for head, path in checkpoints.items():
-            block = ar_block if head == "ar" else None
-            job = GroupJob(
-                arm=head, cell="bench", source=PolicySource(checkpoint=str(path), row_block=block),
-                mode=_mode(head), seeds=tuple(range(args.seeds)), draws=K, run_key=0, env=boat_env(),
-                envs_per_worker=block,
-            )  # fmt: skip
-            walls, tables = {}, set()
-            ratios: dict[str, list[float]] = {name: [] for name in paths}
-            for _ in range(args.repeats):  # the paths in turn, so a noisy spell slows all of them alike
-                for name, pool in paths.items():
-                    start = time.perf_counter()
-                    results = run_sequential(job) if pool is None else pool.run(job, envs_per_worker=K)
-                    walls[name] = time.perf_counter() - start
-                    tables.add(table_bytes(group_table(job, results)))
-                    timing = mean_timing(results)
-                    n = len(results)
-                    ms = [1e3 * timing.physics_s, 1e3 * timing.policy_s, 1e3 * timing.overhead_s]
-                    ratios[name].append(ms[1] / ms[0])
-                    print(
-                        f"{head:5} {name:11} {n:8d} {walls[name]:8.1f} {n / walls[name]:7.2f} "
-                        f"{ms[0]:11.1f} {ms[1]:10.1f} {ms[1] / ms[0]:15.2f} {ms[2]:12.1f}"
-                    )
-            if args.repeats > 1:
-                medians = ", ".join(
-                    f"{name} {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
-                    for name, r in ratios.items()
-                )
-                print(f"{head:5} policy/physics, median (range) over {args.repeats} repeats: {medians}")
+            blocks_of_head = ar_blocks if head == "ar" else [None]
+            labels = {b: (f"ar@{b}" if len(blocks_of_head) > 1 else head) for b in blocks_of_head}
+            jobs = {b: _job(head, path, b, args.seeds) for b in blocks_of_head}
+            walls: dict[tuple[int | None, str], list[float]] = {(b, n): [] for b in jobs for n in paths}
+            ratios: dict[tuple[int | None, str], list[float]] = {(b, n): [] for b in jobs for n in paths}
+            tables: dict[int | None, set[bytes]] = {b: set() for b in jobs}
+            # Repeats outermost, then blocks, then paths: a noisy spell slows every row alike.
+            for _ in range(args.repeats):
+                for block, job in jobs.items():
+                    for name, pool in paths.items():
+                        start = time.perf_counter()
+                        results = run_sequential(job) if pool is None else pool.run(job, envs_per_worker=K)
+                        wall = time.perf_counter() - start
+                        tables[block].add(table_bytes(group_table(job, results)))
+                        timing = mean_timing(results)
+                        n = len(results)
+                        ms = [1e3 * timing.physics_s, 1e3 * timing.policy_s, 1e3 * timing.overhead_s]
+                        walls[block, name].append(wall)
+                        ratios[block, name].append(ms[1] / ms[0])
+                        print(
+                            f"{labels[block]:6} {name:11} {n:8d} {wall:8.1f} {n / wall:7.2f} "
+                            f"{ms[0]:11.1f} {ms[1]:10.1f} {ms[1] / ms[0]:15.2f} {ms[2]:12.1f}"
+                        )
             par = f"parallel-{args.workers}"
-            print(
-                f"{head:5} speedup sequential -> {par}: {walls['sequential'] / walls[par]:.2f}x "
-                f"(batching x processes); parallel-1 -> {par}: {walls['parallel-1'] / walls[par]:.2f}x "
-                f"(processes); same bytes on every path and repeat: {len(tables) == 1}"
-            )
+            for block in jobs:
+                label = labels[block]
+                if args.repeats > 1:
+                    medians = ", ".join(
+                        f"{name} {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})"
+                        for (b, name), r in ratios.items()
+                        if b == block
+                    )
+                    print(f"{label:6} policy/physics, median (range) over {args.repeats} repeats: {medians}")
+                wall = {name: statistics.median(walls[block, name]) for name in paths}
+                print(
+                    f"{label:6} speedup sequential -> {par}: {wall['sequential'] / wall[par]:.2f}x "
+                    f"(batching x processes); parallel-1 -> {par}: {wall['parallel-1'] / wall[par]:.2f}x "
+                    f"(processes); same bytes on every path and repeat: {len(tables[block]) == 1}"
+                )
         one.close()
         many.close()
     print(f"torch {torch.__version__}, 1 intra-op thread per process; load average at end: {_load()}")

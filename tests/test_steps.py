@@ -60,7 +60,7 @@ def test_rollout_jobs_carry_the_arms_registered_row_block_inputs_and_observation
     probe = load_prereg(REPO / "prereg/grpo_signal_probe.yaml")
     own = PolicySource(checkpoint="policy.pt")
     ar = _group_job(probe, "ar", "c1", own, SamplingMode("greedy"), (1000,), 8)
-    assert (ar.source.row_block, ar.envs_per_worker) == (16, 16)
+    assert (ar.source.row_block, ar.envs_per_worker) == (20, 20)
     flow = _group_job(probe, "flow_teacher", "c3", own, SamplingMode("flow_ode", steps=10), (1000,), 8)
     assert (flow.source.row_block, flow.envs_per_worker) == (None, None)
     adapter = PolicySource(checkpoint="mine.pt", factory="my_lab.adapters:load")

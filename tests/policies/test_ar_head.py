@@ -252,16 +252,16 @@ def test_recorded_logprobs_match_teacher_forcing_within_the_replay_tolerance(
 
 
 @pytest.mark.parametrize("mode", [SamplingMode("greedy"), SamplingMode("temperature", temperature=1.6)])
-def test_a_registered_row_block_of_16_keeps_rows_independent(
+def test_a_registered_row_block_of_20_keeps_rows_independent(
     ar_checkpoint: Path, demos: SyntheticDemos, mode: SamplingMode
 ) -> None:
-    """Blocks of 16 (the registered design's arms.ar.row_block): a row alone, at position 12 of 16 and
-    at position 17 of 20 (the second, padded block) gives the same ids, log-probs and action bytes."""
-    wide = load_policy(ar_checkpoint, row_block=16)
-    assert isinstance(wide, ARPolicy) and wide.row_block == 16
-    keys = _keys(20)
-    batch = wide.act(demos.obs[:20], keys, mode)
-    for row in (12, 17):
+    """Blocks of 20 (the registered design's arms.ar.row_block): a row alone, at position 12 of 20 and
+    at position 23 of 26 (the second, padded block) gives the same ids, log-probs and action bytes."""
+    wide = load_policy(ar_checkpoint, row_block=20)
+    assert isinstance(wide, ARPolicy) and wide.row_block == 20
+    keys = _keys(26)
+    batch = wide.act(demos.obs[:26], keys, mode)
+    for row in (12, 23):
         alone = wide.act(demos.obs[row : row + 1], keys[row : row + 1], mode)
         assert np.array_equal(batch.diagnostics[row].token_ids, alone.diagnostics[0].token_ids)
         assert (

@@ -85,12 +85,14 @@ def test_a_bad_frame_size_or_key_is_a_schema_error_naming_the_field(tmp_path: Pa
     assert "arms.flow_vision.inputs" in load_error(edited(tmp_path, "vision_smoke.yaml", typo))
 
 
-def test_the_registered_ar_arm_decodes_in_blocks_of_16_and_only_ar_arms_may(tmp_path: Path) -> None:
+def test_the_registered_ar_arm_decodes_in_blocks_of_20_and_only_ar_arms_may(tmp_path: Path) -> None:
     prereg = load_prereg(REPO / "prereg/grpo_signal_probe.yaml")
-    assert prereg.arms["ar"].row_block == 16
+    assert prereg.arms["ar"].row_block == 20
     assert prereg.arms["flow_teacher"].row_block is None
-    (change,) = prereg.amendments[-1].replaces
-    assert (change.path, change.added) == ("arms.ar.row_block", True)
+    (added,) = prereg.amendments[-2].replaces
+    assert (added.path, added.added) == ("arms.ar.row_block", True)
+    (changed,) = prereg.amendments[-1].replaces
+    assert (changed.path, changed.added, changed.was) == ("arms.ar.row_block", False, 16)
 
     def flow_block(raw):
         raw["arms"]["flow_vision"]["row_block"] = 16

@@ -5,9 +5,12 @@ then the action tokens. Training and the phase-2 recomputation run :class:`ARTra
 sequences; decoding runs it one position at a time through :class:`BlockDecoder` (the same network and
 weights in few fused calls, with a KV cache) and walks all rows of a fixed-shape block in lockstep, so
 every row goes through the same tensor shapes alone or among others (rows never mix: attention, softmax
-and the grammar mask are per row). Masking, noise, log-probs and entropies run in numpy in float32, the
-logits' precision, for all rows of the block at once (:func:`sample_step`; the grammar mask is a
-precomputed table, the per-row bookkeeping lives in arrays).
+and the grammar mask are per row). As rows finish, those still decoding move to smaller blocks
+(:func:`shrinking_sizes`), but only where this process's kernels give a row the same bytes at every one
+of those sizes (:func:`rows_keep_their_bytes`), so a row's bytes stay those of the registered block.
+Masking, noise, log-probs and entropies run in numpy in float32, the logits' precision, for all rows of
+the block at once (:func:`sample_step`; the grammar mask is a precomputed table, the per-row bookkeeping
+lives in arrays).
 
 Sampling (DESIGN.md, "The two heads"):
 
@@ -45,6 +48,7 @@ from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, S
 
 __all__ = [
     "MASKED",
+    "MIN_SHRUNK_ROWS",
     "ROW_BLOCK",
     "ARPolicy",
     "ARTransformer",
@@ -55,7 +59,9 @@ __all__ = [
     "gumbel_rows",
     "masked_step_distribution",
     "row_stream_key",
+    "rows_keep_their_bytes",
     "sample_step",
+    "shrinking_sizes",
     "tempered_logits",
 ]
 
@@ -178,6 +184,43 @@ class _Norm(NamedTuple):
         return torch.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
 
 
+class _Weights(NamedTuple):
+    """The parameters :class:`BlockDecoder` runs, copied once from the model; every resized copy of a decoder
+    (:meth:`BlockDecoder.sized`) runs these same tensors."""
+
+    obs_in: _Linear
+    obs_out: _Linear
+    tok_emb: torch.Tensor
+    pos_emb: tuple[torch.Tensor, ...]
+    """one view per position"""
+    ln_f: _Norm
+    head: _Linear
+    blocks: tuple[tuple[_Norm, _Linear, _Linear, _Norm, _Linear, _Linear], ...]
+    """per decoder block: ln1, qkv, proj, ln2, up, down"""
+    n_prefix: int
+    d_model: int
+    n_heads: int
+    max_len: int
+    n_ids: int
+
+    @classmethod
+    def of(cls, model: ARTransformer) -> _Weights:
+        pos_emb = model.pos_emb.detach().clone()
+        return cls(
+            _Linear.of(model.obs_proj[0]), _Linear.of(model.obs_proj[2]),
+            model.tok_emb.weight.detach().clone(), tuple(pos_emb[p] for p in range(model.max_len)),
+            _Norm.of(model.ln_f), _Linear.of(model.head),
+            tuple(
+                (
+                    _Norm.of(b.ln1), _Linear.of(b.attn.qkv), _Linear.of(b.attn.proj), _Norm.of(b.ln2),
+                    _Linear.of(b.mlp[0]), _Linear.of(b.mlp[2]),
+                )
+                for b in model.blocks
+            ),
+            model.n_prefix, model.d_model, model.n_heads, model.max_len, model.head.out_features,
+        )  # fmt: skip
+
+
 class _DecodeLayer(NamedTuple):
     """One decoder block as :class:`BlockDecoder` runs it: parameters, output buffer and cache views.
 
@@ -194,6 +237,7 @@ class _DecodeLayer(NamedTuple):
     ln2: _Norm
     up: _Linear
     down: _Linear
+    cache: torch.Tensor
     qkv_out: torch.Tensor
     q: torch.Tensor
     kv: torch.Tensor
@@ -221,31 +265,40 @@ class BlockDecoder:
     do not show; build a new decoder, as every freshly loaded policy does). Its logits agree with
     :meth:`ARTransformer.forward` over the same tokens up to float32 rounding (tested), not bit for bit.
     Rows never mix (every call is row-wise or per row and head) and every call has the block's shape, so a
-    row's logits are the same bytes whichever rows share the block. Not for concurrent use: the cache and
-    buffers are the decoder's own.
+    row's logits are the same bytes whichever rows share the block. :meth:`sized` makes a decoder of
+    another block size on the same parameters, and :meth:`take` moves rows that are still decoding into
+    it (the AR policy's shrinking block; :func:`rows_keep_their_bytes`). Not for concurrent use: the cache
+    and buffers are the decoder's own.
     """
 
     def __init__(self, model: ARTransformer, rows: int) -> None:
+        self._setup(_Weights.of(model), rows, model.pos_emb.device)
+
+    def sized(self, rows: int) -> BlockDecoder:
+        """A decoder of ``rows`` rows on this one's parameters (shared, not copied), with its own buffers."""
+        other = object.__new__(BlockDecoder)
+        other._setup(self._weights, rows, self._ids.device)
+        return other
+
+    def _setup(self, weights: _Weights, rows: int, device: torch.device) -> None:
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise ValueError(f"BlockDecoder: rows must be a positive integer, got {rows!r}")
         self.rows = rows
-        self.n_prefix = model.n_prefix
-        self.max_len = model.max_len
-        self._d, self._heads = model.d_model, model.n_heads
-        device = model.pos_emb.device
-        self._obs_in, self._obs_out = _Linear.of(model.obs_proj[0]), _Linear.of(model.obs_proj[2])
-        self._tok_emb = model.tok_emb.weight.detach().clone()
-        pos_emb = model.pos_emb.detach().clone()
-        self._pos_emb = tuple(pos_emb[p] for p in range(self.max_len))  # one view per position
-        self._ln_f, self._head = _Norm.of(model.ln_f), _Linear.of(model.head)
+        self._weights = weights
+        self.n_prefix, self.max_len = weights.n_prefix, weights.max_len
+        self._d, self._heads = weights.d_model, weights.n_heads
+        self._obs_in, self._obs_out = weights.obs_in, weights.obs_out
+        self._tok_emb, self._pos_emb = weights.tok_emb, weights.pos_emb
+        self._ln_f, self._head = weights.ln_f, weights.head
         d, h = self._d, self._heads
         positions = range(self.max_len)
         layers = []
-        for block in model.blocks:
+        for ln1, qkv, proj, ln2, up, down in weights.blocks:
             qkv_out = torch.zeros((rows, 3 * d), device=device)
             cache = torch.zeros((rows, 2, h, self.max_len, d // h), device=device)
             layers.append(
                 _DecodeLayer(
-                    _Norm.of(block.ln1), _Linear.of(block.attn.qkv), _Linear.of(block.attn.proj),
-                    _Norm.of(block.ln2), _Linear.of(block.mlp[0]), _Linear.of(block.mlp[2]), qkv_out,
+                    ln1, qkv, proj, ln2, up, down, cache, qkv_out,
                     q=qkv_out[:, :d].view(rows, h, 1, d // h),
                     kv=qkv_out[:, d:].view(rows, 2, h, d // h),
                     slots=tuple(cache[:, :, :, p] for p in positions),
@@ -255,12 +308,29 @@ class BlockDecoder:
             )  # fmt: skip
         self._layers = tuple(layers)
         self._ids = torch.zeros(rows, dtype=torch.long, device=device)
-        self._logits = torch.zeros((rows, model.head.out_features), device=device)
+        self._logits = torch.zeros((rows, weights.n_ids), device=device)
         # On the CPU the token ids go in, and the logits come out, through numpy views of these buffers.
         on_cpu = device.type == "cpu"
         self._ids_host = self._ids.numpy() if on_cpu else None
         self._logits_host = self._logits.numpy() if on_cpu else None
         self._position = 0
+
+    def take(self, source: BlockDecoder, rows: np.ndarray) -> None:
+        """Go on decoding rows ``rows`` (indices into ``source``'s block) as this decoder's first
+        ``len(rows)`` rows: their cached keys and values at every position ``source`` has run, and its
+        position. The next :meth:`step` feeds their next tokens. This decoder's other rows keep whatever
+        they held (finite values of earlier blocks): feed them any id and read nothing of theirs.
+        """
+        index = np.ascontiguousarray(rows, dtype=np.int64)
+        if index.ndim != 1 or len(index) > self.rows:
+            raise ValueError(f"take: at most {self.rows} row indices in a 1-d array, got shape {index.shape}")
+        if source._weights is not self._weights:
+            raise ValueError("take: the source decoder runs other parameters")
+        n, position = len(index), source._position
+        picked = torch.from_numpy(index).to(self._ids.device)
+        for mine, theirs in zip(self._layers, source._layers, strict=True):
+            mine.cache[:n, :, :, :position] = theirs.cache[:, :, :, :position].index_select(0, picked)
+        self._position = position
 
     def prefill(self, obs: np.ndarray, bos_id: int) -> np.ndarray:
         """Start the block: its ``n_prefix`` observation embeddings, then BOS. ``obs`` is normalized, float32
@@ -268,7 +338,7 @@ class BlockDecoder:
         hidden = F.gelu(self._obs_in(torch.from_numpy(obs).to(self._ids.device)))
         prefix = self._obs_out(hidden).view(self.rows, self.n_prefix, self._d)
         for position in range(self.n_prefix):
-            self._advance(prefix[:, position] + self._pos_emb[position], position)
+            self._advance(prefix[:, position] + self._pos_emb[position], position, logits=False)
         self._position = self.n_prefix
         return self.step(np.full(self.rows, bos_id, dtype=np.int64))
 
@@ -287,19 +357,75 @@ class BlockDecoder:
         self._advance(x, position)
         return self._logits_host if self._logits_host is not None else self._logits.cpu().numpy()
 
-    def _advance(self, x: torch.Tensor, position: int) -> None:
+    def _advance(self, x: torch.Tensor, position: int, logits: bool = True) -> None:
         """Run embeddings ``x`` [rows, d] at ``position`` through the blocks, caching its keys and values, and
-        the next-token logits into the logits buffer (a prefix position's go unread; a separate one-pass
-        prefill, which would skip them, measured no faster than keeping one code path)."""
+        with ``logits`` the next-token logits into the logits buffer.
+
+        Without ``logits`` (the observation prefix, whose next-token logits nothing reads) the last block
+        stops once its keys and values are cached: its attention output, MLP and the head feed only the
+        logits. (A separate one-pass prefill measured no faster than this one code path.)
+        """
         rows, d = self.rows, self._d
-        for layer in self._layers:
+        last = len(self._layers) - 1
+        for i, layer in enumerate(self._layers):
             layer.qkv(layer.ln1(x), out=layer.qkv_out)
             layer.slots[position].copy_(layer.kv)
+            if i == last and not logits:
+                return
             # softmax(q k^T / sqrt(d_head)) v over positions 0 .. position: [rows, heads, 1, d_head]
             y = F.scaled_dot_product_attention(layer.q, layer.keys[position], layer.values[position])
             x = x + layer.proj(y.view(rows, d))
             x = x + layer.down(F.gelu(layer.up(layer.ln2(x))))
         self._head(self._ln_f(x), out=self._logits)
+
+
+MIN_SHRUNK_ROWS = 4
+"""The smallest block a decode shrinks to. Below 4 rows the CPU BLAS multiplies by other kernels (a row's
+product changed bytes at 1 to 3 rows of 32 and at none of 4 to 32, measured), so smaller blocks would only
+make :func:`rows_keep_their_bytes` fail."""
+
+
+def shrinking_sizes(row_block: int) -> tuple[int, ...]:
+    """The block sizes a decode of ``row_block`` rows steps down through as its rows finish: halving (rounded
+    up) while the half has at least :data:`MIN_SHRUNK_ROWS` rows, e.g. 20 -> (20, 10, 5), 16 -> (16, 8, 4)."""
+    sizes = [row_block]
+    while (half := -(-sizes[-1] // 2)) >= MIN_SHRUNK_ROWS and half < sizes[-1]:
+        sizes.append(half)
+    return tuple(sizes)
+
+
+def rows_keep_their_bytes(decoders: Sequence[BlockDecoder], obs_dim: int, bos_id: int) -> bool:
+    """Whether a row's logits are the same bytes in each of ``decoders`` (sizes descending, one parameter set)
+    as in the first: started there by :meth:`BlockDecoder.prefill`, and moved there mid-decode by
+    :meth:`BlockDecoder.take`.
+
+    A shrinking block is only sound on kernels for which this holds: a row's arithmetic must not depend on
+    how many rows share a call. That is a property of the kernels at these shapes (their blocking and code
+    paths), not of the numbers multiplied, so one decode of fixed pseudo-random rows shows it: a product
+    whose order of operations changed with the row count would round differently on them. The AR policy
+    runs this once per intra-op thread count and decodes in its fixed block wherever it fails, so either way
+    a row's bytes are those of the registered block.
+    """
+    big = decoders[0]
+    rng = np.random.default_rng(0)
+    obs = rng.standard_normal((big.rows, obs_dim)).astype(np.float32)
+    n_ids = big._weights.n_ids
+    ids = rng.integers(0, n_ids, size=(3, big.rows), dtype=np.int64)
+    reference = [big.prefill(obs, bos_id).copy()]
+    reference += [big.step(ids[k]).copy() for k in range(len(ids))]
+    for small in decoders[1:]:
+        m = small.rows
+        started = [small.prefill(obs[:m], bos_id).copy()] + [small.step(ids[k, :m]).copy() for k in range(2)]
+        if any(a.tobytes() != b[:m].tobytes() for a, b in zip(started, reference, strict=False)):
+            return False
+        moved = np.arange(big.rows)[::-1][:m]  # the last rows, reversed: a take that reorders
+        big.prefill(obs, bos_id)
+        big.step(ids[0])
+        small.take(big, moved)
+        for k in (1, 2):
+            if small.step(ids[k, moved]).tobytes() != reference[k + 1][moved].tobytes():
+                return False
+    return True
 
 
 def grammar_mask_table(counts: np.ndarray, n_coefficients: int, eos_id: int) -> np.ndarray:
@@ -440,7 +566,9 @@ class ARPolicy:
     ``arms.<id>.row_block``; :data:`ROW_BLOCK` by default): fewer rows are padded to it, so a row's
     arithmetic never depends on how many others share its call. A larger block spreads the per-token
     Python and dispatch cost over more rows; whether a row's bytes stay the same under another block
-    size depends on the kernels, which is why the size is registered rather than a run setting.
+    size depends on the kernels, which is why the size is registered rather than a run setting. Where
+    the kernels pass :func:`rows_keep_their_bytes`, a decode also steps down through smaller blocks as
+    its rows finish (:meth:`shrinks`), which changes its time and none of its bytes.
     """
 
     head = "ar"
@@ -466,7 +594,29 @@ class ARPolicy:
         self._counts = np.asarray(tokenizer.coefficient_counts, dtype=np.int64)
         self._mask_table = grammar_mask_table(self._counts, tokenizer.n_coefficients, tokenizer.eos_id)
         self._inadmissible = ~self._mask_table
-        self._decoder = BlockDecoder(self.model, row_block)
+        block = BlockDecoder(self.model, row_block)
+        self._decoders = {
+            size: block if size == row_block else block.sized(size) for size in shrinking_sizes(row_block)
+        }
+        self._shrinks: dict[int, bool] = {}
+
+    @property
+    def _decoder(self) -> BlockDecoder:
+        """The decoder of the registered block."""
+        return self._decoders[self.row_block]
+
+    def shrinks(self) -> bool:
+        """Whether a decode steps down to smaller blocks as its rows finish (:func:`shrinking_sizes`): where
+        :func:`rows_keep_their_bytes` holds for this process's kernels at its current intra-op thread count
+        (checked once per count). Either way a row's bytes are those of the registered block."""
+        threads = torch.get_num_threads()
+        if threads not in self._shrinks:
+            with torch.inference_mode():
+                decoders = list(self._decoders.values())
+                self._shrinks[threads] = len(decoders) > 1 and rows_keep_their_bytes(
+                    decoders, self.obs_dim, self.tokenizer.bos_id
+                )
+        return self._shrinks[threads]
 
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
         if mode.kind not in ("greedy", "temperature"):
@@ -502,42 +652,70 @@ class ARPolicy:
         Each step, for every row of the block: mask = table[remaining], then :func:`sample_step` (the id,
         its log-prob and the entropy of softmax(masked_logits / T); with noise, each row's keyed
         log-uniforms at this position). A row stops when its coefficients reach exactly 300; from then on
-        it can only take EOS. The network and the sampler run on every row each step, so their calls
-        always have one shape.
+        it can only take EOS. The network and the sampler run on every row of the current block each step,
+        so their calls always have one of its fixed shapes.
+
+        Where the policy :meth:`shrinks`, a decode starts in the smallest of :func:`shrinking_sizes` that
+        holds its rows, and whenever its unfinished rows fit the next smaller size it moves them there
+        (:meth:`BlockDecoder.take`; their noise streams are rebuilt on the same keys, so they draw the same
+        numbers). Rows of one block finish at very different steps (on the registered arm at T = 1.6, blocks
+        of 16 ran 69 steps for 46 tokens a row on average), and a step of a small block costs less.
         """
-        n_rows, block = len(keys), self.row_block
-        n_coef, n_ids = self.tokenizer.n_coefficients, self.tokenizer.n_ids
-        padded = np.zeros((block, self.obs_dim), dtype=np.float32)
-        padded[:n_rows] = (obs - self.obs_mean) / self.obs_std
+        n_rows = len(keys)
+        n_coef, n_ids, eos = self.tokenizer.n_coefficients, self.tokenizer.n_ids, self.tokenizer.eos_id
+        sizes = shrinking_sizes(self.row_block) if self.shrinks() else (self.row_block,)
+        size = min(m for m in sizes if m >= n_rows)
         temperature = 1.0 if mode.kind == "greedy" else float(mode.temperature)  # type: ignore[arg-type]
-        stream_keys = np.zeros(block, dtype=np.uint64)  # padded rows are never live
-        stream_keys[:n_rows] = [row_stream_key(k) for k in keys]
         rows = _Rows(
-            ids=np.zeros((block, n_coef), dtype=np.int64),
-            logps=np.zeros((block, n_coef), dtype=np.float64),
-            entropies=np.zeros((block, n_coef), dtype=np.float64),
-            n_tokens=np.zeros(block, dtype=np.int64),
+            ids=np.zeros((self.row_block, n_coef), dtype=np.int64),
+            logps=np.zeros((self.row_block, n_coef), dtype=np.float64),
+            entropies=np.zeros((self.row_block, n_coef), dtype=np.float64),
+            n_tokens=np.zeros(self.row_block, dtype=np.int64),
         )
-        remaining = np.zeros(block, dtype=np.int64)
+        # Decoder row i holds block row live[i] (i < len(live)); the rows after those are padding.
+        live = np.arange(n_rows)
+        keys_now = np.zeros(size, dtype=np.uint64)  # a padded row's stream is drawn and never used
+        keys_now[:n_rows] = [row_stream_key(k) for k in keys]
+        remaining = np.zeros(size, dtype=np.int64)
         remaining[:n_rows] = n_coef
-        noise = None
-        if gumbel_noise_on(mode):
-            noise = CounterStreams(stream_keys, n_ids, log=True, dtype=np.float32)
-        logits = self._decoder.prefill(padded, self.tokenizer.bos_id)
+        noise = CounterStreams(keys_now, n_ids, log=True, dtype=np.float32) if gumbel_noise_on(mode) else None
+        decoder = self._decoders[size]
+        padded = np.zeros((size, self.obs_dim), dtype=np.float32)
+        padded[:n_rows] = (obs - self.obs_mean) / self.obs_std
+        logits = decoder.prefill(padded, self.tokenizer.bos_id)
         for step in range(n_coef):
             choice, logp, entropy = sample_step(
                 logits, self._inadmissible[remaining], temperature, None if noise is None else noise(step)
             )
-            # Every row writes column `step`; a finished (or padded) row can only take EOS, which emits no
-            # coefficient, and its entries past n_tokens are never read.
-            rows.ids[:, step] = choice
-            rows.logps[:, step] = logp
-            rows.entropies[:, step] = entropy
+            # A finished row takes EOS, which emits no coefficient; its entries past n_tokens are never read.
+            n = len(live)
+            rows.ids[live, step] = choice[:n]
+            rows.logps[live, step] = logp[:n]
+            rows.entropies[live, step] = entropy[:n]
             remaining -= self._counts[choice]
-            if not np.count_nonzero(remaining):
+            n_left = np.count_nonzero(remaining)
+            if n_left < n:
+                finished = live[(remaining[:n] == 0) & (rows.n_tokens[live] == 0)]
+                rows.n_tokens[finished] = step + 1
+            if not n_left:
                 break
-            logits = self._decoder.step(choice)
-        # A row's tokens are those before its coefficient count reached n_coef (later steps took EOS).
-        emitted_before = np.cumsum(self._counts[rows.ids], axis=1) - self._counts[rows.ids]
-        rows.n_tokens[:n_rows] = (emitted_before[:n_rows] < n_coef).sum(axis=1)
+            smaller = min(m for m in sizes if m >= n_left)
+            if smaller < decoder.rows:
+                kept = np.flatnonzero(remaining)
+                moved = self._decoders[smaller]
+                moved.take(decoder, kept)
+                decoder, live = moved, live[kept]
+                keys_now = _padded(keys_now[kept], smaller, 0)
+                remaining = _padded(remaining[kept], smaller, 0)
+                choice = _padded(choice[kept], smaller, eos)
+                if noise is not None:
+                    noise = CounterStreams(keys_now, n_ids, log=True, dtype=np.float32)
+            logits = decoder.step(choice)
         return rows
+
+
+def _padded(values: np.ndarray, size: int, fill: int) -> np.ndarray:
+    """``values`` [n <= size] followed by ``fill`` up to ``size`` entries, same dtype."""
+    out = np.full(size, fill, dtype=values.dtype)
+    out[: len(values)] = values
+    return out

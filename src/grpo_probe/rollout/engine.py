@@ -97,7 +97,7 @@ class GroupJob:
     """The design's registered task and cameras (``observation:``); none by default."""
     envs_per_worker: int | None = None
     """Envs a worker steps in lockstep per task for this job (one batched policy call per replan); None:
-    the pool's ``envs_per_worker``. An AR arm with a registered row block of 16 runs 16 per task, so its
+    the pool's ``envs_per_worker``. An AR arm with a registered row block of 20 runs 20 per task, so its
     blocks are full. Never changes a byte: rows are computed alone in their fixed, padded blocks."""
     inputs: tuple[str, ...] | None = None
     """The arm's registered inputs (``arms.<id>.inputs``): a policy declaring any other key fails; None

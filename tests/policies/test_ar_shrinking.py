@@ -1,0 +1,173 @@
+"""The AR decode's shrinking block: rows that are still decoding move to smaller blocks, with the bytes of
+the registered block, and only where the kernels keep a row's bytes at every size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grpo_probe.policies import RowKey, SamplingMode, ar_head, load_policy
+from grpo_probe.policies.ar_head import ARPolicy, BlockDecoder, rows_keep_their_bytes, shrinking_sizes
+from grpo_probe.policies.protocol import PolicyOutput
+from grpo_probe.policies.synthetic_demos import SyntheticDemos
+
+MODES = [SamplingMode("greedy"), SamplingMode("temperature", temperature=1.6)]
+SAMPLED = [SamplingMode("temperature", temperature=1.0), SamplingMode("temperature", temperature=1.6)]
+
+
+def _keys(n: int) -> list[RowKey]:
+    return [RowKey(run_key=5, seed=200 + i, replan=1, draw=i % 3) for i in range(n)]
+
+
+def _policy(checkpoint: Path, row_block: int, shrinks: bool) -> ARPolicy:
+    policy = load_policy(checkpoint, row_block=row_block)
+    assert isinstance(policy, ARPolicy)
+    if not shrinks:
+        policy._shrinks[torch.get_num_threads()] = False
+    return policy
+
+
+def _row_bytes(out: PolicyOutput) -> list[bytes]:
+    return [
+        d.token_ids.tobytes() + d.token_logprobs.tobytes() + d.entropy.tobytes() + a.tobytes()
+        for d, a in zip(out.diagnostics, out.actions, strict=True)
+    ]
+
+
+@pytest.fixture
+def takes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """Every :meth:`BlockDecoder.take` of the test, as (rows of the source, rows of the target)."""
+    calls: list[tuple[int, int]] = []
+    take = BlockDecoder.take
+
+    def counted(self: BlockDecoder, source: BlockDecoder, rows: np.ndarray) -> None:
+        calls.append((source.rows, self.rows))
+        take(self, source, rows)
+
+    monkeypatch.setattr(BlockDecoder, "take", counted)
+    return calls
+
+
+@pytest.fixture
+def starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The block size of every :meth:`BlockDecoder.prefill` of the test."""
+    calls: list[int] = []
+    prefill = BlockDecoder.prefill
+
+    def watched(self: BlockDecoder, obs: np.ndarray, bos_id: int) -> np.ndarray:
+        calls.append(self.rows)
+        return prefill(self, obs, bos_id)
+
+    monkeypatch.setattr(BlockDecoder, "prefill", watched)
+    return calls
+
+
+def test_a_block_halves_down_to_four_rows() -> None:
+    assert shrinking_sizes(20) == (20, 10, 5)
+    assert shrinking_sizes(16) == (16, 8, 4)
+    assert shrinking_sizes(9) == (9, 5)
+    assert shrinking_sizes(7) == (7, 4)
+    assert shrinking_sizes(6) == (6,)
+    assert shrinking_sizes(1) == (1,)
+
+
+@pytest.mark.parametrize("mode", SAMPLED)
+def test_a_shrinking_block_gives_the_fixed_blocks_bytes(
+    ar_checkpoint: Path,
+    demos: SyntheticDemos,
+    mode: SamplingMode,
+    takes: list[tuple[int, int]],
+    starts: list[int],
+) -> None:
+    """26 rows in blocks of 20 (a full block and a padded one): every row's ids, log-probs, entropies and
+    actions are the same bytes when the block shrinks as rows finish as when it never does. The shrinking
+    decode did move rows out of the full block, and started the padded one's 6 rows in a block of 10.
+    (Sampled modes: the test's briefly trained head decodes every row greedily to the same length.)"""
+    keys = _keys(26)
+    shrinking = _policy(ar_checkpoint, 20, shrinks=True)
+    assert shrinking.shrinks(), "this machine's kernels keep a row's bytes at every block size"
+    starts.clear()  # the check's own decodes
+    takes.clear()
+    moved = _row_bytes(shrinking.act(demos.obs[:26], keys, mode))
+    assert starts == [20, 10]
+    assert any(source == 20 for source, _ in takes)
+    del starts[:], takes[:]
+    fixed = _row_bytes(_policy(ar_checkpoint, 20, shrinks=False).act(demos.obs[:26], keys, mode))
+    assert starts == [20, 20] and not takes
+    assert moved == fixed
+
+
+def test_a_row_alone_starts_in_the_smallest_block(
+    ar_checkpoint: Path, demos: SyntheticDemos, takes: list[tuple[int, int]], starts: list[int]
+) -> None:
+    """One row decodes in the 5-row block from its first position, with its bytes in a full block of 20."""
+    mode = SamplingMode("temperature", temperature=1.6)
+    policy = _policy(ar_checkpoint, 20, shrinks=True)
+    assert policy.shrinks()
+    del starts[:], takes[:]
+    alone = _row_bytes(policy.act(demos.obs[7:8], _keys(20)[7:8], mode))
+    assert starts == [5] and not takes
+    batch = _row_bytes(policy.act(demos.obs[:20], _keys(20), mode))
+    assert alone[0] == batch[7]
+
+
+def _kernels_by_row_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A linear layer whose product rounds differently below 8 rows, as a BLAS with another kernel for
+    small row counts would."""
+
+    def linear(self: ar_head._Linear, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        y = torch.addmm(self.bias, x, self.weight)
+        if x.shape[0] < 8:
+            y = y * (1.0 + 2.0**-20)
+        if out is None:
+            return y
+        return out.copy_(y)
+
+    monkeypatch.setattr(ar_head._Linear, "__call__", linear)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_kernels_that_change_a_rows_bytes_with_the_row_count_keep_the_fixed_block(
+    ar_checkpoint: Path,
+    demos: SyntheticDemos,
+    mode: SamplingMode,
+    monkeypatch: pytest.MonkeyPatch,
+    takes: list[tuple[int, int]],
+) -> None:
+    """The check catches kernels whose rounding depends on the row count, and the policy then decodes in
+    its registered block alone: a row alone gets the bytes it gets among 20 others."""
+    _kernels_by_row_count(monkeypatch)
+    policy = _policy(ar_checkpoint, 20, shrinks=True)
+    assert not rows_keep_their_bytes(list(policy._decoders.values()), policy.obs_dim, policy.tokenizer.bos_id)
+    assert not policy.shrinks()
+    del takes[:]
+    batch = _row_bytes(policy.act(demos.obs[:20], _keys(20), mode))
+    alone = _row_bytes(policy.act(demos.obs[13:14], _keys(20)[13:14], mode))
+    assert not takes
+    assert alone[0] == batch[13]
+
+
+def test_the_check_runs_once_per_thread_count(ar_checkpoint: Path) -> None:
+    policy = _policy(ar_checkpoint, 16, shrinks=True)
+    threads = torch.get_num_threads()
+    assert policy.shrinks() and set(policy._shrinks) == {threads}
+    other = 1 if threads > 1 else 2
+    torch.set_num_threads(other)
+    try:
+        policy.shrinks()
+    finally:
+        torch.set_num_threads(threads)
+    assert set(policy._shrinks) == {threads, other}
+
+
+def test_take_refuses_more_rows_than_it_holds_and_other_parameters(ar_checkpoint: Path) -> None:
+    policy = _policy(ar_checkpoint, 16, shrinks=True)
+    big, small = policy._decoders[16], policy._decoders[8]
+    with pytest.raises(ValueError, match=r"take: at most 8 row indices in a 1-d array, got shape \(9,\)"):
+        small.take(big, np.arange(9))
+    stranger = BlockDecoder(policy.model, 8)
+    with pytest.raises(ValueError, match="take: the source decoder runs other parameters"):
+        stranger.take(big, np.arange(4))
