@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from grpo_probe.atomic_io import atomic_path, atomic_write_text
+from grpo_probe.atomic_io import atomic_path, atomic_write_json, atomic_write_text
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path) -> None:
@@ -26,3 +26,12 @@ def test_a_written_file_gets_the_umask_mode(tmp_path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_json_is_written_strictly_and_the_same_value_gives_the_same_bytes(tmp_path) -> None:
+    path = tmp_path / "report.json"
+    atomic_write_json(path, {"b": [1.5, None], "a": "x"})
+    assert path.read_text() == '{\n  "a": "x",\n  "b": [\n    1.5,\n    null\n  ]\n}\n'
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        atomic_write_json(path, {"a": float("nan")})
+    assert path.read_text().startswith('{\n  "a": "x"')  # the refused write left the file as it was

@@ -8,12 +8,14 @@ to a temporary file in the destination directory, flushed and fsynced, then rena
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_json", "atomic_write_text"]
 
 
 def _umask() -> int:
@@ -59,3 +61,9 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
+    """Write ``value`` to ``path`` atomically as JSON: sorted keys, two-space indent, a final newline, and
+    no NaN or infinity (which strict readers such as DuckDB refuse): the same value, the same bytes."""
+    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True, allow_nan=False) + "\n")

@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.atomic_io import atomic_write_json, atomic_write_text
 from grpo_probe.prereg import Prereg, load_prereg
-from grpo_probe.provenance import file_sha256, write_manifest
+from grpo_probe.provenance import file_sha256, write_design_manifest
 
 __all__ = [
     "anchors",
@@ -37,37 +37,6 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike[str]
-
-
-def _manifest(
-    prereg: Prereg,
-    manifest: PathLike,
-    rule: str,
-    outputs: Sequence[PathLike],
-    upstream: Sequence[PathLike],
-    extra: Mapping[str, Any] | None = None,
-) -> None:
-    write_manifest(
-        manifest,
-        outputs,
-        upstream,
-        prereg.sha256,
-        rule,
-        extra=extra,
-        prereg_path=prereg.path,
-        env=_env_record(prereg),
-    )
-
-
-def _env_record(prereg: Prereg) -> dict[str, Any]:
-    """The environment as manifests record it: id, version, a user's module's source sha256s."""
-    from grpo_probe.envs.registry import env_provenance
-
-    return env_provenance(prereg.env)
-
-
-def _write_json(path: PathLike, value: Any) -> None:
-    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 def _group_job(
@@ -123,16 +92,7 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     problems = environment_problems(prereg.decision_rule, prereg.phase2 is not None, env_spec(prereg.env))
     if problems:
         raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
-    lock = Path(f"{prereg.path}.lock")
-    write_manifest(
-        manifest,
-        [prereg.path, lock],
-        [],
-        prereg.sha256,
-        "prereg_check",
-        prereg_path=prereg.path,
-        env=_env_record(prereg),
-    )
+    write_design_manifest(prereg, manifest, "prereg_check", [prereg.path, Path(f"{prereg.path}.lock")], [])
 
 
 def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, manifest: PathLike) -> None:
@@ -155,7 +115,7 @@ def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, ma
         f"expert episodes{frames}",
         flush=True,
     )
-    _manifest(prereg, manifest, "demos", [out], upstream, {"pairs": len(collected.obs)})
+    write_design_manifest(prereg, manifest, "demos", [out], upstream, {"pairs": len(collected.obs)})
 
 
 def _demo_cameras(prereg: Prereg) -> list[Any]:  # -> list[CameraConfig]
@@ -197,8 +157,8 @@ def train_reference_arm(
         inputs=prereg.arms[arm].inputs,
     )
     _check_pin(prereg, arm, checkpoint)
-    _write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": None})
-    _manifest(
+    atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": None})
+    write_design_manifest(
         prereg, manifest, "train", [checkpoint, source], upstream, {"arm": arm, "checkpoint_sha256": sha}
     )
 
@@ -219,10 +179,10 @@ def bind_checkpoint(
     if not Path(checkpoint).is_file():
         raise FileNotFoundError(f"{checkpoint}: checkpoint bound to arm {arm!r} not found")
     _check_pin(prereg, arm, checkpoint)
-    _write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter})
+    atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter})
     # The checkpoint lives outside the results tree, so it is recorded by hash rather than as an output.
     extra = {"arm": arm, "checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint)}
-    _manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra)
+    write_design_manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra)
 
 
 def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike) -> None:
@@ -267,7 +227,9 @@ def parallel_oracle(
             cell = f"oracle:{arm}:{mode.kind}"
             jobs.append(_group_job(prereg, arm, cell, source, mode, spec.seeds, spec.draws))
     result = run_parallel_oracle(jobs, report, workers=spec.workers)
-    _manifest(prereg, manifest, "parallel_oracle", [report], upstream, {"episodes": result.get("episodes")})
+    write_design_manifest(
+        prereg, manifest, "parallel_oracle", [report], upstream, {"episodes": result.get("episodes")}
+    )
 
 
 def anchors(
@@ -291,7 +253,7 @@ def anchors(
     job = _group_job(prereg, arm, ANCHOR_CELL, policy, mode, prereg.seeds, 1)
     shard = write_shard(job, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
-    _manifest(prereg, manifest, "anchors", [table], upstream, {"arm": arm, **gpu})
+    write_design_manifest(prereg, manifest, "anchors", [table], upstream, {"arm": arm, **gpu})
 
 
 def probe_shard(
@@ -318,7 +280,9 @@ def probe_shard(
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
     shard = write_shard(job, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
-    _manifest(prereg, manifest, "probe", [table], upstream, {"cell": cell, "seeds": list(seeds), **gpu})
+    write_design_manifest(
+        prereg, manifest, "probe", [table], upstream, {"cell": cell, "seeds": list(seeds), **gpu}
+    )
 
 
 def draw0_oracle(
@@ -341,7 +305,7 @@ def draw0_oracle(
     policy = _policy_source(source, checkpoint, device)
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, prereg.oracles.draw0_seeds, 1)
     run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
-    _manifest(prereg, manifest, "draw0_oracle", [report], upstream, {"cell": cell})
+    write_design_manifest(prereg, manifest, "draw0_oracle", [report], upstream, {"cell": cell})
 
 
 # -- analysis --------------------------------------------------------------------------------------------
@@ -374,7 +338,7 @@ def join(
     anchor = read_analysed(anchor_table, "anchor", arm, env=spec)
     table = joined_table(join_cell(cell, probe, anchor, prereg.analysis))
     write_episode_table(joined, table, schema=JOIN_SCHEMA)
-    _manifest(prereg, manifest, "join", [cell_table, joined], upstream, {"cell": cell})
+    write_design_manifest(prereg, manifest, "join", [cell_table, joined], upstream, {"cell": cell})
 
 
 def decision(
@@ -395,18 +359,16 @@ def decision(
     the cell tables give the guard trips, the AR entropy and the figures. The provenance footer lists
     every file the decision read (cell, join and anchor tables, the prereg and its lock) with its sha256.
     """
-    from grpo_probe.analysis import build_decision
-    from grpo_probe.analysis.report import reads_tsv_text
+    from grpo_probe.analysis.report import decision_record, reads_tsv_text
 
     prereg = load_prereg(prereg_path)
     read = [*cell_tables.values(), *join_tables.values(), *anchor_tables.values()]
     provenance = [(str(path), file_sha256(path)) for path in read]
-    record = build_decision(
+    record = decision_record(
         probe_tables=dict(cell_tables),
         anchor_tables=dict(anchor_tables),
         prereg=prereg,
-        out_md=out_md,
-        out_json=out_json,
+        page_dir=Path(out_md).parent,
         figures_dir=figures_dir,
         provenance=sorted(set(provenance)),
         join_tables=dict(join_tables),
@@ -421,7 +383,7 @@ def decision(
         atomic_write_text(out_tsv, reads_tsv_text(record))
         outputs.append(out_tsv)
     figures = sorted(Path(figures_dir).rglob("*.png"))
-    _manifest(prereg, manifest, "decision", [*outputs, *figures], upstream)
+    write_design_manifest(prereg, manifest, "decision", [*outputs, *figures], upstream)
 
 
 def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_json: PathLike) -> None:

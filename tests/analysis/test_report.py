@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grpo_probe.analysis.reads import READ_ROWS
-from grpo_probe.analysis.report import build_decision
+from grpo_probe.analysis.report import build_decision, decision_record
 
 from .rollout_factory import anchor_rows, as_prereg, probe_rows, write_table
 
@@ -179,6 +179,18 @@ def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path
         compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
     )
     assert (out / "decision.json").read_bytes() == first[Path("decision.json")]
+
+
+def test_the_record_alone_draws_the_figures_and_writes_no_page(tmp_path, prereg):
+    """The workflow's decision step adds to the record before writing it, so decision.md and decision.json
+    are written once: ``decision_record`` writes only the figures, and its record is decision.json's."""
+    probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
+    provenance = [(str(p), "0" * 64) for p in (*probes.values(), *anchors.values())]
+    out = tmp_path / "out"
+    record = decision_record(probes, anchors, as_prereg(prereg), out, out / "figures", provenance)
+    written = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert written and all(name.startswith("figures/") and name.endswith(".png") for name in written)
+    assert _build(tmp_path / "built", probes, anchors, prereg) == record
 
 
 def test_compute_table_against_the_gate(tmp_path, prereg):

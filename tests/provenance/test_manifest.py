@@ -106,3 +106,28 @@ def test_cpu_info_reads_the_first_processor_and_survives_a_missing_file(tmp_path
     )
     assert cpu_info(cpuinfo) == {"model": "Test CPU @ 3GHz", "flags": "avx2 fma sse2"}
     assert set(cpu_info(tmp_path / "absent")) == {"model", "flags"}
+
+
+def test_every_step_of_a_design_records_its_hash_file_and_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One manifest writer for the probe's steps and phase 2's: the design's sha256 and file, and the
+    environment it runs in (phase 2's manifests used to leave the environment out)."""
+    from grpo_probe.envs.registry import env_provenance
+    from grpo_probe.prereg import load_prereg
+    from grpo_probe.provenance import write_design_manifest
+
+    repo = Path(__file__).resolve().parents[2]
+    for name in ("smoke.yaml", "smoke.yaml.lock"):
+        _write(tmp_path, f"prereg/{name}", (repo / "prereg" / name).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    prereg = load_prereg("prereg/smoke.yaml")
+    out = _write(tmp_path, "results/plan.json", b"{}")
+    manifest = write_design_manifest(
+        prereg, tmp_path / "results/plan.manifest.json", "phase2_plan", [out], []
+    )
+    assert manifest["prereg_sha256"] == prereg.sha256 and manifest["rule"] == "phase2_plan"
+    assert manifest["prereg_path"] == "prereg/smoke.yaml"
+    assert manifest["env"] == env_provenance(prereg.env)
+    assert manifest["env"]["id"] == "boat_push"
+    assert read_manifest(tmp_path / "results/plan.manifest.json") == manifest

@@ -45,6 +45,7 @@ from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
 __all__ = [
     "build_decision",
     "decision_json_text",
+    "decision_record",
     "default_template",
     "reads_tsv_text",
     "render_decision_md",
@@ -416,7 +417,35 @@ def build_decision(
     template: str | os.PathLike[str] | None = None,
     join_tables: Mapping[str, str | os.PathLike[str]] | None = None,
 ) -> dict[str, Any]:
-    """Analyse every enabled cell, apply the registered rule, write figures, decision.json and decision.md.
+    """:func:`decision_record`, written: decision.json and decision.md (rendered from ``template``) beside
+    the figures. Returns the record, which is exactly what decision.json holds."""
+    decision = decision_record(
+        probe_tables, anchor_tables, prereg, Path(out_md).parent, figures_dir, provenance, compute,
+        compute_gate, join_tables=join_tables,
+    )  # fmt: skip
+    atomic_write_text(out_json, decision_json_text(decision))
+    atomic_write_text(out_md, render_decision_md(decision, template))
+    return decision
+
+
+def decision_record(
+    probe_tables: Mapping[str, str | os.PathLike[str]],
+    anchor_tables: Mapping[str, str | os.PathLike[str]],
+    prereg: Prereg,
+    page_dir: str | os.PathLike[str],
+    figures_dir: str | os.PathLike[str],
+    provenance: Sequence[tuple[str, str]],
+    compute: Sequence[Mapping[str, Any]] | None = None,
+    compute_gate: Mapping[str, Any] | None = None,
+    *,
+    join_tables: Mapping[str, str | os.PathLike[str]] | None = None,
+) -> dict[str, Any]:
+    """Analyse every enabled cell, apply the registered rule and draw the figures (linked relative to
+    ``page_dir``, the folder the decision page will be in): the decision record, not yet written.
+
+    Why apart from :func:`build_decision`: the workflow's decision step adds to the record (the design's
+    files) and maps its paths before anything is written, so decision.json and decision.md are each
+    written once, from the final record.
 
     ``probe_tables``: cell id -> probe table (the merged cell table); ``anchor_tables``: arm id -> anchor
     table; ``prereg``: the registered design; ``provenance``: (artifact path, sha256) pairs for the footer;
@@ -424,7 +453,7 @@ def build_decision(
     gpu_hours}``; ``join_tables``: cell id -> the join rule's table, whose per-seed group statistics are
     the ones reported (without it they are joined here, by the same code). Besides this run's outcome, the
     record holds what every registered version of the rule decides on the same tables (``versions``).
-    Returns the decision record, which is exactly what decision.json holds.
+    Returns the record as decision.json will hold it (through its JSON text: quantized floats, plain types).
     """
     info, where = _prereg_info(prereg), str(prereg.path)
     spec = prereg.analysis
@@ -474,9 +503,8 @@ def build_decision(
 
     versions = version_records(prereg, cells, reads_for, outcome)
 
-    out_md = Path(out_md)
     figures = _draw_figures(
-        cells, parts, probes, anchors, spec, Path(figures_dir), out_md.parent, env.view.target_radius_m
+        cells, parts, probes, anchors, spec, Path(figures_dir), Path(page_dir), env.view.target_radius_m
     )
     cells_out = []
     for cell, verdict in zip(cells, verdicts, strict=True):
@@ -523,8 +551,4 @@ def build_decision(
         "compute": _compute_section(compute, compute_gate),
         "provenance": [{"path": str(p), "sha256": str(h)} for p, h in sorted(provenance)],
     }
-    text_json = decision_json_text(decision)
-    text_md = render_decision_md(decision, template)
-    atomic_write_text(out_json, text_json)
-    atomic_write_text(out_md, text_md)
-    return json.loads(text_json)
+    return json.loads(decision_json_text(decision))

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.atomic_io import atomic_write_json, atomic_write_text
 from grpo_probe.prereg import Prereg
 
 __all__ = [
@@ -312,7 +312,7 @@ def compute_report(
         )
     lines += ["", verdict.text(gate.cpu_hours, gate.gpu_hours), ""]
     atomic_write_text(out_md, "\n".join(lines))
-    atomic_write_text(out_json, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    atomic_write_json(out_json, record)
     return record
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.atomic_io import atomic_write_json
 from grpo_probe.prereg import Prereg
 
 __all__ = ["OUTCOME_KINDS", "Phase2Plan", "Stage", "plan_from_decision", "read_plan", "write_plan"]
@@ -137,7 +137,7 @@ def plan_from_decision(
 
 def write_plan(plan: Phase2Plan, path: str | os.PathLike[str]) -> None:
     """Write plan.json atomically (sorted keys, so the bytes depend only on the plan)."""
-    atomic_write_text(path, json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n")
+    atomic_write_json(path, plan.to_dict())
 
 
 def read_plan(path: str | os.PathLike[str]) -> Phase2Plan:

@@ -28,7 +28,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from grpo_probe.atomic_io import atomic_write_bytes, atomic_write_text
+from grpo_probe.atomic_io import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_probe.compute.accounting import read_benchmarks
 from grpo_probe.phase2.evaluate import PairedChange, paired_changes
 from grpo_probe.phase2.paths import StagePaths
@@ -359,7 +359,7 @@ def build_phase2_report(
         "figures_dir": relative_to_root(figures_path),
         "provenance": [{"path": p, "sha256": h} for p, h in sorted(provenance)],
     }
-    atomic_write_text(out_json, json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_json(out_json, record)
     atomic_write_text(out_md, phase2_markdown(record, Path(out_md).parent))
     return figures
 
@@ -369,7 +369,7 @@ def render_root_page(
 ) -> None:
     """The design's phase2.md again at ``out_md`` (the repository root), links rendered for that folder."""
     record = json.loads(Path(record_json).read_text())
-    atomic_write_text(out_json, json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    atomic_write_json(out_json, record)
     atomic_write_text(out_md, phase2_markdown(record, Path(out_md).parent))
 
 
@@ -419,5 +419,5 @@ def phase2_compute_report(
         )
     lines.append("")
     atomic_write_text(out_md, "\n".join(lines))
-    atomic_write_text(out_json, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    atomic_write_json(out_json, record)
     return record

@@ -12,15 +12,15 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.atomic_io import atomic_write_json
 from grpo_probe.phase2.plan import Phase2Plan, plan_from_decision, read_plan, write_plan
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.phase2 import Phase2
-from grpo_probe.provenance import write_manifest
+from grpo_probe.provenance import write_design_manifest
 
 __all__ = [
     "phase2_compute",
@@ -37,21 +37,6 @@ PathLike = str | os.PathLike[str]
 
 OWN_CHECKPOINT_FACTORIES = (None, "grpo_probe.policies.checkpoint:load_policy")
 """Bindings phase 2 can train: this package's checkpoint format (a user adapter's weights it cannot see)."""
-
-
-def _manifest(
-    prereg: Prereg,
-    manifest: PathLike,
-    rule: str,
-    outputs: Sequence[PathLike],
-    upstream: Sequence[PathLike],
-    extra: Mapping[str, Any] | None = None,
-) -> None:
-    write_manifest(manifest, outputs, upstream, prereg.sha256, rule, extra=extra, prereg_path=prereg.path)
-
-
-def _write_json(path: PathLike, value: Any) -> None:
-    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def _load(prereg_path: PathLike, plan_json: PathLike, arm: str) -> tuple[Prereg, Phase2Plan]:
@@ -111,7 +96,7 @@ def phase2_plan(
     result = plan_from_decision(prereg, decision, str(decision_json))
     write_plan(result, plan)
     _log(f"phase 2: {result.reason}")
-    _manifest(prereg, manifest, "phase2_plan", [plan], upstream, {"outcome": result.outcome})
+    write_design_manifest(prereg, manifest, "phase2_plan", [plan], upstream, {"outcome": result.outcome})
 
 
 # -- one stage -------------------------------------------------------------------------------------------
@@ -136,7 +121,9 @@ def phase2_rollouts(
     prereg, _ = _load(prereg_path, plan_json, arm)
     initial = _initial_checkpoint(source, checkpoint, arm)
     write_iteration_table(run_iteration(prereg, arm, initial, 0, workers=workers), table)
-    _manifest(prereg, manifest, "phase2_rollouts", [table], upstream, {"arm": arm, "iteration": 0})
+    write_design_manifest(
+        prereg, manifest, "phase2_rollouts", [table], upstream, {"arm": arm, "iteration": 0}
+    )
 
 
 def phase2_replay_oracle(
@@ -166,8 +153,8 @@ def phase2_replay_oracle(
         f"{result.max_abs_diff:.3g} nats, tolerance {result.tolerance:g}"
     )
     check_replay(result, str(table))
-    _write_json(report, {"arm": arm, **result.to_dict()})
-    _manifest(prereg, manifest, "phase2_replay_oracle", [report], upstream, {"arm": arm})
+    atomic_write_json(report, {"arm": arm, **result.to_dict()})
+    write_design_manifest(prereg, manifest, "phase2_replay_oracle", [report], upstream, {"arm": arm})
 
 
 def phase2_train(
@@ -222,7 +209,7 @@ def phase2_train(
     def on_iteration(iteration: int, row: Any, report: Any) -> None:
         written = [paths.rollouts(iteration)] if iteration >= 1 else []
         previous = [paths.iteration_manifest(iteration)] if iteration >= 1 else list(upstream)
-        _manifest(
+        write_design_manifest(
             prereg,
             paths.iteration_manifest(iteration + 1),
             "phase2_train",
@@ -262,7 +249,7 @@ def phase2_train(
     write_episode_table(metrics, metrics_table(rows), schema=metrics_table(rows).schema)
     # The iteration manifests list theta_1 .. theta_N and chain them back to the oracle (each file is
     # listed by one manifest, which an audit reruns); this one closes the chain with the metrics.
-    _manifest(
+    write_design_manifest(
         prereg,
         manifest,
         "phase2_train",
@@ -296,7 +283,9 @@ def phase2_eval(
         kwargs = {"device": device, "pool": pool}
         evaluate_checkpoint(prereg, arm, initial, "initial", initial_table, **kwargs)
         evaluate_checkpoint(prereg, arm, final_checkpoint, "final", final_table, **kwargs)
-    _manifest(prereg, manifest, "phase2_eval", [initial_table, final_table], upstream, {"arm": arm})
+    write_design_manifest(
+        prereg, manifest, "phase2_eval", [initial_table, final_table], upstream, {"arm": arm}
+    )
 
 
 # -- the design ------------------------------------------------------------------------------------------
@@ -326,7 +315,7 @@ def phase2_report(
     figures = build_phase2_report(
         prereg, plan, decision_json, Path(plan_json).parent, upstream, out_md, out_json, figures_dir
     )
-    _manifest(prereg, manifest, "phase2_report", [out_md, out_json, *figures], upstream)
+    write_design_manifest(prereg, manifest, "phase2_report", [out_md, out_json, *figures], upstream)
 
 
 def phase2_root(prereg_path: PathLike, record: PathLike, out_md: PathLike, out_json: PathLike) -> None:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from grpo_probe.envs.boat import BOAT_ID
 from grpo_probe.envs.observation import OBSERVATION_STATE, ObservationConfig, observation_problems
@@ -451,31 +451,46 @@ def read_valid_prereg(
     path: str | os.PathLike[str], schema_dir: str | os.PathLike[str] | None = None
 ) -> tuple[dict[str, Any], str]:
     """Parse and validate a prereg (schema, then cross-field rules); return it with its canonical sha256."""
-    path = Path(path)
+    raw, valid = _read_valid(Path(path), schema_dir)
+    return raw, valid.sha256
+
+
+class _Valid(NamedTuple):
+    """What validating a design produced: its canonical sha256 and the sections that validate by parsing."""
+
+    sha256: str
+    analysis: AnalysisNumbers
+    rule: DecisionRule
+    phase2: Phase2 | None
+
+
+def _read_valid(path: Path, schema_dir: str | os.PathLike[str] | None) -> tuple[dict[str, Any], _Valid]:
     raw = read_yaml(path)
     return raw, _validate(raw, path, schema_dir)
 
 
-def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -> str:
+def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -> _Valid:
+    """Schema, cross-field rules, then the sections that validate themselves as they are parsed (criteria
+    named in ``qualifies`` exist; phase 2's seed sets are disjoint, ...): parsed once, here, and kept."""
     if not isinstance(raw, dict):
         raise PreregError(f"{path}: a prereg must be a YAML mapping, got {type(raw).__name__}")
     validate_against(raw, load_prereg_schema(schema_dir), str(path))
     problems = design_problems(raw)
     if problems:
         raise PreregError("\n".join(f"{path}: {p}" for p in problems))
-    # the analysis sections validate themselves (criteria named in qualifies exist)
-    parse_analysis_sections(raw, str(path), schema_dir)
-    parse_phase2(raw, str(path))  # the phase2 section's cross-field rules (seed sets disjoint, ...)
+    analysis, rule = parse_analysis_sections(raw, str(path), schema_dir)
+    phase2 = parse_phase2(raw, str(path))
     try:
-        return canonical_sha256(raw)
+        sha = canonical_sha256(raw)
     except ValueError as exc:  # NaN or infinity has no canonical JSON form
         raise PreregError(f"{path}: {exc}") from None
+    return _Valid(sha, analysis, rule, phase2)
 
 
 def _build(
     path: Path,
     raw: dict[str, Any],
-    sha: str,
+    valid: _Valid,
     lock_date: str | None,
     history: Sequence[Mapping[str, Any]] = (),
     schema_dir: str | os.PathLike[str] | None = None,
@@ -483,7 +498,6 @@ def _build(
     parallel = raw["oracles"]["parallel"]
     gate = raw["compute_gate"]
     env = design_environment(raw, path)
-    analysis, rule = parse_analysis_sections(raw, str(path))
     arms = {
         arm_id: Arm(
             arm_id,
@@ -533,16 +547,16 @@ def _build(
             ),
             draw0_seeds=tuple(raw["oracles"]["draw0"]["seeds"]),
         ),
-        analysis=analysis,
-        decision_rule=rule,
+        analysis=valid.analysis,
+        decision_rule=valid.rule,
         compute_gate=ComputeGate(
             float(gate["cpu_hours"]), float(gate["gpu_hours"]), gate.get("description", "")
         ),
         amendments=tuple(parse_amendment(a) for a in raw["amendments"]),
-        sha256=sha,
+        sha256=valid.sha256,
         lock_date=lock_date,
         versions=registered_versions(raw, str(path), history, schema_dir),
-        phase2=parse_phase2(raw, str(path)),
+        phase2=valid.phase2,
         observation=ObservationConfig.from_dict(raw.get("observation"), f"{path}: observation"),
     )
 
@@ -557,8 +571,7 @@ def prereg_from_mapping(
     """
     path = Path(path)
     raw = dict(raw)
-    sha = _validate(raw, path, schema_dir)
-    return _build(path, raw, sha, None, schema_dir=schema_dir)
+    return _build(path, raw, _validate(raw, path, schema_dir), None, schema_dir=schema_dir)
 
 
 def load_prereg(
@@ -572,7 +585,7 @@ def load_prereg(
     rules) or the prereg and its lock and how to amend (lock mismatch).
     """
     path = Path(path)
-    raw, sha = read_valid_prereg(path, schema_dir)
+    raw, valid = _read_valid(path, schema_dir)
     lock_date = None
     history: list[dict[str, Any]] = []
     if require_lock:
@@ -580,9 +593,9 @@ def load_prereg(
         lock_date, history = lock["date"], lock["versions"]
     elif lock_path(path).exists():
         lock = read_lock(lock_path(path))
-        if lock["sha256"] == sha:
+        if lock["sha256"] == valid.sha256:
             lock_date, history = lock["date"], lock["versions"]
-    return _build(path, raw, sha, lock_date, history, schema_dir)
+    return _build(path, raw, valid, lock_date, history, schema_dir)
 
 
 @dataclass(frozen=True)

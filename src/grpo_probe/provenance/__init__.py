@@ -7,6 +7,7 @@ from grpo_probe.provenance.manifest import (
     ManifestError,
     file_sha256,
     read_manifest,
+    write_design_manifest,
     write_manifest,
 )
 
@@ -21,5 +22,6 @@ __all__ = [
     "read_manifest",
     "sources_sha256",
     "verify_chain",
+    "write_design_manifest",
     "write_manifest",
 ]

@@ -17,10 +17,13 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.provenance.environment import code_version, environment
+
+if TYPE_CHECKING:
+    from grpo_probe.prereg import Prereg
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -124,6 +127,25 @@ def write_manifest(
         raise ManifestError(f"{manifest_path}: extra is not plain JSON data: {exc}") from None
     atomic_write_text(manifest_path, text)
     return manifest
+
+
+def write_design_manifest(
+    prereg: Prereg,
+    manifest_path: str | os.PathLike[str],
+    rule: str,
+    outputs: Sequence[str | os.PathLike[str]],
+    input_manifests: Sequence[str | os.PathLike[str]],
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """:func:`write_manifest` for a workflow step of ``prereg``: its hash, its file and the environment it
+    runs in (``grpo_probe.envs.registry.env_provenance``), the same record for every step of the probe
+    and of phase 2."""
+    from grpo_probe.envs.registry import env_provenance  # imports the simulator: only when writing
+
+    return write_manifest(
+        manifest_path, outputs, input_manifests, prereg.sha256, rule, extra=extra, prereg_path=prereg.path,
+        env=env_provenance(prereg.env),
+    )  # fmt: skip
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:

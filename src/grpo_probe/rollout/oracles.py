@@ -21,7 +21,6 @@ so the same inputs give the same report bytes. On a mismatch the report is writt
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -30,7 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.atomic_io import atomic_write_json
 from grpo_probe.envs.boat import BOAT_ID
 from grpo_probe.rollout.divergence import ComparedEpisode, ComparisonCounts, Divergence, compare_episodes
 from grpo_probe.rollout.engine import (
@@ -195,7 +194,7 @@ def _episodes(
 def _finish(
     report: dict[str, Any], report_path: str | os.PathLike[str], divergence: Divergence | None
 ) -> dict[str, Any]:
-    atomic_write_text(report_path, json.dumps(report, indent=2, sort_keys=True) + "\n")
+    atomic_write_json(report_path, report)
     if divergence is not None:
         raise OracleMismatchError(
             f"{report['oracle']} oracle failed ({report_path}): {divergence.message()}", divergence
