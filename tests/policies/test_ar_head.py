@@ -14,7 +14,6 @@ from grpo_probe.policies import RowKey, SamplingMode, load_policy
 from grpo_probe.policies.ar_head import (
     ROW_BLOCK,
     ARPolicy,
-    BlockDecoder,
     grammar_mask_table,
     gumbel_noise,
     gumbel_rows,
@@ -211,22 +210,6 @@ def test_sampling_mode_validates_the_noise_switch(fields: dict, match: str) -> N
     with pytest.raises(ValueError, match=match):
         SamplingMode(**fields)
     assert SamplingMode("temperature", temperature=1.0).noise is True  # registered designs need no change
-
-
-def test_block_decoder_is_the_networks_forward_one_position_at_a_time(
-    policy: ARPolicy, demos: SyntheticDemos
-) -> None:
-    """The decoder's logits at every position against teacher forcing through the modules (float32)."""
-    model = policy.model
-    obs = ((demos.obs[:ROW_BLOCK] - policy.obs_mean) / policy.obs_std).astype(np.float32)
-    ids = (np.arange(ROW_BLOCK)[:, None] * 7 + np.arange(12)[None, :]) % policy.tokenizer.vocab_size
-    decoder = BlockDecoder(model, ROW_BLOCK)
-    stepped = [decoder.prefill(obs, policy.tokenizer.bos_id).copy()]
-    stepped += [decoder.step(ids[:, k]).copy() for k in range(ids.shape[1])]
-    tokens = torch.from_numpy(np.concatenate([np.full((ROW_BLOCK, 1), policy.tokenizer.bos_id), ids], axis=1))
-    with torch.no_grad():
-        forward = model(torch.from_numpy(obs), tokens).numpy()
-    np.testing.assert_allclose(np.stack(stepped, axis=1), forward, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode", [SamplingMode("greedy"), SamplingMode("temperature", temperature=1.6)])

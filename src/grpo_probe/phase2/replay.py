@@ -33,7 +33,8 @@ import torch
 from torch import nn
 
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
-from grpo_probe.policies.ar_head import ROW_BLOCK, ARTransformer, grammar_mask_table
+from grpo_probe.policies.ar_head import ROW_BLOCK, grammar_mask_table
+from grpo_probe.policies.ar_model import ARTransformer
 from grpo_probe.policies.checkpoint import Checkpoint, policy_from_checkpoint, read_checkpoint
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
 from grpo_probe.policies.flow_head import VelocityMLP, flow_noise, sde_step_noise

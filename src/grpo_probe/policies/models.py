@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_probe.policies.ar_head import ARTransformer
+from grpo_probe.policies.ar_model import ARTransformer
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
 from grpo_probe.policies.flow_head import VelocityMLP
 from grpo_probe.policies.vision_flow import VisionVelocityNet

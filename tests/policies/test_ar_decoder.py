@@ -1,5 +1,6 @@
-"""The AR decode's shrinking block: rows that are still decoding move to smaller blocks, with the bytes of
-the registered block, and only where the kernels keep a row's bytes at every size."""
+"""The AR decoder: the network one position at a time, and the shrinking block (rows that are still
+decoding move to smaller blocks, with the bytes of the registered block, and only where the kernels keep
+a row's bytes at every size)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from grpo_probe.policies import RowKey, SamplingMode, ar_head, load_policy
-from grpo_probe.policies.ar_head import ARPolicy, BlockDecoder, rows_keep_their_bytes, shrinking_sizes
+from grpo_probe.policies import RowKey, SamplingMode, ar_decoder, load_policy
+from grpo_probe.policies.ar_decoder import BlockDecoder, rows_keep_their_bytes, shrinking_sizes
+from grpo_probe.policies.ar_head import ROW_BLOCK, ARPolicy
 from grpo_probe.policies.protocol import PolicyOutput
 from grpo_probe.policies.synthetic_demos import SyntheticDemos
 
@@ -63,6 +65,23 @@ def starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(BlockDecoder, "prefill", watched)
     return calls
+
+
+def test_block_decoder_is_the_networks_forward_one_position_at_a_time(
+    ar_checkpoint: Path, demos: SyntheticDemos
+) -> None:
+    """The decoder's logits at every position against teacher forcing through the modules (float32)."""
+    policy = _policy(ar_checkpoint, ROW_BLOCK, shrinks=False)
+    model = policy.model
+    obs = ((demos.obs[:ROW_BLOCK] - policy.obs_mean) / policy.obs_std).astype(np.float32)
+    ids = (np.arange(ROW_BLOCK)[:, None] * 7 + np.arange(12)[None, :]) % policy.tokenizer.vocab_size
+    decoder = BlockDecoder(model, ROW_BLOCK)
+    stepped = [decoder.prefill(obs, policy.tokenizer.bos_id).copy()]
+    stepped += [decoder.step(ids[:, k]).copy() for k in range(ids.shape[1])]
+    tokens = torch.from_numpy(np.concatenate([np.full((ROW_BLOCK, 1), policy.tokenizer.bos_id), ids], axis=1))
+    with torch.no_grad():
+        forward = model(torch.from_numpy(obs), tokens).numpy()
+    np.testing.assert_allclose(np.stack(stepped, axis=1), forward, rtol=0, atol=1e-5)
 
 
 def test_a_block_halves_down_to_four_rows() -> None:
@@ -118,7 +137,7 @@ def _kernels_by_row_count(monkeypatch: pytest.MonkeyPatch) -> None:
     """A linear layer whose product rounds differently below 8 rows, as a BLAS with another kernel for
     small row counts would."""
 
-    def linear(self: ar_head._Linear, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    def linear(self: ar_decoder._Linear, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         y = torch.addmm(self.bias, x, self.weight)
         if x.shape[0] < 8:
             y = y * (1.0 + 2.0**-20)
@@ -126,7 +145,7 @@ def _kernels_by_row_count(monkeypatch: pytest.MonkeyPatch) -> None:
             return y
         return out.copy_(y)
 
-    monkeypatch.setattr(ar_head._Linear, "__call__", linear)
+    monkeypatch.setattr(ar_decoder._Linear, "__call__", linear)
 
 
 @pytest.mark.parametrize("mode", MODES)
