@@ -359,7 +359,7 @@ def decision(
     the cell tables give the guard trips, the AR entropy and the figures. The provenance footer lists
     every file the decision read (cell, join and anchor tables, the prereg and its lock) with its sha256.
     """
-    from grpo_probe.analysis.report import decision_record, reads_tsv_text
+    from grpo_probe.analysis.report import decision_record, reads_tsv_text, write_decision
 
     prereg = load_prereg(prereg_path)
     read = [*cell_tables.values(), *join_tables.values(), *anchor_tables.values()]
@@ -377,7 +377,7 @@ def decision(
     # to the page: they live outside the results folder, so these bytes do not depend on where it is.
     design = [prereg.path, Path(f"{prereg.path}.lock")]
     record = {**record, "design_files": [{"path": str(p), "sha256": file_sha256(p)} for p in design]}
-    _write_decision(_decision_paths(record, _relative_to(Path(out_md).parent), str), out_md, out_json)
+    write_decision(_decision_paths(record, _relative_to(Path(out_md).parent), str), out_md, out_json)
     outputs: list[PathLike] = [out_md, out_json]
     if out_tsv is not None:
         atomic_write_text(out_tsv, reads_tsv_text(record))
@@ -433,16 +433,6 @@ def _decision_paths(
     return out
 
 
-def _write_decision(
-    record: Mapping[str, Any], out_md: PathLike, out_json: PathLike, edit: Callable[[str], str] = str
-) -> None:
-    """decision.json and decision.md (the template's text, passed through ``edit``) from ``record``."""
-    from grpo_probe.analysis.report import decision_json_text, render_decision_md
-
-    atomic_write_text(out_json, decision_json_text(record))
-    atomic_write_text(out_md, edit(render_decision_md(record)))
-
-
 def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out_json: PathLike) -> None:
     """The configured design's decision.md and decision.json again, rendered for another folder.
 
@@ -452,6 +442,8 @@ def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out
     was rendered from (the one in the manifest chain ``grpo-probe verify`` walks); it is a view, not a link
     of that chain. A record of another design than the configured prereg is refused.
     """
+    from grpo_probe.analysis.report import write_decision
+
     prereg = load_prereg(prereg_path)
     source = Path(record)
     target_dir = Path(out_md).parent
@@ -482,4 +474,4 @@ def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out
             text = text.replace(f"]({name})", f"]({moved(name)})")
         return header + text
 
-    _write_decision(out, out_md, out_json, for_this_folder)
+    write_decision(out, out_md, out_json, edit=for_this_folder)

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ __all__ = [
     "default_template",
     "reads_tsv_text",
     "render_decision_md",
+    "write_decision",
 ]
 
 
@@ -423,9 +424,21 @@ def build_decision(
         probe_tables, anchor_tables, prereg, Path(out_md).parent, figures_dir, provenance, compute,
         compute_gate, join_tables=join_tables,
     )  # fmt: skip
-    atomic_write_text(out_json, decision_json_text(decision))
-    atomic_write_text(out_md, render_decision_md(decision, template))
+    write_decision(decision, out_md, out_json, template)
     return decision
+
+
+def write_decision(
+    decision: Mapping[str, Any],
+    out_md: str | os.PathLike[str],
+    out_json: str | os.PathLike[str],
+    template: str | os.PathLike[str] | None = None,
+    edit: Callable[[str], str] = str,
+) -> None:
+    """decision.json and decision.md (the template's text, passed through ``edit``) from the record, each
+    written atomically."""
+    atomic_write_text(out_json, decision_json_text(decision))
+    atomic_write_text(out_md, edit(render_decision_md(decision, template)))
 
 
 def decision_record(

@@ -235,11 +235,6 @@ class ARPolicy:
         }
         self._shrinks: dict[int, bool] = {}
 
-    @property
-    def _decoder(self) -> BlockDecoder:
-        """The decoder of the registered block."""
-        return self._decoders[self.row_block]
-
     def shrinks(self) -> bool:
         """Whether a decode steps down to smaller blocks as its rows finish (:func:`shrinking_sizes`): where
         :func:`rows_keep_their_bytes` holds for this process's kernels at its current intra-op thread count
@@ -309,10 +304,9 @@ class ARPolicy:
         )
         # Decoder row i holds block row live[i] (i < len(live)); the rows after those are padding.
         live = np.arange(n_rows)
-        keys_now = np.zeros(size, dtype=np.uint64)  # a padded row's stream is drawn and never used
-        keys_now[:n_rows] = [row_stream_key(k) for k in keys]
-        remaining = np.zeros(size, dtype=np.int64)
-        remaining[:n_rows] = n_coef
+        # a padded row's stream is drawn and never used; it has no coefficients to emit
+        keys_now = _padded(np.array([row_stream_key(k) for k in keys], dtype=np.uint64), size, 0)
+        remaining = _padded(np.full(n_rows, n_coef, dtype=np.int64), size, 0)
         noise = CounterStreams(keys_now, n_ids, log=True, dtype=np.float32) if gumbel_noise_on(mode) else None
         decoder = self._decoders[size]
         padded = np.zeros((size, self.obs_dim), dtype=np.float32)
