@@ -23,6 +23,13 @@ CHECKPOINT_ARMS = [a for a in ARMS if BINDINGS[a].source == "checkpoint"]
 # Shards by index over the registered seed order: shard-{i} holds the i-th run of seeds_per_shard seeds.
 SHARD_SEEDS = split_seeds(PREREG.seeds, RUN.seeds_per_shard)
 SHARDS = [f"shard-{i}" for i in range(len(SHARD_SEEDS))]
+# Replays (the design's replay: section) run per probe shard that holds a replayed seed.
+REPLAY = PREREG.replay
+REPLAY_SHARDS = (
+    [s for s, seeds in zip(SHARDS, SHARD_SEEDS) if set(seeds) & set(REPLAY.seeds)]
+    if REPLAY
+    else []
+)
 
 
 def _alternatives(names):
@@ -131,6 +138,32 @@ def cell_join_upstream(wildcards):
     ]
 
 
+def replay_shard_seeds(wildcards):
+    """The shard's seeds that the design replays, in registered order."""
+    return [s for s in shard_seeds(wildcards) if s in REPLAY.seeds]
+
+
+def replay_upstream(wildcards):
+    """The shard's probe rows and the cell's unperturbed replay oracle: no replay before it passes."""
+    return [
+        f"{R}/probe/{wildcards.cell}/{wildcards.shard}.manifest.json",
+        f"{R}/oracles/replay/{wildcards.cell}.manifest.json",
+    ]
+
+
+def replay_oracle_upstream(wildcards):
+    return [f"{R}/join/{wildcards.cell}.manifest.json", *cell_upstream(wildcards)[:1]]
+
+
+def cell_replay_tables(cell):
+    """The cell's replay tables, one per shard holding a replayed seed (none without a replay section)."""
+    return [f"{R}/replay/{cell}/{shard}.parquet" for shard in REPLAY_SHARDS]
+
+
+def decision_replay_tables():
+    return {cell: cell_replay_tables(cell) for cell in CELLS} if REPLAY else {}
+
+
 def decision_cell_tables():
     return {cell: f"{R}/cells/{cell}.parquet" for cell in CELLS}
 
@@ -141,7 +174,12 @@ def decision_anchor_tables():
 
 
 def decision_upstream():
-    return [f"{R}/join/{cell}.manifest.json" for cell in CELLS]
+    replays = [
+        p.removesuffix(".parquet") + ".manifest.json"
+        for c in CELLS
+        for p in cell_replay_tables(c)
+    ]
+    return [f"{R}/join/{cell}.manifest.json" for cell in CELLS] + replays
 
 
 def design_page(name):

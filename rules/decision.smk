@@ -4,6 +4,7 @@ rule decision:
         cells=list(decision_cell_tables().values()),
         joined=[f"{R}/join/{cell}.parquet" for cell in CELLS],
         anchors=list(decision_anchor_tables().values()),
+        replays=[p for paths in decision_replay_tables().values() for p in paths],
         upstream=decision_upstream(),
     output:
         md=report(
@@ -20,7 +21,7 @@ rule decision:
         figures=report(
             directory(f"{R}/figures"),
             patterns=[
-                "{kind,group_std|competence|trajectories|entropy|guard_rates}_{cell}.png"
+                "{kind,group_std|competence|trajectories|entropy|chaos|guard_rates}_{cell}.png"
             ],
             caption="../workflow/report/cell_figure.rst",
             category="{cell}",
@@ -41,6 +42,7 @@ rule decision:
         cells=decision_cell_tables(),
         joined={cell: f"{R}/join/{cell}.parquet" for cell in CELLS},
         anchors=decision_anchor_tables(),
+        replays=decision_replay_tables(),
     script:
         "../workflow/scripts/decision.py"
 

@@ -70,3 +70,56 @@ rule join:
         runtime=10,
     script:
         "../workflow/scripts/join.py"
+
+
+rule replay_oracle:
+    input:
+        **prereg_files(),
+        source=cell_source,
+        checkpoint=cell_checkpoint,
+        probe=f"{R}/cells/{{cell}}.parquet",
+        upstream=replay_oracle_upstream,
+    output:
+        report=f"{R}/oracles/replay/{{cell}}.json",
+        manifest=f"{R}/oracles/replay/{{cell}}.manifest.json",
+    log:
+        f"{R}/logs/replay_oracle/{{cell}}.log",
+    benchmark:
+        f"{R}/benchmarks/replay_oracle/{{cell}}.tsv"
+    conda:
+        "../environment.yml"
+    threads: RUN.workers
+    resources:
+        mem_mb=3000,
+        runtime=60,
+    params:
+        device=RUN.device,
+    script:
+        "../workflow/scripts/replay_oracle.py"
+
+
+rule replay:
+    input:
+        **prereg_files(),
+        source=cell_source,
+        checkpoint=cell_checkpoint,
+        probe=f"{R}/probe/{{cell}}/{{shard}}.parquet",
+        upstream=replay_upstream,
+    output:
+        table=f"{R}/replay/{{cell}}/{{shard}}.parquet",
+        manifest=f"{R}/replay/{{cell}}/{{shard}}.manifest.json",
+    log:
+        f"{R}/logs/replay/{{cell}}/{{shard}}.log",
+    benchmark:
+        f"{R}/benchmarks/replay/{{cell}}/{{shard}}.tsv"
+    conda:
+        "../environment.yml"
+    threads: RUN.workers
+    resources:
+        mem_mb=3000,
+        runtime=120,
+    params:
+        seeds=replay_shard_seeds,
+        device=RUN.device,
+    script:
+        "../workflow/scripts/replay.py"

@@ -32,6 +32,8 @@ __all__ = [
     "parallel_oracle",
     "prereg_check",
     "probe_shard",
+    "replay_oracle",
+    "replay_shard",
     "root_decision",
     "train_reference_arm",
 ]
@@ -89,7 +91,9 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     from grpo_probe.prereg import PreregError, environment_problems
 
     prereg = load_prereg(prereg_path)
-    problems = environment_problems(prereg.decision_rule, prereg.phase2 is not None, env_spec(prereg.env))
+    problems = environment_problems(
+        prereg.decision_rule, prereg.phase2 is not None, env_spec(prereg.env), prereg.replay
+    )
     if problems:
         raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
     write_design_manifest(prereg, manifest, "prereg_check", [prereg.path, Path(f"{prereg.path}.lock")], [])
@@ -226,10 +230,26 @@ def parallel_oracle(
             source = _policy_source(sources[arm], checkpoint, device)
             cell = f"oracle:{arm}:{mode.kind}"
             jobs.append(_group_job(prereg, arm, cell, source, mode, spec.seeds, spec.draws))
+    jobs += _replay_oracle_cases(prereg, jobs)
     result = run_parallel_oracle(jobs, report, workers=spec.workers)
     write_design_manifest(
         prereg, manifest, "parallel_oracle", [report], upstream, {"episodes": result.get("episodes")}
     )
+
+
+def _replay_oracle_cases(prereg: Prereg, jobs: Sequence[Any]) -> list[Any]:
+    """The parallel oracle's replay cases: the first case of each arm on the oracle's first seed, replayed
+    once under each registered perturbation, so replay rows are proven path-independent like the draws
+    (one seed: the replay path differs from the draws' only in the perturbation)."""
+    from grpo_probe.rollout.replay import registered_replays
+
+    if prereg.replay is None:
+        return []
+    first = {}
+    for job in jobs:
+        first.setdefault(job.arm, job)
+    replays = [r for r in registered_replays(prereg.replay) if r.index == 1]
+    return [job.replace(replay=r, seeds=job.seeds[:1]) for job in first.values() for r in replays]
 
 
 def anchors(
@@ -282,6 +302,67 @@ def probe_shard(
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
     write_design_manifest(
         prereg, manifest, "probe", [table], upstream, {"cell": cell, "seeds": list(seeds), **gpu}
+    )
+
+
+def replay_oracle(
+    prereg_path: PathLike,
+    cell: str,
+    source: PathLike,
+    probe_table: PathLike,
+    upstream: Sequence[PathLike],
+    report: PathLike,
+    manifest: PathLike,
+    workers: int,
+    device: str = "cpu",
+    checkpoint: PathLike | None = None,
+) -> None:
+    """A cell's draws, replayed with every registered perturbation at size zero, reproduce their probe
+    rows bit for bit: the replay path differs from the probe path only by the perturbation."""
+    from grpo_probe.rollout import run_replay_oracle
+    from grpo_probe.rollout.replay import registered_replays
+
+    prereg = load_prereg(prereg_path)
+    if prereg.replay is None:
+        raise ValueError(f"{prereg.path}: the replay oracle runs only for a design with a replay section")
+    spec = prereg.cell(cell)
+    policy = _policy_source(source, checkpoint, device)
+    seeds = prereg.replay.oracle_seeds
+    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
+    replays = [r for r in registered_replays(prereg.replay) if r.index == 1]
+    run_replay_oracle(job, replays, probe_table, report, workers=workers)
+    write_design_manifest(prereg, manifest, "replay_oracle", [report], upstream, {"cell": cell})
+
+
+def replay_shard(
+    prereg_path: PathLike,
+    cell: str,
+    seeds: Sequence[int],
+    source: PathLike,
+    probe_table: PathLike,
+    upstream: Sequence[PathLike],
+    table: PathLike,
+    manifest: PathLike,
+    workers: int,
+    device: str = "cpu",
+    checkpoint: PathLike | None = None,
+) -> None:
+    """Every draw of the shard's replayed seeds, replayed under every registered perturbation."""
+    from grpo_probe.rollout.replay import write_replay_shard
+
+    prereg = load_prereg(prereg_path)
+    if prereg.replay is None:
+        raise ValueError(f"{prereg.path}: replays run only for a design with a replay section")
+    unknown = sorted(set(seeds) - set(prereg.replay.seeds))
+    if unknown:
+        raise ValueError(f"{prereg.path}: replay shard seeds {unknown} are not in replay.seeds")
+    spec = prereg.cell(cell)
+    policy = _policy_source(source, checkpoint, device)
+    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
+    shard = write_replay_shard(job, prereg.replay, probe_table, table, workers=workers)
+    gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
+    write_design_manifest(
+        prereg, manifest, "replay", [table], upstream, {"cell": cell, "seeds": list(seeds), **gpu}
     )
 
 
@@ -352,6 +433,7 @@ def decision(
     manifest: PathLike,
     join_tables: Mapping[str, PathLike],
     out_tsv: PathLike | None = None,
+    replay_tables: Mapping[str, Sequence[PathLike]] | None = None,
 ) -> None:
     """decision.md, decision.json, the reads table and the figures, from the joined cells and the anchors.
 
@@ -362,7 +444,13 @@ def decision(
     from grpo_probe.analysis.report import decision_record, reads_tsv_text, write_decision
 
     prereg = load_prereg(prereg_path)
-    read = [*cell_tables.values(), *join_tables.values(), *anchor_tables.values()]
+    replays = {cell: list(paths) for cell, paths in (replay_tables or {}).items()}
+    read = [
+        *cell_tables.values(),
+        *join_tables.values(),
+        *anchor_tables.values(),
+        *(p for paths in replays.values() for p in paths),
+    ]
     provenance = [(str(path), file_sha256(path)) for path in read]
     record = decision_record(
         probe_tables=dict(cell_tables),
@@ -372,6 +460,7 @@ def decision(
         figures_dir=figures_dir,
         provenance=sorted(set(provenance)),
         join_tables=dict(join_tables),
+        replay_tables=replays if prereg.replay is not None else None,
     )
     # The design's files are named as the workflow names them (relative to its directory), not relative
     # to the page: they live outside the results folder, so these bytes do not depend on where it is.

@@ -237,5 +237,8 @@ def as_prereg(partial: Mapping[str, Any], where: str = "prereg/test_probe.yaml")
     raw["oracles"]["parallel"]["modes"] = [raw["arms"][first]["anchor"]]
     raw["analysis"] = copy.deepcopy(partial["analysis"])
     raw["decision_rule"] = copy.deepcopy(partial["decision_rule"])
+    raw.pop("replay", None)  # replays only where the test registers them
+    if "replay" in partial:
+        raw["replay"] = copy.deepcopy(partial["replay"])
     assert head in ("ar", "flow")
     return prereg_from_mapping(raw, where)

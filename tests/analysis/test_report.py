@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.reads import READ_ROWS
+from grpo_probe.analysis.reads import read_rows
 from grpo_probe.analysis.report import build_decision, decision_record
 
 from .rollout_factory import anchor_rows, as_prereg, probe_rows, write_table
@@ -109,7 +109,7 @@ def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
     assert _numbers_not_in_json(md, decision) == []
     # the reads table, cell by cell, equals decision.json's reads
     table = _reads_table(md)
-    for row in READ_ROWS:
+    for row in read_rows(replay=decision["replay"] is not None):
         label = row.label + (" (primary)" if row.primary else "")
         for cell, text in zip(decision["cells"], table[label], strict=True):
             value = cell["reads"][row.read]

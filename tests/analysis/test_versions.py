@@ -15,7 +15,7 @@ from grpo_probe.analysis.stability import KINDS, resampled_outcomes, resampled_r
 from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
 from grpo_probe.prereg.canonical import read_yaml
 
-from .versions_case import REPO, SEEDS, versioned_design, write_tables
+from .versions_case import REPO, SEEDS, before_replays, versioned_design, write_tables
 
 
 def _build(out: Path, prereg, probes, anchors):
@@ -155,7 +155,7 @@ def test_same_inputs_give_the_same_bytes_with_the_versions_section(tmp_path: Pat
 
 
 def test_a_version_that_cannot_be_rebuilt_is_shown_not_skipped(tmp_path: Path) -> None:
-    raw = read_yaml(REPO / "prereg/smoke.yaml")
+    raw = before_replays(read_yaml(REPO / "prereg/smoke.yaml"))
     amendments = raw["amendments"]
     del amendments[1]["replaces"]
     prereg = versioned_design(amendments=amendments)
@@ -170,7 +170,7 @@ def test_a_version_that_cannot_be_rebuilt_is_shown_not_skipped(tmp_path: Path) -
 
 
 def test_a_rule_that_reads_a_bootstrap_interval_is_reported_as_not_resampled(tmp_path: Path) -> None:
-    raw = read_yaml(REPO / "prereg/smoke.yaml")
+    raw = before_replays(read_yaml(REPO / "prereg/smoke.yaml"))
     rule = raw["decision_rule"]
     rule["criteria"]["signal"]["all_of"][0]["read"] = "median_group_std_progress_cm_ci_low"
     raw["amendments"] = []

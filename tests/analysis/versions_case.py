@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.prereg import Prereg, prereg_from_mapping
+from grpo_probe.prereg.amendments import undo
 from grpo_probe.prereg.canonical import read_yaml
 
 from .rollout_factory import anchor_rows, probe_rows, write_table
@@ -25,10 +26,20 @@ SHORT = [0.0, 4.0, 8.0, 4.0]  # std 3.2660
 FLAT = [5.0, 5.0, 5.0, 5.0]
 
 
+def before_replays(raw: dict[str, Any]) -> dict[str, Any]:
+    """The smoke design as it was before its replay amendment (these tables have no replays): the last
+    entry, which added ``replay:``, undone and dropped."""
+    entries = raw["amendments"]
+    assert "replay" in entries[-1]["replaces"], "the smoke design's last amendment registers its replays"
+    undo(raw, entries[-1], "prereg/smoke.yaml: amendments[-1]")
+    raw["amendments"] = entries[:-1]
+    return raw
+
+
 def versioned_design(where: str = "prereg/versions_case.yaml", **changes: Any) -> Prereg:
     """The smoke design (its amendments included) on six seeds, K = 4, cells c1 (AR), c3 (teacher),
     c4 (short flow arm); ``changes`` replace top-level sections."""
-    raw = read_yaml(REPO / "prereg/smoke.yaml")
+    raw = before_replays(read_yaml(REPO / "prereg/smoke.yaml"))
     raw["seeds"] = list(SEEDS)
     raw["group_size"] = K
     raw["cells"] = [

@@ -25,6 +25,46 @@ def test_smoke_workflow_writes_decision_md_and_json(smoke_run: Path) -> None:
         assert (smoke_run / RESULTS / "figures" / figure).is_file()
 
 
+def test_the_smoke_decision_separates_choice_from_chaos(smoke_run: Path) -> None:
+    """Every cell carries the replay reads with their intervals, the outcome section says the split in
+    words, the signal criterion reads the choice std, and each cell's unperturbed replay oracle passed."""
+    decision = json.loads((smoke_run / RESULTS / "decision.json").read_text())
+    md = (smoke_run / RESULTS / "decision.md").read_text()
+    assert decision["replay"]["perturbations"] == [
+        {"kind": "action", "std": 0.001},
+        {"kind": "state", "scale_m": 0.0001},
+    ]
+    assert [c["read"] for c in decision["decision_rule"]["criteria"][0]["all_of"]] == [
+        "median_choice_std_cm",
+        "chaos_fraction",
+    ]
+    for cell in decision["cells"]:
+        reads = cell["reads"]
+        for name in ("median_choice_std_cm", "replay_std_cm", "chaos_fraction", "rank_stability"):
+            assert (
+                reads[name] is not None and reads[f"{name}_ci_low"] <= reads[name] <= reads[f"{name}_ci_high"]
+            )
+        assert reads["chaos_fraction"] >= 0.0
+        assert cell["replay"]["replayed_seeds"] == 2 and cell["replay"]["replays_per_draw"] == 2
+        assert [p["kind"] for p in cell["replay"]["perturbations"]] == ["action", "state"]
+        assert reads["median_choice_std_cm"] <= cell["replay"]["median_group_std_cm"]
+        sentence = (
+            f"cell {cell['id']}: of {cell['replay']['median_group_std_cm']:.4f} cm group spread (median over "
+            f"the 2 replayed seeds), {reads['median_choice_std_cm']:.4f} cm ["
+        )
+        assert sentence in md
+        assert (smoke_run / RESULTS / cell["figures"]["chaos"]).is_file()
+        oracle = json.loads((smoke_run / RESULTS / "oracles" / "replay" / f"{cell['id']}.json").read_text())
+        assert oracle["pass"] is True and oracle["counts"]["episodes"] > 0
+        assert [c["replay"]["kind"] for c in oracle["cases"]] == ["action", "state"]
+        assert all(c["replay"].get("std", c["replay"].get("scale_m")) == 0.0 for c in oracle["cases"])
+    parallel = json.loads((smoke_run / RESULTS / "oracles" / "parallel.json").read_text())
+    assert parallel["pass"] is True
+    assert {c["replay"]["kind"] for c in parallel["cases"] if "replay" in c} == {"action", "state"}
+    versions = decision["versions"]
+    assert versions[-1]["current"] and versions[-2]["outcome"] is not None  # the version before replays
+
+
 def test_a_second_run_has_nothing_to_do(smoke_run: Path, snakemake) -> None:
     proc = snakemake(smoke_run, "-n", *SMOKE)
     assert proc.returncode == 0, proc.stderr

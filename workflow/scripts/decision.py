@@ -16,4 +16,5 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
         out_tsv=snakemake.output.reads,
         figures_dir=snakemake.output.figures,
         manifest=snakemake.output.manifest,
+        replay_tables=snakemake.params.replays,
     )

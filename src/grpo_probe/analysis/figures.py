@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Circle
 
 from grpo_probe.analysis.anchor_join import SeedJoin
+from grpo_probe.analysis.chaos import SeedChaos
 from grpo_probe.analysis.entropy import EntropySummary
 from grpo_probe.analysis.group_stats import SeedGroup
 from grpo_probe.analysis.guards import GuardRate
@@ -28,6 +29,7 @@ from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.atomic_io import atomic_write_bytes
 
 __all__ = [
+    "plot_chaos",
     "plot_competence",
     "plot_entropy",
     "plot_group_std",
@@ -93,6 +95,35 @@ def plot_group_std(
         ax.set_xlabel("within-group std over K draws (cm)")
         ax.set_title(f"cell {cell}: group spread per seed")
         ax.legend(fontsize="small", loc="lower right")
+        return _save(fig, path)
+
+
+def plot_chaos(
+    path: str | os.PathLike[str], cell: str, seeds: Sequence[SeedChaos], signal_bar_cm: float
+) -> Path:
+    """Per replayed seed, the group std against the replay std (the chaos floor), with the signal bar.
+
+    A seed on the diagonal has all its spread from chaos; one far below it, from the draws' choices. A
+    seed above the horizontal bar line clears the bar by chaos alone.
+    """
+    with matplotlib.style.context("default"):
+        fig = _figure(5.2, 4.4)
+        ax = fig.add_subplot()
+        group = np.array([s.group_std_cm for s in seeds])
+        replay = np.array([s.replay_std_cm for s in seeds])
+        top = float(max(group.max(initial=0.0), replay.max(initial=0.0), signal_bar_cm)) * 1.1 or 1.0
+        ax.plot([0.0, top], [0.0, top], color="0.5", linestyle=":", label="all chaos (replay = group std)")
+        ax.axhline(signal_bar_cm, color="tab:red", linestyle="--", label=f"signal bar {signal_bar_cm:g} cm")
+        ax.axvline(signal_bar_cm, color="tab:red", linestyle="--", linewidth=0.8)
+        ax.scatter(group, replay, color=_SAMPLED, zorder=3, label=f"replayed seed (n = {len(seeds)})")
+        for s, x, y in zip(seeds, group, replay, strict=True):
+            ax.annotate(str(s.seed), (x, y), textcoords="offset points", xytext=(3, 3), fontsize="x-small")
+        ax.set_xlim(0.0, top)
+        ax.set_ylim(0.0, top)
+        ax.set_xlabel("group std of progress over K draws (cm)")
+        ax.set_ylabel("replay std: same draw, replayed (cm)")
+        ax.set_title(f"cell {cell}: signal or chaos")
+        ax.legend(fontsize="small", loc="upper left")
         return _save(fig, path)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DECIMALS", "GUARDS", "READ_NAMES", "READ_ROWS", "ReadRow", "quantize", "read_rows"]
+__all__ = ["CHAOS_ROWS", "DECIMALS", "GUARDS", "READ_NAMES", "READ_ROWS", "ReadRow", "quantize", "read_rows"]
 
 DECIMALS = 4
 """Decimal places of every reported float (1e-4 cm is far below what the simulator resolves)."""
@@ -37,11 +37,32 @@ class ReadRow:
     versus: str | None = None
 
 
-def read_rows(guards: tuple[str, ...] = GUARDS) -> tuple[ReadRow, ...]:
-    """decision.md's reads table for an environment with these guard channels (the boat's by default)."""
+CHAOS_ROWS: tuple[ReadRow, ...] = (
+    ReadRow(
+        "median_choice_std_cm",
+        "median choice std: the spread the draws' choices explain (cm) [CI]",
+        True,
+        True,
+    ),
+    ReadRow("replay_std_cm", "replay std: the chaos floor, each draw replayed (cm) [CI]", True),
+    ReadRow("chaos_fraction", "chaos fraction: within-draw / across-draw variance [CI]", True),
+    ReadRow("rank_stability", "rank stability: Spearman of draws vs replays, median [CI]", True),
+    ReadRow(
+        "median_divergence_tick",
+        "tick replays split from their draws vs first contact (medians)",
+        versus="median_first_contact_tick",
+    ),
+)
+"""The replay reads (DESIGN.md, "Signal or chaos"): shown for a design that registers replays."""
+
+
+def read_rows(guards: tuple[str, ...] = GUARDS, replay: bool = True) -> tuple[ReadRow, ...]:
+    """decision.md's reads table for an environment with these guard channels (the boat's by default),
+    with the replay reads when the design registers replays."""
     return (
         ReadRow("median_group_std_progress_cm", "median group std of progress (cm) [CI]", True, True),
         ReadRow("median_group_std_best_point_cm", "median group std of best point (cm) [CI]", True, True),
+        *(CHAOS_ROWS if replay else ()),
         ReadRow("nondegenerate_fraction", "non-degenerate groups (fraction of seeds)", False, True),
         ReadRow("mean_progress_delta_cm", "sampled minus anchor progress, mean over seeds (cm) [CI]", True),
         ReadRow(

@@ -18,12 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import pyarrow as pa
 
 from grpo_probe.analysis.anchor_join import SeedJoin, summarize_join
 from grpo_probe.analysis.bootstrap import Estimate
+from grpo_probe.analysis.chaos import ChaosSummary, chaos_reads, summarize_chaos
 from grpo_probe.analysis.decision_rule import evaluate_rule
 from grpo_probe.analysis.entropy import EntropySummary, entropy_summary
 from grpo_probe.analysis.figures import (
+    plot_chaos,
     plot_competence,
     plot_entropy,
     plot_group_std,
@@ -41,6 +44,7 @@ from grpo_probe.analysis.versions import outcome_record, rule_record, version_re
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
+from grpo_probe.rollout.replay import read_replay_table
 
 __all__ = [
     "build_decision",
@@ -135,6 +139,31 @@ def _read_join(path: str | os.PathLike[str], cell: Cell, probe: RolloutTable) ->
     return joined
 
 
+def _replay_tables(
+    prereg: Prereg,
+    replay_tables: Mapping[str, Sequence[str | os.PathLike[str]]] | None,
+    episode_schema: Any,
+    where: str,
+) -> dict[str, Any]:
+    """Per enabled cell, its replay tables read and concatenated (none when the design registers none)."""
+    if prereg.replay is None:
+        if replay_tables:
+            raise ValueError(f"{where}: replay tables were given, but the design registers no replay section")
+        return {}
+    enabled = [c.id for c in prereg.enabled_cells]
+    given = dict(replay_tables or {})
+    if sorted(given) != sorted(enabled):
+        raise ValueError(
+            f"{where}: replay: the design registers replays, so every enabled cell needs its replay tables "
+            f"(enabled cells: {enabled}; tables given for: {sorted(given)})"
+        )
+    out = {}
+    for cell, paths in given.items():
+        tables = [read_replay_table(p, episode_schema) for p in paths]
+        out[cell] = pa.concat_tables(tables) if tables else None
+    return out
+
+
 def _hours_or_seconds(value: Any, field: str) -> float:
     if (
         isinstance(value, bool)
@@ -187,6 +216,38 @@ class _CellResult:
     joins: list[SeedJoin]
     rates: list[GuardRate]
     entropy: EntropySummary | None
+    chaos: ChaosSummary | None = None
+
+
+def _chaos_record(chaos: ChaosSummary) -> dict[str, Any]:
+    """decision.json's ``replay`` of a cell: per perturbation what it did, per replayed seed the parts."""
+    return {
+        "replayed_seeds": len(chaos.seeds),
+        "replays_per_draw": chaos.replays_per_draw,
+        "median_group_std_cm": _q(chaos.median_group_std_cm),
+        "diverged_fraction": _q(chaos.diverged_fraction),
+        "perturbations": [
+            {
+                "index": p.index,
+                "kind": p.kind,
+                "scale": p.scale,
+                "replays": p.replays,
+                "median_abs_change_cm": _q(p.median_abs_change_cm),
+                "diverged_fraction": _q(p.diverged_fraction),
+                "median_divergence_tick": _q(p.median_divergence_tick),
+            }
+            for p in chaos.perturbations
+        ],
+        "seeds": [
+            {
+                "seed": s.seed,
+                "group_std_cm": _q(s.group_std_cm),
+                "replay_std_cm": _q(s.replay_std_cm),
+                "choice_std_cm": _q(s.choice_std_cm),
+            }
+            for s in chaos.seeds
+        ],
+    }
 
 
 def _cell_analysis(
@@ -195,6 +256,7 @@ def _cell_analysis(
     anchor: RolloutTable,
     joined: JoinedCell,
     spec: AnalysisNumbers,
+    replays: Any = None,
 ) -> tuple[dict[str, float | None], _CellResult]:
     """The cell's reads (flat, quantized) and its analysis; figures are drawn by the caller.
 
@@ -207,6 +269,7 @@ def _cell_analysis(
     join = summarize_join(joins, spec, cell.id)
     rates = guard_rates(probe, anchor, spec)
     entropy = entropy_summary(probe)
+    chaos = None if replays is None else summarize_chaos(probe, replays, spec, cell.id)
     reads: dict[str, float | None] = {
         **_estimate("median_group_std_progress_cm", summary.median_std_progress_cm),
         **_estimate("median_group_std_best_point_cm", summary.median_std_best_point_cm),
@@ -221,6 +284,12 @@ def _cell_analysis(
     for rate in rates:
         reads[f"sampled_{rate.guard}_rate"] = _q(rate.sampled_rate)
         reads[f"anchor_{rate.guard}_rate"] = _q(rate.anchor_rate)
+    if chaos is not None:
+        for name, value in chaos_reads(chaos).items():
+            if isinstance(value, Estimate):
+                reads.update(_estimate(name, value))
+            else:
+                reads[name] = _q(value)
     record: dict[str, Any] = {
         "id": cell.id,
         "arm": cell.arm,
@@ -276,8 +345,9 @@ def _cell_analysis(
             "min_tokens_per_chunk": entropy.min_tokens_per_chunk,
             "max_tokens_per_chunk": entropy.max_tokens_per_chunk,
         },
+        "replay": None if chaos is None else _chaos_record(chaos),
     }
-    return reads, _CellResult(record, groups, joins, rates, entropy)
+    return reads, _CellResult(record, groups, joins, rates, entropy, chaos)
 
 
 def _draw_figures(
@@ -322,6 +392,10 @@ def _draw_figures(
                 disk_radius_m,
             ),
         }
+        if part.chaos is not None:
+            files["chaos"] = plot_chaos(
+                figures_dir / f"chaos_{slug}.png", cell.id, part.chaos.seeds, spec.signal_bar_cm
+            )
         if part.entropy is not None:
             files["entropy"] = plot_entropy(
                 figures_dir / f"entropy_{slug}.png", cell.id, probes[cell.id], part.entropy
@@ -347,7 +421,8 @@ def _reads_table(decision: Mapping[str, Any]) -> list[list[str]]:
     """Rows of decision.md's reads table: one row per read, one column per cell."""
     cells = decision["cells"]
     rows = []
-    for row in read_rows(tuple(g["guard"] for g in cells[0]["guards"])):
+    replay = any(c.get("replay") is not None for c in cells)
+    for row in read_rows(tuple(g["guard"] for g in cells[0]["guards"]), replay):
         line = [row.label + (" (primary)" if row.primary else "")]
         for cell in cells:
             reads = cell["reads"]
@@ -452,6 +527,7 @@ def decision_record(
     compute_gate: Mapping[str, Any] | None = None,
     *,
     join_tables: Mapping[str, str | os.PathLike[str]] | None = None,
+    replay_tables: Mapping[str, Sequence[str | os.PathLike[str]]] | None = None,
 ) -> dict[str, Any]:
     """Analyse every enabled cell, apply the registered rule and draw the figures (linked relative to
     ``page_dir``, the folder the decision page will be in): the decision record, not yet written.
@@ -464,8 +540,10 @@ def decision_record(
     table; ``prereg``: the registered design; ``provenance``: (artifact path, sha256) pairs for the footer;
     ``compute``: per stage ``{stage, cpu_s, gpu_s, max_rss_mb}``; ``compute_gate``: ``{cpu_hours,
     gpu_hours}``; ``join_tables``: cell id -> the join rule's table, whose per-seed group statistics are
-    the ones reported (without it they are joined here, by the same code). Besides this run's outcome, the
-    record holds what every registered version of the rule decides on the same tables (``versions``).
+    the ones reported (without it they are joined here, by the same code); ``replay_tables``: cell id ->
+    its replay tables (the replay rule's, one per shard), read when the design registers replays. Besides
+    this run's outcome, the record holds what every registered version of the rule decides on the same
+    tables (``versions``).
     Returns the record as decision.json will hold it (through its JSON text: quantized floats, plain types).
     """
     info, where = _prereg_info(prereg), str(prereg.path)
@@ -489,15 +567,18 @@ def decision_record(
         else _read_join(join_tables[c.id], c, probes[c.id])
         for c in cells
     }
+    replays = _replay_tables(prereg, replay_tables, env.episode_schema, where)
     reads: dict[str, dict[str, float | None]] = {}
     parts: dict[str, _CellResult] = {}
     for cell in cells:
         reads[cell.id], parts[cell.id] = _cell_analysis(
-            cell, probes[cell.id], anchors[cell.arm], joined[cell.id], spec
+            cell, probes[cell.id], anchors[cell.arm], joined[cell.id], spec, replays.get(cell.id)
         )
     verdicts, outcome = evaluate_rule(prereg.decision_rule, cells, reads)
     columns = {
-        c.id: seed_columns(c, joined[c.id].groups, joined[c.id].joins, probes[c.id], anchors[c.arm], spec)
+        c.id: seed_columns(
+            c, joined[c.id].groups, joined[c.id].joins, probes[c.id], anchors[c.arm], spec, parts[c.id].chaos
+        )
         for c in cells
     }
 
@@ -508,9 +589,11 @@ def decision_record(
         other_reads, other_columns = {}, {}
         for c in cells:
             other = join_cell(c.id, probes[c.id], anchors[c.arm], numbers)
-            other_reads[c.id] = _cell_analysis(c, probes[c.id], anchors[c.arm], other, numbers)[0]
+            other_reads[c.id], part = _cell_analysis(
+                c, probes[c.id], anchors[c.arm], other, numbers, replays.get(c.id)
+            )
             other_columns[c.id] = seed_columns(
-                c, other.groups, other.joins, probes[c.id], anchors[c.arm], numbers
+                c, other.groups, other.joins, probes[c.id], anchors[c.arm], numbers, part.chaos
             )
         return other_reads, other_columns
 
@@ -553,8 +636,14 @@ def decision_record(
     decision: dict[str, Any] = {
         "format": "grpo-probe decision 1",
         "prereg": info,
-        "env": {"id": env.id, "version": env.version, "engagement": env.engagement},
+        "env": {
+            "id": env.id,
+            "version": env.version,
+            "engagement": env.engagement,
+            "state_perturbation": env.state_perturbation,
+        },
         "analysis": spec.to_dict(),
+        "replay": None if prereg.replay is None else prereg.replay.to_dict(),
         "decision_rule": rule_record(rule),
         "glossary": glossary(prereg, env),
         "cells": cells_out,

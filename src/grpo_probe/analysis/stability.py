@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from grpo_probe.analysis.anchor_join import SeedJoin
+from grpo_probe.analysis.chaos import ChaosColumns, ChaosSummary, chaos_statistics
 from grpo_probe.analysis.decision_rule import Outcome
 from grpo_probe.analysis.group_stats import SeedGroup
 from grpo_probe.analysis.guards import guard_trips
@@ -76,6 +77,8 @@ class SeedColumns:
     """Per guard, 1.0 where the seed's anchor episode tripped it."""
     entropy: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None
     """AR cells: per seed, the sum and count of replan entropies and of tokens per chunk."""
+    chaos: ChaosColumns | None = None
+    """The replay reads' per-seed columns (NaN rows for seeds not replayed); None without replays."""
 
 
 def seed_columns(
@@ -85,6 +88,7 @@ def seed_columns(
     probe: RolloutTable,
     anchor: RolloutTable,
     spec: AnalysisNumbers,
+    chaos: ChaosSummary | None = None,
 ) -> SeedColumns:
     """The per-seed columns of a cell: group statistics and the anchor join as joined, guard trips and
     entropy summed per seed from the cell's rollout tables (rows sorted by seed, K per seed)."""
@@ -119,6 +123,7 @@ def seed_columns(
         sampled_trips=sampled,
         anchor_trips=anchored,
         entropy=entropy,
+        chaos=None if chaos is None else ChaosColumns.of(chaos.seeds, seeds.tolist()),
     )
 
 
@@ -145,7 +150,8 @@ def resampled_reads(columns: SeedColumns, index: NDArray[np.int64]) -> dict[str,
 
     The same definitions as the full-sample reads: medians over seeds of the group stds, the share of
     non-degenerate groups, means over seeds of the anchor differences, pooled guard-trip rates (equal K
-    per seed, so pooled = mean over seeds), and the replan-weighted entropy means.
+    per seed, so pooled = mean over seeds), the replan-weighted entropy means, and the replay reads over
+    the resample's replayed seeds (:func:`grpo_probe.analysis.chaos.chaos_statistics`).
     """
     n = index.shape[1]
 
@@ -168,6 +174,8 @@ def resampled_reads(columns: SeedColumns, index: NDArray[np.int64]) -> dict[str,
         e_sum, e_n, t_sum, t_n = columns.entropy
         reads["mean_token_entropy"] = e_sum[index].sum(axis=1) / e_n[index].sum(axis=1)
         reads["mean_tokens_per_chunk"] = t_sum[index].sum(axis=1) / t_n[index].sum(axis=1)
+    if columns.chaos is not None:
+        reads.update(chaos_statistics(columns.chaos, index))
     return {name: _quantize(values) for name, values in reads.items()}
 
 

@@ -35,10 +35,18 @@ __all__ = [
     "oracle_episodes",
     "read_benchmarks",
     "read_gpu_seconds",
+    "replay_cost_ratio",
     "run_episodes",
 ]
 
-POLICY_STAGES: tuple[str, ...] = ("parallel_oracle", "anchors", "probe", "draw0_oracle")
+POLICY_STAGES: tuple[str, ...] = (
+    "parallel_oracle",
+    "anchors",
+    "probe",
+    "draw0_oracle",
+    "replay_oracle",
+    "replay",
+)
 """Stages that run the policies, so the stages a GPU run spends GPU time in."""
 
 _STAGE_ORDER = (
@@ -50,6 +58,8 @@ _STAGE_ORDER = (
     "probe",
     "draw0_oracle",
     "join",
+    "replay_oracle",
+    "replay",
     "decision",
 )
 
@@ -102,10 +112,12 @@ def read_benchmarks(bench_dir: str | os.PathLike[str]) -> list[StageCompute]:
 
 
 def oracle_episodes(prereg: Prereg) -> int:
-    """Episodes of the parallel oracle, counting one side (each runs twice: sequential and parallel)."""
+    """Episodes of the parallel oracle, counting one side (each runs twice: sequential and parallel);
+    with replays registered, one replay of each arm's first case on one seed under each perturbation."""
     spec = prereg.oracles.parallel
     pairs = sum(1 for arm in spec.arms for mode in spec.modes if mode.head == prereg.arms[arm].head)
-    return pairs * len(spec.seeds) * spec.draws
+    replays = 0 if prereg.replay is None else len(spec.arms) * len(prereg.replay.perturbations)
+    return (pairs * len(spec.seeds) + replays) * spec.draws
 
 
 def run_episodes(prereg: Prereg) -> dict[str, int]:
@@ -117,6 +129,20 @@ def run_episodes(prereg: Prereg) -> dict[str, int]:
         "anchors": len(arms) * len(prereg.seeds),
         "probe": len(cells) * len(prereg.seeds) * prereg.group_size,
         "draw0_oracle": 2 * len(cells) * len(prereg.oracles.draw0_seeds),
+        **_replay_episodes(prereg),
+    }
+
+
+def _replay_episodes(prereg: Prereg) -> dict[str, int]:
+    """Episodes of the replay stages: every replayed draw R times, and the oracle's zero-size replays."""
+    replay = prereg.replay
+    if replay is None:
+        return {}
+    cells = len(prereg.enabled_cells)
+    k = prereg.group_size
+    return {
+        "replay_oracle": cells * len(replay.oracle_seeds) * k * len(replay.perturbations),
+        "replay": cells * len(replay.seeds) * k * replay.replays,
     }
 
 
@@ -311,9 +337,27 @@ def compute_report(
             f"| {s.stage} | {s.jobs} | {s.wall_s:.1f} | {s.cpu_s:.1f} | {gpu_cell} | {s.max_rss_mb:.0f} |"
         )
     lines += ["", verdict.text(gate.cpu_hours, gate.gpu_hours), ""]
+    ratio = replay_cost_ratio(stages)
+    if ratio is not None:
+        record["replay_cpu_over_probe_cpu"] = ratio
+        lines += [
+            f"The replays (and their unperturbed oracle) took {ratio:.2f}x the CPU seconds of the probe's "
+            "own rollouts in this run.",
+            "",
+        ]
     atomic_write_text(out_md, "\n".join(lines))
     atomic_write_json(out_json, record)
     return record
+
+
+def replay_cost_ratio(stages: list[StageCompute]) -> float | None:
+    """CPU seconds of the replay stages over those of the probe stage (None without both)."""
+    by_stage = {s.stage: s.cpu_s for s in stages}
+    replay = by_stage.get("replay", 0.0) + by_stage.get("replay_oracle", 0.0)
+    probe = by_stage.get("probe")
+    if not replay or not probe:
+        return None
+    return replay / probe
 
 
 def format_estimate(estimate: dict[str, Any]) -> str:

@@ -90,4 +90,5 @@ def boat_spec(params: SimParams | None = None) -> EnvSpec:
         ),
         engagement="any pusher-boat contact",
         cameras=("overhead",),
+        state_perturbation="the boat's spawn position, shifted in the table plane",
     )

@@ -69,6 +69,10 @@ class GymnasiumParams:
     """(guard name, info key) pairs: the guard trips when ``info[key]`` is true at any tick."""
     gym_kwargs: tuple[tuple[str, Any], ...] = ()
     """Keyword arguments of ``gymnasium.make``."""
+    perturb_joints: tuple[str, ...] = ()
+    """Joints a replay's ``state`` perturbation shifts at spawn (slide or hinge: its coordinate; free: its
+    x and y), together by ``scale`` in a keyed direction; none: the environment offers no state
+    perturbation. Not with ``distance_info_key`` (the spawn distance could not be measured again)."""
     version: str = "1"
     """The adapter's registration of this environment; bump it when the environment's code changes."""
 
@@ -87,6 +91,11 @@ class GymnasiumParams:
         for name in ("gym_id", "object_body", "goal_body"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"{where}.{name} must be a non-empty string, got {getattr(self, name)!r}")
+        if self.perturb_joints and self.distance_info_key is not None:
+            raise ValueError(
+                f"{where}.perturb_joints: a state perturbation needs the spawn distance measured from "
+                "object_body and goal_body, not from distance_info_key"
+            )
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], where: str = "env.params") -> GymnasiumParams:
@@ -102,6 +111,11 @@ class GymnasiumParams:
                 if not isinstance(mapping, Mapping):
                     raise ValueError(f"{where}.{name} must be a mapping, got {type(mapping).__name__}")
                 kwargs[name] = tuple(sorted(mapping.items()))
+        if "perturb_joints" in kwargs:
+            joints = kwargs["perturb_joints"]
+            if not isinstance(joints, (list, tuple)) or not all(isinstance(j, str) for j in joints):
+                raise ValueError(f"{where}.perturb_joints must be a list of joint names, got {joints!r}")
+            kwargs["perturb_joints"] = tuple(joints)
         try:
             return cls(**kwargs)
         except TypeError as exc:
@@ -206,6 +220,7 @@ class GymnasiumAdapter:
                     data.body(name)
                 except KeyError:
                     raise ValueError(f"{params.gym_id}: no MuJoCo body named {name!r} (env.params)") from None
+        self._perturb_qpos = self._perturbed_coordinates(params)
         channel_fields = tuple(pa.field(name, pa.bool_(), False) for name, _ in params.guard_info_keys)
         channel_fields += self._channel_fields()
         self._channel_names = tuple(f.name for f in channel_fields)
@@ -229,15 +244,43 @@ class GymnasiumAdapter:
                 names=("object", "effector", "goal"),
             ),
             engagement=self._engagement_text(),
+            state_perturbation=self._state_perturbation_text(),
         )
         self._seed: int | None = None
         self._ended = False
         self.replan_index = 0
 
+    def _perturbed_coordinates(self, params: GymnasiumParams) -> np.ndarray:
+        """qpos addresses a state perturbation moves; an unknown or a ball joint is an error naming it."""
+        model = self.env.model
+        addresses: list[int] = []
+        for name in params.perturb_joints:
+            try:
+                joint = model.joint(name)
+            except KeyError:
+                raise ValueError(
+                    f"{params.gym_id}: no MuJoCo joint named {name!r} (env.params.perturb_joints)"
+                ) from None
+            kind, start = int(model.jnt_type[joint.id]), int(model.jnt_qposadr[joint.id])
+            if kind == 0:  # mjJNT_FREE: x and y of its position
+                addresses += [start, start + 1]
+            elif kind in (2, 3):  # mjJNT_SLIDE, mjJNT_HINGE: their one coordinate
+                addresses.append(start)
+            else:
+                raise ValueError(
+                    f"{params.gym_id}: joint {name!r} is a ball joint; env.params.perturb_joints takes "
+                    "slide, hinge or free joints"
+                )
+        return np.array(addresses, dtype=np.intp)
+
     # -- what a subclass may add -----------------------------------------------------------------------
     def _version(self) -> str:
         gymnasium = _import_gymnasium()
         return f"{self.params.gym_id}/{self.params.version} (gymnasium {gymnasium.__version__})"
+
+    def _state_perturbation_text(self) -> str | None:
+        joints = self.params.perturb_joints
+        return f"joint(s) {', '.join(joints)} shifted at spawn" if joints else None
 
     def _engagement_text(self) -> str:
         if self.params.engaged_info_key is not None:
@@ -303,6 +346,11 @@ class GymnasiumAdapter:
                 f"{self.params.gym_id}: reset() returned no info[{key!r}], so the distance at spawn cannot "
                 "come from env.params.distance_info_key; measure it from object_body and goal_body instead"
             )
+        self._start_episode(info)
+        return np.asarray(obs, dtype=np.float32)
+
+    def _start_episode(self, info: Mapping[str, Any]) -> None:
+        """Measure the spawn: the distance, the traces' first points and the channels' start."""
         self._trace = [self._distance(info)]
         self._objects: list[tuple[float, float]] = [self._xy(self.params.object_body)]
         self._effector: list[tuple[float, float]] = (
@@ -310,7 +358,28 @@ class GymnasiumAdapter:
         )
         self._info_guards = {name: False for name, _ in self.params.guard_info_keys}
         self._start_channels()
-        return np.asarray(obs, dtype=np.float32)
+
+    def perturb_state(self, rng: np.random.Generator, scale: float) -> np.ndarray:
+        """Shift ``env.params.perturb_joints`` by ``scale`` together, in a direction drawn from ``rng``.
+
+        Called right after :meth:`reset`: the spawn is measured again from the shifted state (Gymnasium's
+        ``set_state`` runs ``mj_forward``), and the new first observation is returned. A zero ``scale``
+        moves nothing.
+        """
+        if not self._perturb_qpos.size:
+            raise ValueError(
+                f"{self.spec.id}: no state perturbation is offered (env.params.perturb_joints is empty)"
+            )
+        if self._seed is None or self._tick != 0:
+            raise RuntimeError("perturb_state is called right after reset(seed), before any tick")
+        direction = rng.standard_normal(self._perturb_qpos.size)
+        direction /= float(np.linalg.norm(direction))
+        if scale:
+            qpos, qvel = self.env.data.qpos.copy(), self.env.data.qvel.copy()
+            qpos[self._perturb_qpos] += scale * direction
+            self.env.set_state(qpos, qvel)
+            self._start_episode({})
+        return np.asarray(self.env._get_obs(), dtype=np.float32)
 
     @property
     def done(self) -> bool:

@@ -12,6 +12,7 @@ done -> bool
 replan_index -> int                            # replans executed so far in this episode
 record() -> episode record                     # a row with every column spec.episode_schema names
 render(camera, height, width) -> frame         # only if spec.cameras names cameras: uint8 [H, W, 3]
+perturb_state(rng, scale) -> observation       # only if spec.state_perturbation says what it shifts
 ```
 
 ``reset`` and ``execute`` return ``observation.state``: float32 [spec.obs_dim] (LeRobot's key; the only
@@ -23,6 +24,13 @@ rendering only the cameras a bound policy declares, at the size the design regis
 An action chunk is float32 [spec.chunk_length, spec.action_dims] in [-1, 1]; the environment maps it
 onto its own action bounds. A record is any object with ``to_row()`` (column ->
 value, lists for traces) and ``canonical_bytes()``.
+
+``perturb_state`` is how a replay asks "the same choices, a hair's breadth elsewhere" (DESIGN.md, "Signal
+or chaos"): called right after ``reset``, before the first observation is used, it moves the spawn by
+``scale`` (the environment's own unit, metres for a position) in a direction drawn from ``rng`` (a keyed
+generator the engine owns), and returns the new first observation. An environment that offers it says
+what it moves in ``spec.state_perturbation``; one that does not leaves it None, and a design asking for a
+``state`` perturbation on it is refused before anything runs.
 
 The registered metric columns every record carries (:data:`METRIC_COLUMNS`) are the ones the analysis
 and the decision rule read: ``progress_final_cm = 100 (d0 - d_final)`` of the environment's object-to-goal
@@ -177,6 +185,9 @@ class EnvSpec:
     observation_keys: tuple[str, ...] = (OBSERVATION_STATE,)
     cameras: tuple[str, ...] = ()
     """Cameras ``render(camera, height, width)`` draws (``observation.images.<camera>``); none by default."""
+    state_perturbation: str | None = None
+    """What ``perturb_state(rng, scale)`` moves, as decision.md words it (``the boat's spawn position in
+    the table plane``); None when the environment offers no state perturbation."""
 
     def __post_init__(self) -> None:
         where = f"environment {self.id!r}"

@@ -62,6 +62,9 @@ ACTION_DIMS = 7
 TICK_S = 0.05
 """Pusher-v5's ``dt``: frame_skip 5 x timestep 0.01 s (a test pins these to the live environment)."""
 
+STATE_PERTURBATION = "the object's spawn position, shifted along its slide joints"
+"""What a replay's ``state`` perturbation moves in the pusher (``PusherEnv.perturb_state``)."""
+
 CHANNELS: tuple[pa.Field, ...] = (
     pa.field("joint_limit_hits", pa.int32(), nullable=False),
     pa.field("object_off_table", pa.bool_(), nullable=False),
@@ -193,4 +196,5 @@ def pusher_spec(params: PusherParams | None = None) -> EnvSpec:
             names=("object", "fingertip", "goal"),
         ),
         engagement="any arm-object contact",
+        state_perturbation=STATE_PERTURBATION,
     )

@@ -17,9 +17,17 @@ import pyarrow as pa
 
 from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams
 from grpo_probe.envs.protocol import Guard
-from grpo_probe.envs.pusher import CHANNELS, GYM_ID, PUSHER_ID, PusherParams, pusher_guards, pusher_spec
+from grpo_probe.envs.pusher import (
+    CHANNELS,
+    GYM_ID,
+    PUSHER_ID,
+    STATE_PERTURBATION,
+    PusherParams,
+    pusher_guards,
+    pusher_spec,
+)
 
-__all__ = ["ARM_JOINTS", "PusherEnv"]
+__all__ = ["ARM_JOINTS", "OBJECT_JOINTS", "PusherEnv"]
 
 ARM_JOINTS = (
     "r_shoulder_pan_joint",
@@ -31,6 +39,10 @@ ARM_JOINTS = (
     "r_wrist_roll_joint",
 )
 """Pusher-v5's arm joints, in actuator order."""
+
+
+OBJECT_JOINTS = ("obj_slidex", "obj_slidey")
+"""The object's slide joints: a replay's state perturbation shifts the object's spawn along them."""
 
 
 class PusherEnv(GymnasiumAdapter):
@@ -49,12 +61,13 @@ class PusherEnv(GymnasiumAdapter):
                 goal_body="goal",
                 effector_body="tips_arm",
                 success_radius_m=p.success_radius_m,
+                perturb_joints=OBJECT_JOINTS,
             ),
             env_id=PUSHER_ID,
         )
         live = self.spec
         self.spec = pusher_spec(p)
-        for name in ("obs_dim", "action_dims", "tick_s", "episode_schema"):
+        for name in ("obs_dim", "action_dims", "tick_s", "episode_schema", "state_perturbation"):
             if getattr(live, name) != getattr(self.spec, name):
                 raise RuntimeError(
                     f"{GYM_ID}: the installed Gymnasium's environment has {name} {getattr(live, name)}, "
@@ -69,6 +82,9 @@ class PusherEnv(GymnasiumAdapter):
 
     def _engagement_text(self) -> str:
         return "any arm-object contact"
+
+    def _state_perturbation_text(self) -> str | None:
+        return STATE_PERTURBATION
 
     def _start_channels(self) -> None:
         if not hasattr(self, "_arm_bodies"):

@@ -19,6 +19,7 @@ from grpo_probe.prereg.design import (
     split_seeds,
 )
 from grpo_probe.prereg.lock import LockError, lock_path
+from grpo_probe.prereg.replay import Perturbation, ReplaySection
 from grpo_probe.prereg.rule import AnalysisNumbers, BootstrapSpec, DecisionRule
 from grpo_probe.prereg.run_config import ArmBinding, RunConfig, arm_bindings, load_config
 from grpo_probe.prereg.schema import SchemaError
@@ -36,8 +37,10 @@ __all__ = [
     "LockOutcome",
     "Oracles",
     "ParallelOracle",
+    "Perturbation",
     "Prereg",
     "PreregError",
+    "ReplaySection",
     "RunConfig",
     "SchemaError",
     "Training",

@@ -30,6 +30,7 @@ from grpo_probe.prereg.lock import (
     write_lock,
 )
 from grpo_probe.prereg.phase2 import Phase2, parse_phase2
+from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problems
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
 from grpo_probe.prereg.schema import load_prereg_schema, validate_against
 from grpo_probe.sampling import HEAD_OF_MODE, SamplingMode
@@ -174,6 +175,8 @@ class Prereg:
     """The registered phase-2 pilot (``phase2:``); None when the design registers none."""
     observation: ObservationConfig = field(default_factory=ObservationConfig)
     """The registered task and cameras (``observation:``); none by default."""
+    replay: ReplaySection | None = None
+    """The registered replays that separate choice from chaos (``replay:``); None when none are."""
 
     @property
     def enabled_cells(self) -> tuple[Cell, ...]:
@@ -338,6 +341,7 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
     problems += _subset_problems(raw["oracles"]["draw0"]["seeds"], seeds, "oracles.draw0.seeds")
     problems += _duplicate_problems(parallel["seeds"], "oracles.parallel.seeds")
     problems += _duplicate_problems(raw["oracles"]["draw0"]["seeds"], "oracles.draw0.seeds")
+    problems += replay_problems(raw, seeds)
     return problems
 
 
@@ -410,10 +414,13 @@ def _environment_section_problems(raw: Mapping[str, Any]) -> list[str]:
         rule = DecisionRule.from_dict(raw["decision_rule"], raw["analysis"], "decision_rule")
     except ValueError:
         return []  # a criterion named but not defined: the analysis section's own check names it
-    return environment_problems(rule, "phase2" in raw, env_spec(config))
+    replay = parse_replay(raw, expand_seeds(raw["seeds"]))
+    return environment_problems(rule, "phase2" in raw, env_spec(config), replay)
 
 
-def environment_problems(rule: DecisionRule, registers_phase2: bool, spec: EnvSpec) -> list[str]:
+def environment_problems(
+    rule: DecisionRule, registers_phase2: bool, spec: EnvSpec, replay: ReplaySection | None = None
+) -> list[str]:
     """What the design reads that its environment does not define, each as ``"<field>: <problem>"``.
 
     The decision rule may read a guard's rates (``sampled_<guard>_rate``, ``anchor_<guard>_rate``) only
@@ -444,6 +451,13 @@ def environment_problems(rule: DecisionRule, registers_phase2: bool, spec: EnvSp
             "phase2: the phase-2 reward penalises the boat scene's guards (phase2.reward), which "
             f"environment {spec.id!r} does not record; register phase 2 for the boat scene only"
         )
+    for i, perturbation in enumerate(replay.perturbations if replay is not None else ()):
+        if perturbation.kind == "state" and spec.state_perturbation is None:
+            problems.append(
+                f"replay.perturbations[{i}].kind: 'state' asks environment {spec.id!r} to shift its spawn, "
+                "which it does not offer (no perturb_state: its spec.state_perturbation is None); register "
+                "kind: action, which the engine applies in any environment"
+            )
     return problems
 
 
@@ -558,6 +572,7 @@ def _build(
         versions=registered_versions(raw, str(path), history, schema_dir),
         phase2=valid.phase2,
         observation=ObservationConfig.from_dict(raw.get("observation"), f"{path}: observation"),
+        replay=parse_replay(raw, expand_seeds(raw["seeds"])),
     )
 
 

@@ -12,7 +12,14 @@ from grpo_probe.rollout.engine import (
     run_parallel,
     run_sequential,
 )
-from grpo_probe.rollout.oracles import OracleMismatchError, anchor_mode, run_draw0_oracle, run_parallel_oracle
+from grpo_probe.rollout.oracles import (
+    OracleMismatchError,
+    anchor_mode,
+    run_draw0_oracle,
+    run_parallel_oracle,
+    run_replay_oracle,
+)
+from grpo_probe.rollout.perturb import Replay
 from grpo_probe.rollout.policy_source import PolicySource, resolve_device
 from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec
 from grpo_probe.rollout.shards import merge_shards, write_shard
@@ -27,6 +34,7 @@ __all__ = [
     "GroupJob",
     "OracleMismatchError",
     "PolicySource",
+    "Replay",
     "RolloutPool",
     "RolloutWorkerError",
     "anchor_mode",
@@ -39,6 +47,7 @@ __all__ = [
     "run_lockstep",
     "run_parallel",
     "run_parallel_oracle",
+    "run_replay_oracle",
     "run_sequential",
     "write_rollout_table",
     "write_shard",

@@ -43,6 +43,7 @@ from grpo_probe.envs.observation import (
 from grpo_probe.envs.protocol import Environment, EnvSpec
 from grpo_probe.envs.registry import EnvConfig, boat_env, env_spec, make_env
 from grpo_probe.policies.protocol import Policy, RowDiagnostics, RowKey, SamplingMode
+from grpo_probe.rollout.perturb import Replay, action_noise, state_generator
 from grpo_probe.rollout.policy_source import PolicySource
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec, EpisodeTiming
@@ -102,6 +103,9 @@ class GroupJob:
     inputs: tuple[str, ...] | None = None
     """The arm's registered inputs (``arms.<id>.inputs``): a policy declaring any other key fails; None
     lets a policy read whatever the design registers (tests, benchmarks)."""
+    replay: Replay | None = None
+    """When set, every episode is this replay of its draw: the draw's own noise keys, plus the keyed
+    perturbation (:mod:`grpo_probe.rollout.perturb`); None: the draws themselves."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seeds", tuple(self.seeds))
@@ -130,7 +134,8 @@ class GroupJob:
     @property
     def label(self) -> str:
         """``cell/arm seeds a-b`` for progress lines and error messages."""
-        return f"{self.cell}/{self.arm} seeds {min(self.seeds)}-{max(self.seeds)}"
+        replay = f" ({self.replay.label()})" if self.replay is not None else ""
+        return f"{self.cell}/{self.arm} seeds {min(self.seeds)}-{max(self.seeds)}{replay}"
 
     def episodes(self) -> list[EpisodeSpec]:
         """Every (seed, draw) of the job, sorted: the order rows are written in."""
@@ -250,8 +255,14 @@ def run_lockstep(
     where: str = "rollout",
     observation: ObservationConfig | None = None,
     inputs: tuple[str, ...] | None = None,
+    replay: Replay | None = None,
 ) -> list[EpisodeResult]:
     """Run ``specs`` to the end, env ``i`` running ``specs[i]``, with one ``policy.act`` per replan.
+
+    With ``replay``, each episode is that replay of its draw: the policy gets the draw's own keys, and
+    the perturbation is applied here, keyed by (run key, seed, draw, replay): a ``state`` perturbation
+    through the environment's ``perturb_state`` right after ``reset``, an ``action`` perturbation as noise
+    added to the executed actions of every chunk (what was executed is what the result records).
 
     A policy that declares only ``observation.state`` (or no ``input_keys``) gets the float32
     [B, obs_dim] state array. One that declares more gets an :class:`ObservationBatch` of exactly its
@@ -281,6 +292,13 @@ def run_lockstep(
     on_gpu = device.startswith("cuda")
     timings = [EpisodeTiming(gpu_s=0.0 if on_gpu else None) for _ in range(n)]
     obs = [envs[i].reset(specs[i].seed) for i in range(n)]
+    if replay is not None and replay.perturbation.kind == "state":
+        obs = [
+            _perturb_state(
+                envs[i], state_generator(run_key, specs[i].seed, specs[i].draw, replay), replay, where
+            )
+            for i in range(n)
+        ]
     executed: list[list[np.ndarray]] = [[] for _ in range(n)]
     diagnostics: list[list[RowDiagnostics]] = [[] for _ in range(n)]
     frames_seen: list[list[str]] = [[] for _ in range(n)]
@@ -315,6 +333,12 @@ def run_lockstep(
             chunk = actions[row].copy()
             if hook is not None:
                 chunk = hook(env, specs[i], env.replan_index, chunk)
+            if replay is not None and replay.perturbation.kind == "action" and replay.perturbation.scale:
+                shape = (spec.executed_actions, spec.action_dims)
+                noise = action_noise(run_key, specs[i].seed, specs[i].draw, replay, env.replan_index, shape)
+                executed_part = chunk[: spec.executed_actions].astype(np.float64) + noise
+                chunk = np.array(chunk, dtype=np.float32, copy=True)  # the env gets what the row records
+                chunk[: spec.executed_actions] = executed_part.astype(np.float32)
             executed[i].append(np.array(chunk[: spec.executed_actions], dtype=np.float32, copy=True))
             diagnostics[i].append(out.diagnostics[row])
             timings[i].policy_s += policy_s
@@ -341,6 +365,17 @@ def run_lockstep(
             )
         )
     return results
+
+
+def _perturb_state(env: Environment, rng: np.random.Generator, replay: Replay, where: str) -> np.ndarray:
+    """The environment's spawn shifted by the replay's registered scale; its new first observation."""
+    perturb = getattr(env, "perturb_state", None)
+    if env.spec.state_perturbation is None or not callable(perturb):
+        raise ValueError(
+            f"{where}: {replay.label()} asks environment {env.spec.id!r} to shift its state, which it does "
+            "not offer (spec.state_perturbation and a perturb_state(rng, scale) method)"
+        )
+    return perturb(rng, replay.perturbation.scale)
 
 
 class _RenderedBatch(ObservationBatch):
@@ -398,6 +433,7 @@ def run_sequential(
                     where=job.env.where,
                     observation=job.observation,
                     inputs=job.inputs,
+                    replay=job.replay,
                 )
             )
             if progress is not None:
@@ -425,6 +461,7 @@ def _worker_run(
     hook: ChunkHook | None,
     observation: ObservationConfig | None = None,
     inputs: tuple[str, ...] | None = None,
+    replay: Replay | None = None,
 ) -> list[EpisodeResult]:
     """One task in a worker: build (once) the policy and envs, then run ``specs`` in lockstep."""
     policy_key = repr(source)
@@ -444,6 +481,7 @@ def _worker_run(
         where=env.where,
         observation=observation,
         inputs=inputs,
+        replay=replay,
     )
 
 
@@ -504,6 +542,7 @@ class RolloutPool:
                     hook,
                     job.observation,
                     job.inputs,
+                    job.replay,
                 )
                 for batch in batches
             ]

@@ -2,6 +2,9 @@
 
 - **Parallel oracle**: for a registered subset of (arm, mode, seeds, draws), run the sequential path
   and the parallel path and compare every per-tick trace, executed action and token id bit for bit.
+- **Unperturbed replay oracle**: a draw replayed through the replay path with every registered
+  perturbation at size zero reproduces its probe row bit for bit (every column, frames included), so the
+  replays differ from their draws only by the registered perturbation, never by keys or bookkeeping.
 - **Draw-0 oracle**: the probe instrument with its stochasticity switched off reproduces the reference
   rows bit for bit. An AR temperature cell runs its own sampler at T with the Gumbel noise switched off
   (``SamplingMode.noise``), which must pick the greedy anchor's token ids and so its actions: this
@@ -41,6 +44,7 @@ from grpo_probe.rollout.engine import (
     run_group,
     run_sequential,
 )
+from grpo_probe.rollout.perturb import Replay
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.rollout.table import ANCHOR_CELL, read_rollout_table, rollout_schema, table_bytes
@@ -53,6 +57,7 @@ __all__ = [
     "draw0_probe_mode",
     "run_draw0_oracle",
     "run_parallel_oracle",
+    "run_replay_oracle",
 ]
 
 EULER_KIND = "flow_euler"
@@ -123,6 +128,7 @@ def _job_dict(job: GroupJob) -> dict[str, Any]:
         **({"observation": job.observation.to_dict()} if job.observation.cameras else {}),
         **({"row_block": job.source.row_block} if job.source.row_block is not None else {}),
         **({"envs_per_worker": job.envs_per_worker} if job.envs_per_worker is not None else {}),
+        **({"replay": job.replay.to_dict()} if job.replay is not None else {}),
     }
 
 
@@ -392,3 +398,80 @@ def run_draw0_oracle(
     if probe_frames:
         report["frames"] = {"compared": counts.frames, "probe_sha256_per_replan": probe_frames}
     return _finish(report, report_path, divergence)
+
+
+def run_replay_oracle(
+    job: GroupJob,
+    replays: Sequence[Replay],
+    probe_table: str | os.PathLike[str],
+    report_path: str | os.PathLike[str],
+    *,
+    workers: int = 0,
+    pool: RolloutPool | None = None,
+    envs_per_worker: int = DEFAULT_ENVS_PER_WORKER,
+    probe_hook: ChunkHook | None = None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Replay every draw of ``job`` under each of ``replays`` at size zero; each must equal its probe row.
+
+    ``job`` is the cell's group job on the oracle's seeds (all K draws); ``replays`` the registered ones
+    (their sizes are set to zero here); ``probe_table`` the cell's probe rows. Every column is compared,
+    and the executed actions between the replays of different perturbations. ``probe_hook`` is the seam
+    through which tests plant a mismatch.
+    """
+    if not replays:
+        raise ValueError(f"{report_path}: the replay oracle needs at least one registered perturbation")
+    table = read_rollout_table(probe_table, schema=rollout_schema(job.spec.episode_schema))
+    mask = pc.is_in(table["seed"], value_set=pa.array(job.seeds, pa.int64()))
+    selected = table.filter(mask).sort_by([("seed", "ascending"), ("draw", "ascending")])
+    reference = {(row["seed"], row["draw"]): ComparedEpisode(row) for row in selected.to_pylist()}
+    counts = ComparisonCounts()
+    found: Divergence | None = None
+    cases = []
+    first_actions: dict[tuple[int, int], ComparedEpisode] | None = None
+    for replay in replays:
+        zero = Replay(replay.index, replay.slot, replay.perturbation.zeroed())
+        run = job.replace(replay=zero)
+        progress = RolloutProgress(len(run.episodes()), f"replay oracle {run.label}", enabled=show_progress)
+        results = run_group(
+            run,
+            workers=workers,
+            pool=pool,
+            envs_per_worker=envs_per_worker,
+            hook=probe_hook,
+            progress=progress,
+        )
+        progress.close()
+        episodes, data = _episodes(run, results)
+        divergence, case_counts = _compare_groups(run, episodes, reference, ("replay", "probe"), skip=())
+        if first_actions is None:
+            first_actions = episodes
+        else:
+            action_divergence, action_counts = _compare_groups(
+                run, episodes, first_actions, ("replay", "first replay"), skip=_table_columns(run)
+            )
+            case_counts.add(action_counts)
+            divergence = divergence or action_divergence
+        counts.add(case_counts)
+        found = found or divergence
+        cases.append(
+            {
+                "replay": zero.to_dict(),
+                "registered": replay.perturbation.to_dict(),
+                "tables_sha256": hashlib.sha256(data).hexdigest(),
+                "pass": divergence is None,
+            }
+        )
+    report = {
+        "oracle": "replay",
+        "pass": found is None,
+        "cell": job.cell,
+        "arm": job.arm,
+        "job": _job_dict(job),
+        "reference": {"kind": "probe", "tables_sha256": hashlib.sha256(table_bytes(selected)).hexdigest()},
+        "compared": "every column of every draw against its probe row; executed actions across replays",
+        "cases": cases,
+        "counts": vars(counts),
+        "first_divergence": None if found is None else found.to_dict(),
+    }
+    return _finish(report, report_path, found)

@@ -175,6 +175,28 @@ class BoatPushEnv:
             self.last_frame = self.render_frame()
         return self._observe()
 
+    def perturb_state(self, rng: np.random.Generator, scale: float) -> np.ndarray:
+        """Shift the boat's spawn by ``scale`` metres in the table plane, in a direction drawn from ``rng``.
+
+        Called right after :meth:`reset` (tick 0): a replay's "same choices, a hair's breadth elsewhere".
+        The spawn record (distance at spawn, traces, first frame) is taken again from the shifted state,
+        so ``progress_final_cm`` stays 100 (d0 - d_final) of this episode. A zero ``scale`` moves nothing.
+        """
+        if self._seed is None or self._tick != 0:
+            raise RuntimeError("perturb_state is called right after reset(seed), before any tick")
+        angle = float(rng.uniform(0.0, 2.0 * math.pi))
+        if scale:
+            d = self.data
+            d.qpos[self._boat_qpos] += scale * math.cos(angle)
+            d.qpos[self._boat_qpos + 1] += scale * math.sin(angle)
+            mujoco.mj_forward(self.model, d)
+            self._max_speed = 0.0
+            self._traces = [[] for _ in range(5)]
+            self._record_tick_state()
+            if self._renderer is not None:
+                self.last_frame = self.render_frame()
+        return self._observe()
+
     @property
     def done(self) -> bool:
         """True once the episode has run all replans or the strike cap ended it."""

@@ -1,0 +1,344 @@
+"""Signal or chaos: how much of a group's reward spread the draws' own choices explain.
+
+Why: GRPO learns from the spread of rewards inside a group, but only from the part of it the draws'
+choices cause. In a contact-rich scene the same choices, replayed with the same noise keys and a
+hair's-breadth perturbation, land elsewhere: that spread is chaos, which no update can learn. Per seed
+with K draws, each replayed R times (rewards r[k, 0] of the draw itself and r[k, j], j = 1..R, of its
+replays under the registered perturbations; DESIGN.md, "Signal or chaos"):
+
+    across-draw variance   V_a = var_k(r[k, 0])                 (analysis.group_std_ddof, as the group std)
+    within-draw variance   V_w = mean_k var_j(r[k, 1..R])      (ddof 1)
+    chaos fraction         sum_s V_w / sum_s V_a                (pooled over the replayed seeds)
+    choice std             sqrt(max(0, V_a - V_w))              (per seed; the cell reads its median)
+    replay std             sqrt(mean_s V_w)                     (the chaos floor, pooled)
+    rank stability         Spearman(r[., 0], r[., j]) within the group, median over seeds and replays
+
+This is the one-way random-effects decomposition of test-retest reliability (Shrout & Fleiss, 1979):
+1 - chaos fraction is the intraclass correlation of a draw's reward with itself. Every read has a
+percentile-bootstrap interval over the replayed seeds, keyed like the other reads'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+from scipy.stats import spearmanr
+
+from grpo_probe.analysis.bootstrap import Estimate, bootstrap_generator
+from grpo_probe.analysis.tables import RolloutTable
+from grpo_probe.prereg import AnalysisNumbers
+
+__all__ = [
+    "INTERVAL_READS",
+    "TICK_READS",
+    "ChaosColumns",
+    "ChaosSummary",
+    "PerturbationSummary",
+    "SeedChaos",
+    "chaos_reads",
+    "chaos_statistics",
+    "seed_chaos",
+    "summarize_chaos",
+]
+
+
+@dataclass(frozen=True)
+class SeedChaos:
+    """One replayed seed: its across- and within-draw variances, rank correlations and replay ticks."""
+
+    seed: int
+    group_var: float
+    """V_a: the variance of the draws' rewards (cm^2)."""
+    replay_var: float
+    """V_w: the mean over draws of the variance of each draw's replays (cm^2)."""
+    spearman: tuple[float, ...]
+    """Within-group Spearman of the draws' rewards against each replay's (NaN where a side is constant)."""
+    divergence_ticks: tuple[float, ...] = ()
+    """Per replay episode, the tick it split from its draw (NaN: never)."""
+    contact_ticks: tuple[float, ...] = ()
+    """Per replay episode, its first pusher-object contact tick (NaN: none)."""
+
+    @property
+    def choice_std_cm(self) -> float:
+        """sqrt(max(0, V_a - V_w)): the spread the draws' choices explain."""
+        return float(np.sqrt(max(0.0, self.group_var - self.replay_var)))
+
+    @property
+    def group_std_cm(self) -> float:
+        return float(np.sqrt(self.group_var))
+
+    @property
+    def replay_std_cm(self) -> float:
+        return float(np.sqrt(self.replay_var))
+
+
+@dataclass(frozen=True)
+class PerturbationSummary:
+    """What one registered perturbation did: how far its replays moved from their draws."""
+
+    index: int
+    kind: str
+    scale: float
+    replays: int
+    median_abs_change_cm: float
+    """Median over its replays of |replay reward - draw reward|."""
+    diverged_fraction: float
+    median_divergence_tick: float | None
+
+
+@dataclass(frozen=True)
+class ChaosSummary:
+    """A cell's chaos reads over its replayed seeds."""
+
+    seeds: tuple[SeedChaos, ...]
+    replays_per_draw: int
+    """R: replays of each draw, all perturbations together."""
+    median_group_std_cm: float
+    """The median group std over the replayed seeds: the spread the choice std and the replay std split
+    (the cell's primary read is over every seed, which a registered subset of replayed seeds may not be)."""
+    replay_std_cm: Estimate
+    chaos_fraction: Estimate
+    median_choice_std_cm: Estimate
+    rank_stability: Estimate
+    median_divergence_tick: float | None
+    median_first_contact_tick: float | None
+    diverged_fraction: float
+    perturbations: tuple[PerturbationSummary, ...]
+
+
+def seed_chaos(
+    draws: NDArray[np.float64],
+    replays: NDArray[np.float64],
+    seed: int,
+    ddof: int,
+    divergence_ticks: Sequence[float] = (),
+    contact_ticks: Sequence[float] = (),
+) -> SeedChaos:
+    """The decomposition of one seed: ``draws`` [K] the draws' rewards, ``replays`` [K, R] their replays'."""
+    draws = np.asarray(draws, dtype=np.float64)
+    replays = np.asarray(replays, dtype=np.float64)
+    if replays.ndim != 2 or replays.shape[0] != draws.size or replays.shape[1] < 2:
+        raise ValueError(
+            f"seed {seed}: need [K={draws.size}, R >= 2] replay rewards, got shape {replays.shape}"
+        )
+    group_var = float(np.var(draws, ddof=ddof))
+    replay_var = float(np.mean(np.var(replays, axis=1, ddof=1)))
+    rhos = []
+    for j in range(replays.shape[1]):
+        if np.ptp(draws) == 0.0 or np.ptp(replays[:, j]) == 0.0:
+            rhos.append(float("nan"))
+        else:
+            rhos.append(float(spearmanr(draws, replays[:, j]).statistic))
+    return SeedChaos(
+        seed,
+        group_var,
+        replay_var,
+        tuple(rhos),
+        tuple(map(float, divergence_ticks)),
+        tuple(map(float, contact_ticks)),
+    )
+
+
+@dataclass(frozen=True)
+class ChaosColumns:
+    """Per-seed columns of the chaos reads, one row per seed (NaN rows: a seed without replays), so the
+    same reductions give the full-sample read, its bootstrap interval and the stability resamples."""
+
+    group_var: NDArray[np.float64]
+    replay_var: NDArray[np.float64]
+    spearman: NDArray[np.float64]
+    """[n, R]"""
+    divergence_ticks: NDArray[np.float64]
+    """[n, K x R]"""
+    contact_ticks: NDArray[np.float64]
+    """[n, K x R]"""
+
+    @classmethod
+    def of(cls, seeds: Sequence[SeedChaos], all_seeds: Sequence[int] | None = None) -> ChaosColumns:
+        """Columns of ``seeds``, placed on ``all_seeds`` (NaN rows where a seed was not replayed)."""
+        order = [s.seed for s in seeds] if all_seeds is None else list(all_seeds)
+        by_seed = {s.seed: s for s in seeds}
+        r = len(seeds[0].spearman)
+        e = len(seeds[0].divergence_ticks)
+
+        def row(seed: int, attr: str, width: int | None) -> Any:
+            found = by_seed.get(seed)
+            if found is None:
+                return np.nan if width is None else np.full(width, np.nan)
+            return getattr(found, attr)
+
+        return cls(
+            group_var=np.array([row(s, "group_var", None) for s in order], dtype=np.float64),
+            replay_var=np.array([row(s, "replay_var", None) for s in order], dtype=np.float64),
+            spearman=np.array([row(s, "spearman", r) for s in order], dtype=np.float64).reshape(
+                len(order), r
+            ),
+            divergence_ticks=np.array(
+                [row(s, "divergence_ticks", e) for s in order], dtype=np.float64
+            ).reshape(len(order), e),
+            contact_ticks=np.array([row(s, "contact_ticks", e) for s in order], dtype=np.float64).reshape(
+                len(order), e
+            ),
+        )
+
+
+def _nanmedian_flat(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Median of the finite values of each [..., n, m] block over its last two axes (NaN when none)."""
+    flat = values.reshape(*values.shape[:-2], -1)
+    out = np.full(flat.shape[:-1], np.nan)
+    ok = np.isfinite(flat).any(axis=-1)
+    if ok.any():
+        out[ok] = np.nanmedian(flat[ok], axis=-1)
+    return out
+
+
+def chaos_statistics(columns: ChaosColumns, index: NDArray[np.int64]) -> dict[str, NDArray[np.float64]]:
+    """Every chaos read on the seeds ``index`` selects (``[..., n]`` positions into the columns): the
+    full sample is ``np.arange(n)``, a bootstrap or a stability resample is a [B, n] draw."""
+    va, vw = columns.group_var[index], columns.replay_var[index]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        replayed = np.isfinite(vw)
+        n = replayed.sum(axis=-1)
+        sum_w = np.where(replayed, vw, 0.0).sum(axis=-1)
+        sum_a = np.where(replayed, va, 0.0).sum(axis=-1)
+        choice = np.where(replayed, np.sqrt(np.maximum(0.0, va - vw)), np.nan)
+        return {
+            "replay_std_cm": np.where(n > 0, np.sqrt(sum_w / np.maximum(n, 1)), np.nan),
+            "chaos_fraction": np.where(
+                (n > 0) & (sum_a > 0.0), sum_w / np.where(sum_a > 0.0, sum_a, 1.0), np.nan
+            ),
+            "median_choice_std_cm": _nanmedian_flat(choice[..., None]),
+            "rank_stability": _nanmedian_flat(columns.spearman[index]),
+            "median_divergence_tick": _nanmedian_flat(columns.divergence_ticks[index]),
+            "median_first_contact_tick": _nanmedian_flat(columns.contact_ticks[index]),
+        }
+
+
+INTERVAL_READS: tuple[str, ...] = (
+    "median_choice_std_cm",
+    "replay_std_cm",
+    "chaos_fraction",
+    "rank_stability",
+)
+"""Chaos reads reported with a bootstrap interval over the replayed seeds."""
+TICK_READS: tuple[str, ...] = ("median_divergence_tick", "median_first_contact_tick")
+"""Chaos reads reported as points: medians over replay episodes."""
+
+
+def _point(value: NDArray[np.float64]) -> float | None:
+    v = float(value)
+    return v if np.isfinite(v) else None
+
+
+def summarize_chaos(probe: RolloutTable, replays: pa.Table, spec: AnalysisNumbers, cell: str) -> ChaosSummary:
+    """The chaos reads of a cell from its probe rows and its replay table (every replayed seed's K draws,
+    each with R replays); a draw without its replays, or replays of a draw the probe lacks, is an error."""
+    rows = replays.select(
+        ["seed", "draw", "perturbation_index", "perturbation", "perturbation_scale", "replay",
+         "progress_final_cm", "divergence_tick", "first_contact_tick"]
+    ).to_pylist()  # fmt: skip
+    if not rows:
+        raise ValueError(f"cell {cell}: its replay tables hold no rows")
+    by_seed: dict[int, dict[int, list[dict[str, Any]]]] = {}
+    for row in rows:
+        by_seed.setdefault(row["seed"], {}).setdefault(row["draw"], []).append(row)
+    probe_seeds = set(probe.seed.tolist())
+    seeds = []
+    for seed in sorted(by_seed):
+        if seed not in probe_seeds:
+            raise ValueError(f"{probe.path}: cell {cell}: seed {seed} is replayed but has no probe rows")
+        probe_rows = probe.rows_of(seed)
+        draws = probe.draw[probe_rows].tolist()
+        replayed = by_seed[seed]
+        if sorted(replayed) != sorted(draws):
+            raise ValueError(
+                f"{probe.path}: cell {cell}, seed {seed}: the replays cover draws {sorted(replayed)}, the "
+                f"probe holds draws {sorted(draws)}"
+            )
+        counts = {len(v) for v in replayed.values()}
+        if len(counts) != 1:
+            raise ValueError(f"cell {cell}, seed {seed}: draws have unequal replay counts {sorted(counts)}")
+        ordered = [sorted(replayed[d], key=lambda r: (r["perturbation_index"], r["replay"])) for d in draws]
+        matrix = np.array([[r["progress_final_cm"] for r in reps] for reps in ordered])
+        flat = [r for reps in ordered for r in reps]
+
+        def tick(value: int | None) -> float:
+            return float("nan") if value is None else float(value)
+
+        seeds.append(
+            seed_chaos(
+                probe.progress_final_cm[probe_rows],
+                matrix,
+                seed,
+                spec.group_std_ddof,
+                [tick(r["divergence_tick"]) for r in flat],
+                [tick(r["first_contact_tick"]) for r in flat],
+            )
+        )
+    keys = zip(probe.seed.tolist(), probe.draw.tolist(), strict=True)
+    original = dict(zip(keys, probe.progress_final_cm.tolist(), strict=True))
+    perturbations = []
+    for index in sorted({r["perturbation_index"] for r in rows}):
+        mine = [r for r in rows if r["perturbation_index"] == index]
+        ticks = [r["divergence_tick"] for r in mine if r["divergence_tick"] is not None]
+        perturbations.append(
+            PerturbationSummary(
+                index=index,
+                kind=mine[0]["perturbation"],
+                scale=mine[0]["perturbation_scale"],
+                replays=len(mine),
+                median_abs_change_cm=float(
+                    np.median([abs(r["progress_final_cm"] - original[(r["seed"], r["draw"])]) for r in mine])
+                ),
+                diverged_fraction=len(ticks) / len(mine),
+                median_divergence_tick=float(np.median(ticks)) if ticks else None,
+            )
+        )
+    columns = ChaosColumns.of(seeds)
+    full = chaos_statistics(columns, np.arange(len(seeds)))
+    boot = spec.bootstrap
+
+    def estimate(read: str) -> Estimate:
+        index = bootstrap_generator(boot.seed, cell, read).integers(
+            0, len(seeds), size=(boot.resamples, len(seeds))
+        )
+        replicates = chaos_statistics(columns, index)[read]
+        replicates = replicates[np.isfinite(replicates)]
+        value = float(full[read])
+        if not np.isfinite(value) or replicates.size == 0:
+            return Estimate(value, float("nan"), float("nan"))
+        alpha = (1.0 - boot.confidence) / 2.0
+        low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
+        return Estimate(value, float(low), float(high))
+
+    diverged = int(np.isfinite(columns.divergence_ticks).sum())
+    return ChaosSummary(
+        seeds=tuple(seeds),
+        replays_per_draw=int(matrix.shape[1]),
+        median_group_std_cm=float(np.median([s.group_std_cm for s in seeds])),
+        replay_std_cm=estimate("replay_std_cm"),
+        chaos_fraction=estimate("chaos_fraction"),
+        median_choice_std_cm=estimate("median_choice_std_cm"),
+        rank_stability=estimate("rank_stability"),
+        median_divergence_tick=_point(full["median_divergence_tick"]),
+        median_first_contact_tick=_point(full["median_first_contact_tick"]),
+        diverged_fraction=diverged / columns.divergence_ticks.size,
+        perturbations=tuple(perturbations),
+    )
+
+
+def chaos_reads(summary: ChaosSummary) -> dict[str, Estimate | float | None]:
+    """The reads a decision rule may name, by name."""
+    return {
+        "median_choice_std_cm": summary.median_choice_std_cm,
+        "replay_std_cm": summary.replay_std_cm,
+        "chaos_fraction": summary.chaos_fraction,
+        "rank_stability": summary.rank_stability,
+        "median_divergence_tick": summary.median_divergence_tick,
+        "median_first_contact_tick": summary.median_first_contact_tick,
+    }

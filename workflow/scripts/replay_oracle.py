@@ -1,0 +1,19 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.steps import replay_oracle
+
+    replay_oracle(
+        prereg_path=snakemake.input.prereg,
+        cell=snakemake.wildcards.cell,
+        source=snakemake.input.source,
+        checkpoint=snakemake.input.checkpoint,
+        probe_table=snakemake.input.probe,
+        upstream=list(snakemake.input.upstream),
+        report=snakemake.output.report,
+        manifest=snakemake.output.manifest,
+        workers=snakemake.threads,
+        device=snakemake.params.device,
+    )
