@@ -89,9 +89,10 @@ def test_the_registered_ar_arm_decodes_in_blocks_of_20_and_only_ar_arms_may(tmp_
     prereg = load_prereg(REPO / "prereg/grpo_signal_probe.yaml")
     assert prereg.arms["ar"].row_block == 20
     assert prereg.arms["flow_teacher"].row_block is None
-    (added,) = prereg.amendments[-2].replaces
+    row_block = [a for a in prereg.amendments if "arms" in a.fields and "decision_rule" not in a.fields]
+    (added,) = row_block[-2].replaces
     assert (added.path, added.added) == ("arms.ar.row_block", True)
-    (changed,) = prereg.amendments[-1].replaces
+    (changed,) = row_block[-1].replaces
     assert (changed.path, changed.added, changed.was) == ("arms.ar.row_block", False, 16)
 
     def flow_block(raw):
