@@ -248,7 +248,7 @@ def _replay_oracle_cases(prereg: Prereg, jobs: Sequence[Any]) -> list[Any]:
     first = {}
     for job in jobs:
         first.setdefault(job.arm, job)
-    replays = [r for r in registered_replays(prereg.replay) if r.index == 1]
+    replays = registered_replays(prereg.replay, first_only=True)
     return [job.replace(replay=r, seeds=job.seeds[:1]) for job in first.values() for r in replays]
 
 
@@ -329,7 +329,7 @@ def replay_oracle(
     policy = _policy_source(source, checkpoint, device)
     seeds = prereg.replay.oracle_seeds
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
-    replays = [r for r in registered_replays(prereg.replay) if r.index == 1]
+    replays = registered_replays(prereg.replay, first_only=True)
     run_replay_oracle(job, replays, probe_table, report, workers=workers)
     write_design_manifest(prereg, manifest, "replay_oracle", [report], upstream, {"cell": cell})
 

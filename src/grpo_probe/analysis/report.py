@@ -63,7 +63,9 @@ def default_template() -> Path:
 
 
 def _q(x: float | None) -> float | None:
-    return None if x is None else quantize(x)
+    """A read as decision.json holds it: quantized, and None where it is undefined (None or NaN: a rank
+    correlation of draws whose rewards never differ, a chaos fraction of groups without spread)."""
+    return None if x is None or not math.isfinite(x) else quantize(x)
 
 
 def _estimate(prefix: str, est: Estimate) -> dict[str, float | None]:
@@ -492,12 +494,13 @@ def build_decision(
     *,
     template: str | os.PathLike[str] | None = None,
     join_tables: Mapping[str, str | os.PathLike[str]] | None = None,
+    replay_tables: Mapping[str, Sequence[str | os.PathLike[str]]] | None = None,
 ) -> dict[str, Any]:
     """:func:`decision_record`, written: decision.json and decision.md (rendered from ``template``) beside
     the figures. Returns the record, which is exactly what decision.json holds."""
     decision = decision_record(
         probe_tables, anchor_tables, prereg, Path(out_md).parent, figures_dir, provenance, compute,
-        compute_gate, join_tables=join_tables,
+        compute_gate, join_tables=join_tables, replay_tables=replay_tables,
     )  # fmt: skip
     write_decision(decision, out_md, out_json, template)
     return decision

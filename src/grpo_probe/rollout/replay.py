@@ -64,12 +64,14 @@ def replay_schema(episode_schema: pa.Schema) -> pa.Schema:
     return pa.schema(list(rollout_schema(episode_schema)) + list(REPLAY_COLUMNS))
 
 
-def registered_replays(section: ReplaySection) -> list[Replay]:
-    """Every replay the design registers for each draw: perturbation by perturbation, replays 1..M."""
+def registered_replays(section: ReplaySection, *, first_only: bool = False) -> list[Replay]:
+    """Every replay the design registers for each draw: perturbation by perturbation, replays 1..M
+    (``first_only``: replay 1 of each perturbation, what the oracles check)."""
+    last = 1 if first_only else section.replays_per_draw
     return [
         Replay(index, slot, perturbation)
         for slot, perturbation in enumerate(section.perturbations)
-        for index in range(1, section.replays_per_draw + 1)
+        for index in range(1, last + 1)
     ]
 
 
