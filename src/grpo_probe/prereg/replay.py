@@ -93,13 +93,14 @@ class ReplaySection:
         return any(p.kind == "state" for p in self.perturbations)
 
     def to_dict(self) -> dict[str, Any]:
-        """The section as parsed, for decision.json."""
+        """The section as parsed, for decision.json; seeds ascending, since which seeds are replayed is
+        what a result depends on, never the order they are listed in."""
         return {
             "replays_per_draw": self.replays_per_draw,
-            "seeds": list(self.seeds),
+            "seeds": sorted(self.seeds),
             "perturbations": [p.to_dict() for p in self.perturbations],
             "divergence_m": self.divergence_m,
-            "oracle_seeds": list(self.oracle_seeds),
+            "oracle_seeds": sorted(self.oracle_seeds),
         }
 
 
