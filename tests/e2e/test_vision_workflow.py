@@ -51,6 +51,16 @@ def test_the_vision_design_runs_end_to_end_with_frames_in_both_oracles(
 
     probe = pq.read_table(next((run / "probe").rglob("*.parquet")), columns=["replan_frame_sha256"])
     assert all(len(v) == 3 for v in probe.column("replan_frame_sha256").to_pylist())
+    # The unperturbed replays saw the draws' frames, byte for byte; the perturbed ones saw their own.
+    replay_oracles = [
+        p for p in (run / "oracles/replay").glob("*.json") if not p.name.endswith(".manifest.json")
+    ]
+    assert len(replay_oracles) == len(reports) - 1  # one per cell
+    for report in replay_oracles:
+        body = json.loads(report.read_text())
+        assert body["pass"] is True and body["counts"]["frames"] > 0, report
+    replays = pq.read_table(next((run / "replay").rglob("*.parquet")), columns=["replan_frame_sha256"])
+    assert all(len(v) == 3 for v in replays.column("replan_frame_sha256").to_pylist())
     verify = grpo_probe(fresh_copy, "verify", str(RESULTS / "decision.manifest.json"))
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
