@@ -24,7 +24,7 @@ RESULTS = Path("results/smoke")
 
 
 def _readme_adapter_block() -> str:
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs/your-policy.md").read_text()
     section = readme.split("### Bring your own checkpoint", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 1, "the section shows one python block: the example adapter"

@@ -96,7 +96,7 @@ def test_the_vision_design_runs_end_to_end_with_frames_in_both_oracles(
 
 
 def test_the_readme_shows_the_vla_adapter_file() -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs/your-policy.md").read_text()
     section = readme.split("### Camera-fed policies", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     source = (REPO / "examples/my_vla_adapter.py").read_text()
