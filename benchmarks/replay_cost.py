@@ -49,7 +49,6 @@ results/grpo_signal_probe/arms/ar/policy.pt and results/grpo_signal_probe/arms/f
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -61,8 +60,6 @@ import torch
 import yaml
 
 from grpo_probe.envs.registry import boat_env
-from grpo_probe.policies.synthetic_demos import synthetic_demos
-from grpo_probe.policies.train import train_arm
 from grpo_probe.prereg import Cell, Prereg, load_prereg
 from grpo_probe.prereg.replay import Perturbation
 from grpo_probe.rollout import GroupJob, PolicySource, Replay, RolloutPool, anchor_mode, group_table
@@ -71,30 +68,7 @@ from grpo_probe.rollout.replay import registered_replays
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.rollout.table import table_bytes
 from grpo_probe.sim.params import SimParams
-
-ROOT = Path(__file__).resolve().parents[1]
-REGISTERED = ROOT / "prereg/grpo_signal_probe.yaml"
-CONFIG = ROOT / "config/config.yaml"
-
-
-def _checkpoints(args: argparse.Namespace, root: Path) -> dict[str, Path]:
-    paths = {}
-    for head, given in (
-        ("ar", args.ar_checkpoint),
-        ("flow", args.flow_checkpoint),
-    ):
-        if given is not None:
-            paths[head] = Path(given)
-            continue
-        path = root / f"{head}.ckpt"
-        torch.set_num_threads(1)
-        train_arm(head, synthetic_demos(256), path, {"steps": 5, "warmup_steps": 1})
-        paths[head] = path
-    return paths
-
-
-def _load() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+from rollout_scaling import CONFIG, REGISTERED, _checkpoints, _load  # the same set-up, one place
 
 
 def _config() -> dict[str, Any]:

@@ -294,6 +294,24 @@ def _anchor_episodes(
     return {(row["seed"], 0): ComparedEpisode(row) for row in rows}, table_bytes(selected)
 
 
+def _on_probe_path(
+    run: GroupJob,
+    what: str,
+    hook: ChunkHook | None,
+    workers: int,
+    pool: RolloutPool | None,
+    envs_per_worker: int,
+    show_progress: bool,
+) -> list[EpisodeResult]:
+    """``run`` on the probe path (``workers``/``pool`` as in :func:`run_group`), with a progress bar."""
+    progress = RolloutProgress(len(run.episodes()), f"{what} {run.label}", enabled=show_progress)
+    results = run_group(
+        run, workers=workers, pool=pool, envs_per_worker=envs_per_worker, hook=hook, progress=progress
+    )
+    progress.close()
+    return results
+
+
 _AR_LABELS_AND_DISTRIBUTION = ("cell", "mode", "temperature", "replan_logprob", "replan_entropy_mean")
 """Columns an AR temperature cell's noise-off probe legitimately differs from its greedy anchor in."""
 
@@ -330,12 +348,7 @@ def run_draw0_oracle(
     probe_job = job.replace(mode=draw0_probe_mode(job.mode), draws=1)
 
     def on_probe_path(run: GroupJob, what: str, hook: ChunkHook | None) -> list[EpisodeResult]:
-        progress = RolloutProgress(len(run.episodes()), f"{what} {run.label}", enabled=show_progress)
-        results = run_group(
-            run, workers=workers, pool=pool, envs_per_worker=envs_per_worker, hook=hook, progress=progress
-        )
-        progress.close()
-        return results
+        return _on_probe_path(run, what, hook, workers, pool, envs_per_worker, show_progress)
 
     probe, probe_bytes = _episodes(probe_job, on_probe_path(probe_job, "draw-0 probe", probe_hook))
     action_reference: dict[str, Any] | None = None
@@ -432,16 +445,9 @@ def run_replay_oracle(
     for replay in replays:
         zero = Replay(replay.index, replay.slot, replay.perturbation.zeroed())
         run = job.replace(replay=zero)
-        progress = RolloutProgress(len(run.episodes()), f"replay oracle {run.label}", enabled=show_progress)
-        results = run_group(
-            run,
-            workers=workers,
-            pool=pool,
-            envs_per_worker=envs_per_worker,
-            hook=probe_hook,
-            progress=progress,
+        results = _on_probe_path(
+            run, "replay oracle", probe_hook, workers, pool, envs_per_worker, show_progress
         )
-        progress.close()
         episodes, data = _episodes(run, results)
         divergence, case_counts = _compare_groups(run, episodes, reference, ("replay", "probe"), skip=())
         if first_actions is None:
