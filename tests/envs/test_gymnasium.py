@@ -78,8 +78,9 @@ def test_the_example_adapter_is_a_design_environment_the_parallel_oracle_proves(
 
 
 def test_the_readme_shows_the_example_adapter_file() -> None:
-    """Text no test reads drifts: the README's worked adapter is examples/my_gym_env.py, verbatim."""
-    section = (REPO / "docs/your-simulator.md").read_text().split("### Gymnasium, both ways", 1)[1].split("\n## ", 1)[0]
+    """Text no test reads drifts: the docs' worked adapter is examples/my_gym_env.py, verbatim."""
+    guide = (REPO / "docs/your-simulator.md").read_text()
+    section = guide.split("### Gymnasium, both ways", 1)[1].split("\n## ", 1)[0]
     blocks = [b for b in re.findall(r"```python\n(.*?)```", section, flags=re.S) if "def make_reacher" in b]
     source = (REPO / "examples/my_gym_env.py").read_text().split('"""', 2)[2].lstrip("\n")
     assert blocks == [source]
