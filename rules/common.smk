@@ -1,6 +1,9 @@
 # Config and prereg loading, validation, and the named helpers every rule uses.
+from pathlib import Path
+
 from grpo_probe.prereg import arm_bindings, load_prereg, split_seeds
 from grpo_probe.prereg.run_config import config_sources, load_config
+from grpo_probe.user_code import checkpoint_files, factory_files
 
 # The merged config, checked against workflow/schemas/config.schema.yaml: an error names the field and the
 # place that set it (config/config.yaml, a --configfile or --config), which Snakemake's validate() cannot.
@@ -42,9 +45,44 @@ wildcard_constraints:
     shard=r"shard-\d+",
 
 
+# A user's environment package (env.id "package.module:factory"): every step loads the design, which
+# names it, and records its files' sha256, so an edit to it plans every step again.
+ENV_CODE = (
+    [str(p) for p in factory_files(PREREG.env.id)] if ":" in PREREG.env.id else []
+)
+
+
 def prereg_files():
-    """The prereg and its lock: every step loads the design through both, so every rule declares both."""
-    return {"prereg": str(RUN.prereg), "lock": f"{RUN.prereg}.lock"}
+    """The prereg, its lock and a user environment's code: every step loads the design through them."""
+    return {
+        "prereg": str(RUN.prereg),
+        "lock": f"{RUN.prereg}.lock",
+        "env_code": ENV_CODE,
+    }
+
+
+def policy_code(arm):
+    """What an arm's policy reads beyond this package: its adapter's package and a checkpoint folder's
+    files (a single checkpoint file is the rule's `checkpoint` input)."""
+    binding = BINDINGS[arm]
+    if binding.source == "reference":
+        return []
+    files = list(factory_files(binding.adapter))
+    if Path(binding.path).is_dir():
+        files += checkpoint_files(binding.path)
+    return [str(p) for p in dict.fromkeys(files)]
+
+
+def arm_code(wildcards):
+    return policy_code(wildcards.arm)
+
+
+def cell_code(wildcards):
+    return policy_code(PREREG.cell(wildcards.cell).arm)
+
+
+def oracle_code():
+    return sorted({f for arm in PREREG.oracles.parallel.arms for f in policy_code(arm)})
 
 
 def prereg_manifest():

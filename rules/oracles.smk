@@ -4,6 +4,7 @@ rule parallel_oracle:
         upstream=oracle_arm_manifests(),
         sources=list(oracle_sources().values()),
         checkpoints=list(oracle_checkpoints().values()),
+        policy_code=oracle_code(),
     output:
         report=f"{R}/oracles/parallel.json",
         manifest=f"{R}/oracles/parallel.manifest.json",
@@ -32,6 +33,7 @@ rule draw0_oracle:
         checkpoint=cell_checkpoint,
         anchors=cell_anchor_table,
         upstream=cell_upstream,
+        policy_code=cell_code,
     output:
         report=f"{R}/oracles/draw0/{{cell}}.json",
         manifest=f"{R}/oracles/draw0/{{cell}}.manifest.json",

@@ -4,6 +4,7 @@ rule anchors:
         source=arm_source,
         checkpoint=arm_checkpoint,
         upstream=anchor_upstream,
+        policy_code=arm_code,
     output:
         table=f"{R}/anchors/{{arm}}.parquet",
         manifest=f"{R}/anchors/{{arm}}.manifest.json",
@@ -29,6 +30,7 @@ rule probe:
         source=cell_source,
         checkpoint=cell_checkpoint,
         upstream=cell_upstream,
+        policy_code=cell_code,
     output:
         table=f"{R}/probe/{{cell}}/{{shard}}.parquet",
         manifest=f"{R}/probe/{{cell}}/{{shard}}.manifest.json",
@@ -79,6 +81,7 @@ rule replay_oracle:
         checkpoint=cell_checkpoint,
         probe=f"{R}/cells/{{cell}}.parquet",
         upstream=replay_oracle_upstream,
+        policy_code=cell_code,
     output:
         report=f"{R}/oracles/replay/{{cell}}.json",
         manifest=f"{R}/oracles/replay/{{cell}}.manifest.json",
@@ -105,6 +108,7 @@ rule replay:
         checkpoint=cell_checkpoint,
         probe=f"{R}/probe/{{cell}}/{{shard}}.parquet",
         upstream=replay_upstream,
+        policy_code=cell_code,
     output:
         table=f"{R}/replay/{{cell}}/{{shard}}.parquet",
         manifest=f"{R}/replay/{{cell}}/{{shard}}.manifest.json",

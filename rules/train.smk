@@ -28,6 +28,7 @@ rule bind_checkpoint:
         **prereg_files(),
         checkpoint=bound_checkpoint,
         upstream=prereg_manifest(),
+        policy_code=arm_code,
     output:
         source=f"{R}/arms/{{arm}}/source.json",
         manifest=f"{R}/arms/{{arm}}/arm.manifest.json",

@@ -19,7 +19,8 @@ from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json, atomic_write_text
 from grpo_probe.prereg import Prereg, load_prereg
-from grpo_probe.provenance import file_sha256, write_design_manifest
+from grpo_probe.provenance import file_sha256, policy_sources, write_design_manifest
+from grpo_probe.user_code import checkpoint_files, factory_files, tree_sha256
 
 __all__ = [
     "anchors",
@@ -176,24 +177,32 @@ def bind_checkpoint(
     source: PathLike,
     manifest: PathLike,
 ) -> None:
-    """Bind a user's checkpoint (and adapter) to a registered arm; the prereg may pin its sha256."""
+    """Bind a user's checkpoint (a file, or a ``save_pretrained`` folder) and adapter to a registered arm.
+
+    The prereg may pin the checkpoint's sha256 (a folder's: :func:`grpo_probe.user_code.tree_sha256`).
+    Every file of the checkpoint and of the adapter's package is recorded among the manifest's sources,
+    so ``verify`` names one edited after the binding.
+    """
     prereg = load_prereg(prereg_path)
     if arm not in prereg.arms:
         raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
-    if not Path(checkpoint).is_file():
+    if not Path(checkpoint).exists():
         raise FileNotFoundError(f"{checkpoint}: checkpoint bound to arm {arm!r} not found")
+    if Path(checkpoint).is_dir() and not checkpoint_files(checkpoint):
+        raise FileNotFoundError(f"{checkpoint}: checkpoint folder bound to arm {arm!r} holds no file")
     _check_pin(prereg, arm, checkpoint)
     atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter})
     # The checkpoint lives outside the results tree, so it is recorded by hash rather than as an output.
-    extra = {"arm": arm, "checkpoint": str(checkpoint), "checkpoint_sha256": file_sha256(checkpoint)}
-    write_design_manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra)
+    extra = {"arm": arm, "checkpoint": str(checkpoint), "checkpoint_sha256": tree_sha256(checkpoint)}
+    sources = [*checkpoint_files(checkpoint), *factory_files(adapter)]
+    write_design_manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra, sources)
 
 
 def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike) -> None:
     pinned = prereg.arms[arm].checkpoint_sha256
     if pinned is None:
         return
-    found = file_sha256(checkpoint)
+    found = tree_sha256(checkpoint)
     if found != pinned:
         raise ValueError(
             f"{checkpoint}: sha256 {found} differs from arms.{arm}.checkpoint_sha256 {pinned} "
@@ -232,9 +241,9 @@ def parallel_oracle(
             jobs.append(_group_job(prereg, arm, cell, source, mode, spec.seeds, spec.draws))
     jobs += _replay_oracle_cases(prereg, jobs)
     result = run_parallel_oracle(jobs, report, workers=spec.workers)
-    write_design_manifest(
-        prereg, manifest, "parallel_oracle", [report], upstream, {"episodes": result.get("episodes")}
-    )
+    extra = {"episodes": result.get("episodes")}
+    sources = policy_sources([job.source for job in jobs])
+    write_design_manifest(prereg, manifest, "parallel_oracle", [report], upstream, extra, sources)
 
 
 def _replay_oracle_cases(prereg: Prereg, jobs: Sequence[Any]) -> list[Any]:
@@ -273,7 +282,9 @@ def anchors(
     job = _group_job(prereg, arm, ANCHOR_CELL, policy, mode, prereg.seeds, 1)
     shard = write_shard(job, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
-    write_design_manifest(prereg, manifest, "anchors", [table], upstream, {"arm": arm, **gpu})
+    write_design_manifest(
+        prereg, manifest, "anchors", [table], upstream, {"arm": arm, **gpu}, policy_sources([policy])
+    )
 
 
 def probe_shard(
@@ -300,9 +311,8 @@ def probe_shard(
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
     shard = write_shard(job, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
-    write_design_manifest(
-        prereg, manifest, "probe", [table], upstream, {"cell": cell, "seeds": list(seeds), **gpu}
-    )
+    extra = {"cell": cell, "seeds": list(seeds), **gpu}
+    write_design_manifest(prereg, manifest, "probe", [table], upstream, extra, policy_sources([policy]))
 
 
 def replay_oracle(
@@ -331,7 +341,10 @@ def replay_oracle(
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
     replays = registered_replays(prereg.replay, first_only=True)
     run_replay_oracle(job, replays, probe_table, report, workers=workers)
-    write_design_manifest(prereg, manifest, "replay_oracle", [report], upstream, {"cell": cell})
+    extra = {"cell": cell}
+    write_design_manifest(
+        prereg, manifest, "replay_oracle", [report], upstream, extra, policy_sources([policy])
+    )
 
 
 def replay_shard(
@@ -361,9 +374,8 @@ def replay_shard(
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
     shard = write_replay_shard(job, prereg.replay, probe_table, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
-    write_design_manifest(
-        prereg, manifest, "replay", [table], upstream, {"cell": cell, "seeds": list(seeds), **gpu}
-    )
+    extra = {"cell": cell, "seeds": list(seeds), **gpu}
+    write_design_manifest(prereg, manifest, "replay", [table], upstream, extra, policy_sources([policy]))
 
 
 def draw0_oracle(
@@ -386,7 +398,10 @@ def draw0_oracle(
     policy = _policy_source(source, checkpoint, device)
     job = _group_job(prereg, spec.arm, cell, policy, spec.mode, prereg.oracles.draw0_seeds, 1)
     run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
-    write_design_manifest(prereg, manifest, "draw0_oracle", [report], upstream, {"cell": cell})
+    extra = {"cell": cell}
+    write_design_manifest(
+        prereg, manifest, "draw0_oracle", [report], upstream, extra, policy_sources([policy])
+    )
 
 
 # -- analysis --------------------------------------------------------------------------------------------

@@ -18,8 +18,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from grpo_probe.envs.boat_gym import GYM_ID
-from grpo_probe.envs.registry import env_config, env_provenance, make_env
+from grpo_probe.envs.registry import env_config, make_env
 from grpo_probe.policies.protocol import SamplingMode
+from grpo_probe.provenance import env_files
 from grpo_probe.rollout import GroupJob, PolicySource, run_parallel_oracle
 from grpo_probe.sim.params import SimParams
 
@@ -73,7 +74,7 @@ def test_the_example_adapter_is_a_design_environment_the_parallel_oracle_proves(
     case = json.loads((tmp_path / "oracle.json").read_text())["cases"][0]
     assert case["env"] == {"id": "examples.my_gym_env:make_reacher", "params": config.params_dict()}
     example = REPO / "examples" / "my_gym_env.py"
-    assert "examples/my_gym_env.py" in env_provenance(config)["source_sha256"]
+    assert example.resolve() in [p.resolve() for p in env_files(config.id)]
     assert example.is_file()
 
 

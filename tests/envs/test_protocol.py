@@ -8,7 +8,6 @@ that depend on the process) must fail with an error that names the design's file
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +23,9 @@ from grpo_probe.envs.registry import (
     env_config,
     env_provenance,
     make_env,
-    module_source_files,
 )
 from grpo_probe.policies.protocol import SamplingMode
+from grpo_probe.provenance import env_files
 from grpo_probe.rollout import (
     GroupJob,
     OracleMismatchError,
@@ -152,15 +151,14 @@ def test_the_parallel_oracle_names_the_tick_where_a_nondeterministic_env_diverge
     assert divergence.first != divergence.second and "(0x" in divergence.first
 
 
-def test_manifests_record_a_user_modules_source_sha256() -> None:
+def test_a_user_modules_files_are_the_sources_its_manifests_record() -> None:
     config = env_config(factory_name(user_envs.make_drifting_boat), SHORT)
     record = env_provenance(config)
-    assert record["id"] == factory_name(user_envs.make_drifting_boat)
-    assert record["version"] == boat_spec().version
-    source = Path(user_envs.__file__)
-    hashes = module_source_files(config)
-    assert hashlib.sha256(source.read_bytes()).hexdigest() in hashes.values()
+    assert record == {"id": factory_name(user_envs.make_drifting_boat), "version": boat_spec().version}
+    source = Path(user_envs.__file__).resolve()
+    assert source in [p.resolve() for p in env_files(config.id)]
     assert env_provenance(boat_env()) == {"id": "boat_push", "version": boat_spec().version}
+    assert env_files(boat_env().id) == ()
 
 
 def test_normalized_actions_reach_the_pusher_as_its_torques() -> None:

@@ -66,12 +66,14 @@ def test_missing_output_is_named(tmp_path: Path) -> None:
     assert not (tmp_path / "a.manifest.json").exists()
 
 
-def test_output_outside_the_root_is_refused(tmp_path: Path) -> None:
+def test_an_output_outside_the_root_is_stored_relative_to_it(tmp_path: Path) -> None:
+    """A results folder beside the workflow: its paths climb out of the root, so the pair moves as one."""
     root = tmp_path / "root"
     root.mkdir()
-    out = _write(tmp_path, "elsewhere.bin", b"x")
-    with pytest.raises(ManifestError, match="not under the manifest root"):
-        write_manifest(root / "a.manifest.json", [out], [], PREREG_SHA, "r", root=root)
+    out = _write(tmp_path / "results", "elsewhere.bin", b"x")
+    manifest = write_manifest(tmp_path / "results/a.manifest.json", [out], [], PREREG_SHA, "r", root=root)
+    assert manifest["outputs"][0]["path"] == "../results/elsewhere.bin"
+    assert (root / manifest["outputs"][0]["path"]).resolve() == out.resolve()
 
 
 def test_malformed_prereg_hash_is_refused(tmp_path: Path) -> None:

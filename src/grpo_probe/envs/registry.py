@@ -7,20 +7,16 @@ typed params and a spec computed from them; ``module:factory`` names a user's fu
 ``factory(**params)`` in every process that runs the environment, whose spec is read from the built
 environment (:func:`env_spec`). A design without ``env:`` names the boat by its ``sim:`` section.
 
-Manifests record the environment (:func:`env_provenance`): id, version, and for a user's module the
-sha256 of its source files, so a changed adapter is visible in the chain.
+Manifests record the environment (:func:`env_provenance`): id and version; a user's module's files are
+declared inputs of the jobs that run it and their sha256 sit in every manifest (``sources``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import inspect
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from grpo_probe.envs.boat import BOAT_ENV, BOAT_EXPERT, BOAT_ID, boat_spec
@@ -39,7 +35,6 @@ __all__ = [
     "is_builtin",
     "make_env",
     "make_expert",
-    "module_source_files",
 ]
 
 _FACTORY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -212,35 +207,7 @@ def make_expert(config: EnvConfig, noise: float) -> Expert:
     return offer(noise)
 
 
-def module_source_files(config: EnvConfig) -> dict[str, str]:
-    """sha256 of a user's environment module and the other ``.py`` files of its top-level package.
-
-    Paths are as Python found them, relative to the directory the package was imported from.
-    """
-    if config.id in _BUILTINS:
-        return {}
-    module = sys.modules.get(config.id.partition(":")[0]) or importlib.import_module(
-        config.id.partition(":")[0]
-    )
-    source = inspect.getsourcefile(module)
-    if source is None:
-        return {}
-    top = config.id.split(".")[0].partition(":")[0]
-    top_module = sys.modules.get(top)
-    top_file = getattr(top_module, "__file__", None)
-    if top_module is not None and top_file is not None and Path(top_file).name == "__init__.py":
-        root = Path(top_file).parent
-        files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
-        base = root.parent
-    else:
-        files = [Path(source)]
-        base = Path(source).parent
-    return {p.relative_to(base).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
-
-
 def env_provenance(config: EnvConfig) -> dict[str, Any]:
-    """What a manifest records about the environment: id, version, and a user's module's source hashes."""
-    record: dict[str, Any] = {"id": config.id, "version": env_spec(config).version}
-    if not is_builtin(config.id):
-        record["source_sha256"] = module_source_files(config)
-    return record
+    """What a manifest records about the environment: its id and version. A user's module's files are
+    recorded with their sha256 among the manifest's ``sources`` (:mod:`grpo_probe.user_code`)."""
+    return {"id": config.id, "version": env_spec(config).version}

@@ -86,6 +86,26 @@ def _check_prereg(root: Path, manifest_rel: str, prereg_rel: str, expected_sha: 
         )
 
 
+def _check_source(root: Path, manifest_rel: str, entry: dict[str, str]) -> None:
+    """A user's file the step read (environment or adapter code, a checkpoint folder's file) must hold
+    the bytes it held then: otherwise the results describe code or weights that no longer exist."""
+    path = root / entry["path"]
+    if not path.is_file():
+        raise BrokenLinkError(
+            entry["path"], manifest_rel, "source is missing (the step read it)", entry["sha256"], None
+        )
+    found = file_sha256(path)
+    if found != entry["sha256"]:
+        raise BrokenLinkError(
+            entry["path"],
+            manifest_rel,
+            "source changed since the step read it; its results are stale (snakemake plans the jobs "
+            "that read it again)",
+            entry["sha256"],
+            found,
+        )
+
+
 def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> ChainReport:
     """Re-hash the chain ending at ``target``; raise :class:`BrokenLinkError` at the first broken link.
 
@@ -143,6 +163,8 @@ def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | 
                     entry["path"], manifest_rel, "input manifest changed", entry["sha256"], found
                 )
             upstream.append(entry["path"])
+        for entry in manifest.get("sources", ()):
+            _check_source(root_path, manifest_rel, entry)
         stack.extend(reversed(upstream))  # depth first, in listed order
         report.notes += _environment_notes(manifest_rel, manifest, seen_notes)
     assert report is not None  # the target was visited

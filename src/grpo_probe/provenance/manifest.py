@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.provenance.environment import code_version, environment
+from grpo_probe.user_code import factory_files, policy_files
 
 if TYPE_CHECKING:
     from grpo_probe.prereg import Prereg
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
 __all__ = [
     "MANIFEST_FORMAT",
     "ManifestError",
+    "env_files",
     "file_sha256",
+    "policy_sources",
     "read_manifest",
     "relative_to_root",
     "write_manifest",
@@ -53,13 +56,22 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 
 
 def relative_to_root(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> str:
-    """``path`` relative to ``root`` (default: the working directory) as a POSIX string; must lie under it."""
+    """``path`` relative to ``root`` (default: the working directory) as a POSIX string.
+
+    A path outside the root (a ``results:`` folder or a checkpoint elsewhere on the machine) is stored
+    with ``..`` steps, so a results folder beside the workflow verifies wherever the two are moved
+    together; a file on another mount, with no relative path, is stored absolute.
+    """
     root_path = Path(root if root is not None else Path.cwd()).resolve()
-    full = Path(path) if Path(path).is_absolute() else Path.cwd() / path
+    full = (Path(path) if Path(path).is_absolute() else Path.cwd() / path).resolve()
     try:
-        return full.resolve().relative_to(root_path).as_posix()
+        return full.relative_to(root_path).as_posix()
     except ValueError:
-        raise ManifestError(f"{path}: not under the manifest root {root_path}") from None
+        pass
+    try:
+        return Path(os.path.relpath(full, root_path)).as_posix()
+    except ValueError:  # another drive: no relative path exists
+        return full.as_posix()
 
 
 def write_manifest(
@@ -73,6 +85,7 @@ def write_manifest(
     root: str | os.PathLike[str] | None = None,
     prereg_path: str | os.PathLike[str] | None = None,
     env: Mapping[str, Any] | None = None,
+    sources: Sequence[str | os.PathLike[str]] = (),
 ) -> dict[str, Any]:
     """Hash ``outputs`` and ``input_manifests`` and write the manifest atomically; return what was written.
 
@@ -80,6 +93,9 @@ def write_manifest(
     given by the rule that checks the prereg: it records the design file itself, so ``verify`` can end the
     chain at the prereg and its lock. ``env`` records the environment the design runs in (id, version,
     and for a user's module the sha256 of its source files; see ``grpo_probe.envs.registry``).
+    ``sources`` are the user's files the step ran or read outside the results tree (an environment's or
+    adapter's package, a checkpoint folder; see :mod:`grpo_probe.user_code`): ``verify`` re-hashes them
+    and names one that changed since, because the results no longer say what that file now does.
     """
     if not isinstance(prereg_sha256, str) or not _SHA256.match(prereg_sha256):
         raise ManifestError(
@@ -113,6 +129,7 @@ def write_manifest(
         "prereg_sha256": prereg_sha256,
         "outputs": entries(outputs, "output", with_size=True),
         "inputs": entries(input_manifests, "input manifest", with_size=False),
+        "sources": entries(list(dict.fromkeys(str(p) for p in sources)), "source", with_size=False),
         "code": code_version(),
         "environment": environment(),
         "extra": dict(extra or {}),
@@ -136,16 +153,31 @@ def write_design_manifest(
     outputs: Sequence[str | os.PathLike[str]],
     input_manifests: Sequence[str | os.PathLike[str]],
     extra: Mapping[str, Any] | None = None,
+    sources: Sequence[str | os.PathLike[str]] = (),
 ) -> dict[str, Any]:
     """:func:`write_manifest` for a workflow step of ``prereg``: its hash, its file and the environment it
     runs in (``grpo_probe.envs.registry.env_provenance``), the same record for every step of the probe
-    and of phase 2."""
+    and of phase 2. ``sources``: what the step read of a user's policies (:func:`policy_sources`); the
+    environment's own package is added here, since every step of a design records the environment."""
     from grpo_probe.envs.registry import env_provenance  # imports the simulator: only when writing
 
     return write_manifest(
         manifest_path, outputs, input_manifests, prereg.sha256, rule, extra=extra, prereg_path=prereg.path,
-        env=env_provenance(prereg.env),
+        env=env_provenance(prereg.env), sources=[*env_files(prereg.env.id), *sources],
     )  # fmt: skip
+
+
+def env_files(env_id: str) -> tuple[Path, ...]:
+    """The package files of a user's environment factory (none for a built-in environment id)."""
+    return factory_files(env_id) if ":" in env_id else ()
+
+
+def policy_sources(policies: Sequence[Any]) -> list[Path]:
+    """The user files that ``policies`` (:class:`~grpo_probe.rollout.PolicySource` recipes) read."""
+    files: dict[Path, None] = {}
+    for policy in policies:
+        files.update(dict.fromkeys(policy_files(policy.factory, policy.checkpoint)))
+    return list(files)
 
 
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -1,0 +1,111 @@
+"""The files of a lab's own code and checkpoints that a workflow job reads, found without running them.
+
+Why: a design may name a user's environment factory (``env.id: "labenv.scene:make"``) and a run config
+may bind an arm to a user's adapter and checkpoint. Snakemake plans reruns from declared inputs only, so
+unless these files are inputs of the jobs that run them, an edited scene or adapter leaves the results
+silently stale. ``rules/common.smk`` declares what this module lists, and every manifest records their
+sha256 (``sources``), so ``grpo-probe verify`` can say which one changed since a result was made.
+
+A factory's code is the whole top-level package it lives in (its ``.py`` files and MuJoCo scenes, the
+``.xml`` files next to them), because a factory calls into its siblings. Locating a package uses
+``importlib.util.find_spec`` on the top-level name only, which runs none of the user's code, so the
+workflow can list the files while Snakemake parses the rules. This package's own modules are covered by
+the code version every manifest records and are not listed. A checkpoint is a file, or a folder (a
+``save_pretrained`` directory: ``config.json`` beside ``model.safetensors``) whose every file is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from pathlib import Path
+
+__all__ = ["OWN_PACKAGE", "checkpoint_files", "factory_files", "policy_files", "tree_sha256"]
+
+OWN_PACKAGE = "grpo_probe"
+_CODE_SUFFIXES = (".py", ".xml")
+_CHUNK = 1 << 20
+
+
+def _display(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies under it, else absolute."""
+    full = path.resolve()
+    try:
+        return full.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return full
+
+
+def _visible_files(folder: Path, suffixes: tuple[str, ...] | None) -> list[Path]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        for name in filenames:
+            if name.startswith("."):
+                continue
+            if suffixes is None or name.endswith(suffixes):
+                found.append(Path(dirpath) / name)
+    return found
+
+
+def factory_files(factory: str | None) -> tuple[Path, ...]:
+    """The source files of the top-level package that ``factory`` (``"package.module:function"``) is in.
+
+    Empty for this package's own factories, for ``None``, and for a name Python cannot find (the job that
+    imports it then fails with its own message naming the field).
+    """
+    if not factory:
+        return ()
+    top = factory.partition(":")[0].split(".")[0]
+    if top == OWN_PACKAGE or not top.isidentifier():
+        return ()
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return ()
+    if spec is None:
+        return ()
+    files: list[Path] = []
+    for location in spec.submodule_search_locations or ():
+        files += _visible_files(Path(location), _CODE_SUFFIXES)
+    if not files and spec.origin and Path(spec.origin).is_file():
+        files = [Path(spec.origin)]
+    return tuple(sorted({_display(p) for p in files}))
+
+
+def checkpoint_files(checkpoint: str | os.PathLike[str] | None) -> tuple[Path, ...]:
+    """Every file a checkpoint is: itself, or each file of a checkpoint folder (hidden files left out)."""
+    if checkpoint is None:
+        return ()
+    path = Path(checkpoint)
+    if path.is_dir():
+        return tuple(sorted(_display(p) for p in _visible_files(path, None)))
+    return (path,)
+
+
+def policy_files(factory: str | None, checkpoint: str | os.PathLike[str] | None) -> tuple[Path, ...]:
+    """What a policy built from ``factory`` and ``checkpoint`` reads beyond this package: the adapter's
+    package, and the files of a checkpoint folder (a single checkpoint file is recorded by its own rule)."""
+    folder = checkpoint_files(checkpoint) if checkpoint is not None and Path(checkpoint).is_dir() else ()
+    return tuple(dict.fromkeys((*factory_files(factory), *folder)))
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tree_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of a checkpoint: of the file's bytes, or of a folder's sorted ``relative/path\\0sha256\\n``
+    lines, so a pinned ``checkpoint_sha256`` holds a folder as it holds a file."""
+    path = Path(path)
+    if not path.is_dir():
+        return _file_sha256(path)
+    lines = sorted(
+        f"{p.relative_to(path).as_posix()}\0{_file_sha256(p)}\n" for p in _visible_files(path, None)
+    )
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
