@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from grpo_probe.prereg import arm_bindings, load_prereg, split_seeds
+from grpo_probe.prereg.names import check_one_folder_per_design
 from grpo_probe.prereg.run_config import config_sources, load_config
 from grpo_probe.user_code import checkpoint_files, factory_files
 
@@ -16,6 +17,8 @@ RUN = load_config(
     ),
 )
 # Refuses a prereg that does not match its lock before any job is scheduled.
+# Refuses a design whose name (its results folder) another design file already has.
+check_one_folder_per_design(RUN.prereg, RUN.results)
 PREREG = load_prereg(RUN.prereg)
 R = f"{RUN.results}/{PREREG.name}"
 CELLS = [cell.id for cell in PREREG.enabled_cells]

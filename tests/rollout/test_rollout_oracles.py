@@ -69,6 +69,13 @@ def test_parallel_oracle_names_the_tick_of_a_planted_one_ulp_perturbation(
     assert report["pass"] is False
     assert report["first_divergence"]["tick"] == 14 and report["counts"]["mismatched_episodes"] == 1
     assert report["sequential"]["tables_sha256"] != report["parallel"]["tables_sha256"]
+    # Snakemake deletes a failed job's outputs: the error names a copy that outlives them.
+    kept = tmp_path / "oracle.failed.json"
+    assert f"report kept at {kept}" in str(failure.value)
+    report_path.unlink()
+    assert json.loads(kept.read_text()) == report
+    run_parallel_oracle([job], report_path, pool=pool, show_progress=False)  # passes: the copy goes
+    assert report_path.is_file() and not kept.exists()
 
 
 def _row(trace: list[float], token_ids: list[list[int]]) -> dict:

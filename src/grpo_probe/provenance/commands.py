@@ -17,6 +17,7 @@ from typing import Any
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.design import load_prereg, lock_prereg
 from grpo_probe.prereg.lock import lock_path
+from grpo_probe.prereg.names import check_one_folder_per_design
 from grpo_probe.provenance.chain import BrokenLinkError, verify_chain
 from grpo_probe.provenance.manifest import read_manifest, write_manifest
 
@@ -37,6 +38,7 @@ def _lock(args: argparse.Namespace) -> int:
     if results is None:
         config = Path("config/config.yaml")
         results = read_yaml(config).get("results", "results") if config.is_file() else "results"
+    check_one_folder_per_design(args.file, results)
     name = read_yaml(args.file)["name"]
     hashes = _results_hashes(Path(results), name)
     outcome = lock_prereg(args.file, earlier_locks=args.earlier_lock, results_hashes=hashes)

@@ -17,8 +17,9 @@
 
 A report holds pass/fail, how much was compared, the sha256 of both sides' rollout tables and the first
 divergence (arm, mode, seed, draw, tick, field, both values). It holds no times or paths of this machine,
-so the same inputs give the same report bytes. On a mismatch the report is written, then
-:class:`OracleMismatchError` is raised with the divergence in its message.
+so the same inputs give the same report bytes. On a mismatch the report is written, and kept a second
+time where a failed job's cleanup does not reach (:func:`failure_report_path`), then
+:class:`OracleMismatchError` is raised with the divergence and that path in its message.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +57,7 @@ __all__ = [
     "OracleMismatchError",
     "anchor_mode",
     "draw0_probe_mode",
+    "failure_report_path",
     "run_draw0_oracle",
     "run_parallel_oracle",
     "run_replay_oracle",
@@ -197,14 +200,28 @@ def _episodes(
     return by_key, table_bytes(table)
 
 
+def failure_report_path(report_path: str | os.PathLike[str]) -> Path:
+    """Where a failed oracle's report is kept: ``<name>.failed.json`` beside the report.
+
+    Why a second file: the report is the job's output, and Snakemake deletes the outputs of a failed job,
+    so a report written only there is gone when the error naming it is read. The copy is no declared
+    output; it is removed again when the oracle passes.
+    """
+    path = Path(report_path)
+    return path.with_name(f"{path.stem}.failed.json")
+
+
 def _finish(
     report: dict[str, Any], report_path: str | os.PathLike[str], divergence: Divergence | None
 ) -> dict[str, Any]:
     atomic_write_json(report_path, report)
+    kept = failure_report_path(report_path)
     if divergence is not None:
+        atomic_write_json(kept, report)
         raise OracleMismatchError(
-            f"{report['oracle']} oracle failed ({report_path}): {divergence.message()}", divergence
+            f"{report['oracle']} oracle failed (report kept at {kept}): {divergence.message()}", divergence
         )
+    kept.unlink(missing_ok=True)
     return report
 
 
