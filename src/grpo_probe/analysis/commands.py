@@ -27,7 +27,12 @@ def _pairs(values: list[str], flag: str) -> dict[str, str]:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     decide = subparsers.add_parser(
-        "decide", help="apply the registered decision rule to probe and anchor tables"
+        "decide",
+        help="apply the registered decision rule to probe and anchor tables",
+        description="Apply a locked design's decision rule to probe tables (one per cell) and anchor tables "
+        "(one per arm) outside the workflow, and write decision.md, decision.json and the figures. The "
+        "workflow's decision rule does the same from its own tables; this is for tables made by hand "
+        "(grpo-probe rollout) or copied from a run.",
     )
     decide.add_argument("--prereg", required=True, help="the registered design (YAML, locked)")
     decide.add_argument(

@@ -9,7 +9,11 @@ __all__ = ["register"]
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     est = subparsers.add_parser(
-        "estimate", help="estimate the run's CPU cost from the parallel oracle's benchmark, against the gate"
+        "estimate",
+        help="estimate the run's CPU cost from the parallel oracle's benchmark, against the gate",
+        description="Price the whole probe before its rollouts run: scale the parallel oracle's measured "
+        "cost (its benchmark under RESULTS/<name>/benchmarks) to every registered cell, seed and draw, and "
+        "compare it with the design's compute gate. Exit 0 within the gate, 1 over it.",
     )
     est.add_argument("--prereg", default="prereg/grpo_signal_probe.yaml", help="registered design")
     est.add_argument("--results", default="results", help="results directory of the run (config `results:`)")

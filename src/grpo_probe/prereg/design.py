@@ -478,7 +478,17 @@ class _Valid(NamedTuple):
     phase2: Phase2 | None
 
 
+def _missing_design(path: Path) -> FileNotFoundError:
+    """A design file that does not exist, with the designs that do (beside it, else under prereg/)."""
+    folder = path.parent if path.parent.is_dir() else Path("prereg")
+    found = sorted(p.as_posix() for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    listed = f"the designs in {folder.as_posix()}/ are {', '.join(found)}" if found else "no design is there"
+    return FileNotFoundError(f"{path}: no such design file; {listed}")
+
+
 def _read_valid(path: Path, schema_dir: str | os.PathLike[str] | None) -> tuple[dict[str, Any], _Valid]:
+    if not path.is_file():
+        raise _missing_design(path)
     raw = read_yaml(path)
     return raw, _validate(raw, path, schema_dir)
 

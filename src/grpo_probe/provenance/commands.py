@@ -130,6 +130,10 @@ def _register_verify(subparsers: Any) -> None:
         description="Re-hash every artifact listed in TARGET_MANIFEST and, recursively, in its input "
         "manifests, back to the prereg and its lock; exit 1 naming the first broken link.",
     )
-    parser.add_argument("target", metavar="TARGET_MANIFEST", help="e.g. results/decision.manifest.json")
+    parser.add_argument(
+        "target",
+        metavar="TARGET_MANIFEST",
+        help="e.g. results/smoke/decision.manifest.json (each design's manifests are under results/<name>/)",
+    )
     parser.add_argument("--root", default=None, help="directory manifest paths are relative to (default: .)")
     parser.set_defaults(func=_verify)

@@ -87,13 +87,30 @@ def _mode_and_draws(args: argparse.Namespace, head: str) -> tuple[SamplingMode, 
     return anchor_mode(head, steps=args.sampler_steps), 1, ANCHOR_CELL
 
 
+def _design(path: str | None) -> Any:  # -> Prereg | None
+    """The design whose run key (and, without ``--sim``, environment) the rows use: ``--prereg``, else
+    the one config/config.yaml runs, else none (run key 0 on the default boat scene)."""
+    from grpo_probe.prereg import load_prereg
+    from grpo_probe.prereg.canonical import read_yaml
+
+    if path is None:
+        config = Path("config/config.yaml")
+        configured = read_yaml(config).get("prereg") if config.is_file() else None
+        if not configured or not Path(configured).is_file():
+            return None
+        path = configured
+    return load_prereg(path, require_lock=False)
+
+
 def _run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     if args.draws < 1:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0 (0 = sequential in this process), got {args.workers}")
-    sim = _sim_params(args.sim)
+    design = _design(args.prereg)
+    env = boat_env(_sim_params(args.sim)) if args.sim or design is None else design.env
+    run_key = args.run_key if args.run_key is not None else (design.run_key if design else 0)
     source = PolicySource(checkpoint=args.checkpoint, factory=args.factory, device=args.device)
     policy = source.build()
     mode, draws, default_cell = _mode_and_draws(args, str(policy.head))
@@ -104,8 +121,8 @@ def _run(args: argparse.Namespace) -> int:
         mode=mode,
         seeds=seeds,
         draws=draws,
-        run_key=args.run_key,
-        env=boat_env(sim),
+        run_key=run_key,
+        env=env,
     )
     del policy  # built only to read its head; every path builds its own from the source
     try:
@@ -114,7 +131,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"grpo-probe rollout: {exc}", file=sys.stderr)
         return 1
     print(
-        f"{args.out}: {summary.rows} episodes ({job.cell}/{job.arm}, mode {mode.kind}, K={draws})",
+        f"{args.out}: {summary.rows} episodes ({job.cell}/{job.arm}, mode {mode.kind}, K={draws}, "
+        f"run key {run_key}, env {env.id})",
         file=sys.stderr,
     )
     return 0
@@ -144,8 +162,20 @@ def register(subparsers: Any) -> None:
         "--envs-per-worker", type=int, default=DEFAULT_ENVS_PER_WORKER, help="envs a worker steps in lockstep"
     )
     p.add_argument("--device", default="cpu", help="torch device of the policy: cpu, cuda or cuda:N")
-    p.add_argument("--run-key", type=int, default=0, help="run key of every row's random streams")
+    p.add_argument(
+        "--prereg",
+        help="design whose run key and environment the rows use (default: config/config.yaml's `prereg:`)",
+    )
+    p.add_argument(
+        "--run-key",
+        type=int,
+        default=None,
+        help="run key of every row's random streams (default: the design's)",
+    )
     p.add_argument("--cell", help="cell label (default: 'anchor' without a sampling flag, else 'adhoc')")
-    p.add_argument("--sim", help="YAML file of sim parameters (a mapping, or a prereg with a 'sim:' section)")
+    p.add_argument(
+        "--sim",
+        help="YAML file of boat sim parameters (a mapping, or a prereg's 'sim:'), instead of the design's",
+    )
     p.add_argument("--out", required=True, help="output rollout table (.parquet), written atomically")
     p.set_defaults(func=_run)

@@ -1,0 +1,47 @@
+"""User mistakes at the command line end in a message to act on, not a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grpo_probe import cli
+from grpo_probe.rollout.table import read_rollout_table
+
+from .envs.user_envs import factory_name, make_noise_policy
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_missing_design_lists_the_designs_that_exist(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["prereg", "check", "prereg/no_such_design.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("grpo-probe: error: prereg/no_such_design.yaml: no such design file")
+    assert "prereg/smoke.yaml" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["decide", "estimate", "verify", "rollout", "prereg"])
+def test_every_command_describes_itself_and_its_examples_exist(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if getattr(a, "choices", None))
+    sub = action.choices[command]
+    assert sub.description or command == "prereg", f"grpo-probe {command} has no description"
+    text = sub.format_help()
+    for example in [w.strip(",.()") for w in text.split() if w.startswith("results/")]:
+        assert "<" in example or "/smoke/" in example or example.endswith("/"), (command, example)
+
+
+def test_rollout_rows_take_the_designs_run_key_by_default(tmp_path: Path) -> None:
+    def rows(*extra: str) -> list[dict]:
+        out = tmp_path / f"rows{len(list(tmp_path.iterdir()))}.parquet"
+        argv = ["rollout", "--arm", "a", "--factory", factory_name(make_noise_policy), "--seeds", "0"]
+        argv += ["--prereg", str(REPO / "prereg/smoke.yaml"), *extra, "--out", str(out)]
+        assert cli.main(argv) == 0
+        return read_rollout_table(out).to_pylist()
+
+    default = rows()
+    assert default == rows("--run-key", "7")  # smoke.yaml's run_key
+    assert default != rows("--run-key", "0")
