@@ -43,5 +43,6 @@ rule bind_checkpoint:
         runtime=5,
     params:
         adapter=bound_adapter,
+        device=RUN.device,
     script:
         "../workflow/scripts/bind_checkpoint.py"

@@ -176,12 +176,15 @@ def bind_checkpoint(
     upstream: Sequence[PathLike],
     source: PathLike,
     manifest: PathLike,
+    device: str = "cpu",
 ) -> None:
     """Bind a user's checkpoint (a file, or a ``save_pretrained`` folder) and adapter to a registered arm.
 
     The prereg may pin the checkpoint's sha256 (a folder's: :func:`grpo_probe.user_code.tree_sha256`).
-    Every file of the checkpoint and of the adapter's package is recorded among the manifest's sources,
-    so ``verify`` names one edited after the binding.
+    The bound policy must keep the act() contract for every mode the design runs it in
+    (:func:`grpo_probe.policies.check.check_arm`, seconds): a policy that breaks it is refused here, with
+    each broken rule's cause and fix, before any episode runs. Every file of the checkpoint and of the
+    adapter's package is recorded among the manifest's sources, so ``verify`` names one edited later.
     """
     prereg = load_prereg(prereg_path)
     if arm not in prereg.arms:
@@ -191,11 +194,36 @@ def bind_checkpoint(
     if Path(checkpoint).is_dir() and not checkpoint_files(checkpoint):
         raise FileNotFoundError(f"{checkpoint}: checkpoint folder bound to arm {arm!r} holds no file")
     _check_pin(prereg, arm, checkpoint)
+    report = _check_bound_policy(prereg, arm, checkpoint, adapter, device)
     atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter})
     # The checkpoint lives outside the results tree, so it is recorded by hash rather than as an output.
-    extra = {"arm": arm, "checkpoint": str(checkpoint), "checkpoint_sha256": tree_sha256(checkpoint)}
+    extra = {
+        "arm": arm,
+        "checkpoint": str(checkpoint),
+        "checkpoint_sha256": tree_sha256(checkpoint),
+        "policy_check": {"passed": report.passed, "checks": len(report.checks)},
+    }
     sources = [*checkpoint_files(checkpoint), *factory_files(adapter)]
     write_design_manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra, sources)
+
+
+def _check_bound_policy(
+    prereg: Prereg, arm: str, checkpoint: PathLike, adapter: str | None, device: str
+) -> Any:  # -> PolicyReport
+    """Build the bound policy as every rollout process will, and check it against the act() contract."""
+    from types import SimpleNamespace
+
+    from grpo_probe.policies.check import check_arm
+    from grpo_probe.prereg import ArmBinding
+    from grpo_probe.rollout import PolicySource
+
+    binding = ArmBinding(arm, "checkpoint", str(checkpoint), adapter)
+    run = SimpleNamespace(arms={arm: binding}, device=device, results="results")
+    policy = PolicySource(checkpoint=str(checkpoint), factory=adapter, device=device).build()
+    report = check_arm(prereg, run, arm, policy=policy, device=device)
+    print(report.format(), flush=True)
+    report.raise_if_failed()
+    return report
 
 
 def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike) -> None:

@@ -13,4 +13,5 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
         upstream=[snakemake.input.upstream],
         source=snakemake.output.source,
         manifest=snakemake.output.manifest,
+        device=snakemake.params.device,
     )

@@ -6,7 +6,8 @@ Every random draw of a row is keyed by its :class:`RowKey`, and rows never influ
 row's actions, token ids and log-probs are the same bytes alone or inside any batch.
 
 A worked adapter for a user's own deterministic flow checkpoint (``my_model`` maps a float32
-observation batch and a float32 noise batch to chunks in [-1, 1])::
+observation batch and a float32 noise batch to chunks in [-1, 1]; (50, 6) is the boat scene's chunk,
+another environment's is ``[spec.chunk_length, spec.action_dims]`` of its spec)::
 
     import numpy as np
     from grpo_probe.keyed_rng import numpy_generator, tag
@@ -29,7 +30,9 @@ observation batch and a float32 noise batch to chunks in [-1, 1])::
                                 diagnostics=[RowDiagnostics(logprob=None) for _ in keys])
 
 Noise comes from the row's key (never a global RNG) and each row is computed on its own, so the
-adapter passes the probe's draw-0 and parallel oracles.
+adapter passes the probe's draw-0 and parallel oracles. Every rule of the contract is listed in
+docs/your-policy.md ("The act() contract, in full"); ``grpo-probe check-policy`` and
+:func:`grpo_probe.policies.check.check_policy` check an adapter against them in seconds.
 
 This module is the bottom of the policies package and imports none of it: the heads and checkpoints build
 on it, and :func:`grpo_probe.policies.checkpoint.load_policy` reads this package's own checkpoints.
@@ -57,7 +60,8 @@ __all__ = [
 ]
 
 CHUNK_LENGTH = 50
-"""Actions per chunk a policy returns (the registered ``sim.chunk_length``)."""
+"""Actions per chunk of the boat scene's registered ``sim.chunk_length``. A policy returns the chunk of the
+environment it runs in, ``EnvSpec.chunk_length`` x ``EnvSpec.action_dims``, which need not be this."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,9 @@ class RowDiagnostics:
 
 @dataclass
 class PolicyOutput:
-    """A batch of chunks, float32 [B, 50, 6] in [-1, 1], and one diagnostics record per row."""
+    """A batch of chunks, float32 [B, chunk_length, action_dims] in [-1, 1], and one diagnostics record per
+    row; chunk_length and action_dims are the environment's (its ``EnvSpec``), e.g. [B, 50, 7] for the
+    pusher."""
 
     actions: np.ndarray
     diagnostics: list[RowDiagnostics]
@@ -108,7 +114,9 @@ class Policy(Protocol):
     obs_dim: int
 
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
-        """``obs`` float32 [B, obs_dim]; ``keys`` has length B; returns actions float32 [B, 50, 6]."""
+        """``obs`` float32 [B, obs_dim] (an ``ObservationBatch`` for a policy declaring ``input_keys``);
+        ``keys`` has length B; returns actions float32 [B, chunk_length, action_dims] of the environment's
+        spec."""
         ...
 
 

@@ -19,7 +19,7 @@ from grpo_probe.envs.registry import boat_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
 from grpo_probe.rollout.oracles import anchor_mode
-from grpo_probe.rollout.policy_source import PolicySource
+from grpo_probe.rollout.policy_source import PolicySource, resolve_device
 from grpo_probe.rollout.shards import write_shard
 from grpo_probe.rollout.table import ANCHOR_CELL
 from grpo_probe.sim.params import SimParams
@@ -179,3 +179,57 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--out", required=True, help="output rollout table (.parquet), written atomically")
     p.set_defaults(func=_run)
+    check = subparsers.add_parser(
+        "check-policy",
+        help="check the policy bound to an arm against the act() contract, in seconds, before any rollout",
+        description="Build the policy a run config binds to one arm of a design and check it against "
+        "the act() contract (docs/your-policy.md): each check prints ok, FAIL or skip, and each failure "
+        "its cause and fix. Exit 0 when every check passes, 1 when one fails.",
+    )
+    check.add_argument("--prereg", required=True, help="the design (its lock is not required)")
+    check.add_argument("--arm", required=True, help="a registered arm id")
+    check.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="run config binding the arm (arms.<id>: {source: checkpoint, path, adapter}); repeatable, "
+        "merged over config/config.yaml as Snakemake merges --configfile",
+    )
+    check.add_argument("--device", default=None, help="torch device of the policy (default: the config's)")
+    check.set_defaults(func=_check_policy)
+
+
+def _merged(sources: Any) -> dict[str, Any]:
+    """The config Snakemake would hand the workflow: each source's values merged over the ones before."""
+
+    def merge(into: dict[str, Any], values: Any) -> None:
+        for key, value in values.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                merge(into[key], value)
+            else:
+                into[key] = value
+
+    merged: dict[str, Any] = {}
+    for source in sources:
+        merge(merged, source.values)
+    return merged
+
+
+def _check_policy(args: argparse.Namespace) -> int:
+    """Print the arm's policy check; exit 0 when it keeps the act() contract, 1 when it breaks a rule."""
+    from grpo_probe.policies.check import check_arm
+    from grpo_probe.prereg import load_prereg
+    from grpo_probe.prereg.run_config import config_sources, load_config
+
+    prereg = load_prereg(args.prereg, require_lock=False)  # a missing design: the designs that exist
+    for path in args.configfile:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: config file not found")
+    shipped = [f for f in ("config/config.yaml",) if Path(f).is_file()]
+    sources = config_sources(shipped, args.configfile, {"prereg": args.prereg})
+    run_config = load_config(_merged(sources), sources=sources)
+    device = resolve_device(args.device or run_config.device)
+    report = check_arm(prereg, run_config, args.arm, device=device)
+    print(report.format())
+    return 0 if report.passed else 1
