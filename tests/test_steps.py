@@ -69,3 +69,20 @@ def test_rollout_jobs_carry_the_arms_registered_row_block_inputs_and_observation
     vision = load_prereg(REPO / "prereg/vision_smoke.yaml")
     job = _group_job(vision, "flow_vision", "c1", own, SamplingMode("flow_ode", steps=10), (1000,), 2)
     assert job.observation == vision.observation and job.inputs == vision.arms["flow_vision"].inputs
+
+
+def test_a_bound_policy_that_breaks_the_act_contract_is_refused_before_any_episode(tmp_path: Path) -> None:
+    from grpo_probe.policies.check import PolicyContractError
+
+    from .envs.user_envs import factory_name, load_global_rng_policy
+
+    checkpoint = tmp_path / "lab.pt"
+    checkpoint.write_bytes(b"the adapter reads nothing")
+    source, manifest = tmp_path / "out" / "source.json", tmp_path / "out" / "arm.manifest.json"
+    adapter = factory_name(load_global_rng_policy)
+    with pytest.raises(PolicyContractError, match=r"global-rng") as refused:
+        steps.bind_checkpoint(
+            REPO / "prereg/smoke.yaml", "flow_teacher", checkpoint, adapter, [], source, manifest
+        )
+    assert "FAIL" in str(refused.value)
+    assert not source.exists() and not manifest.exists()

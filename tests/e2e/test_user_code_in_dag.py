@@ -38,11 +38,19 @@ ARM = RESULTS / "arms/flow_teacher/arm.manifest.json"
 DEMOS = RESULTS / "demos/demos.manifest.json"
 
 
+def _env(workdir: Path) -> dict[str, str]:
+    """The lab's packages importable from its folder (as its README would say: PYTHONPATH=$PWD)."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(workdir), os.environ.get("PYTHONPATH")])),
+    }
+
+
 def _run(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", *args],
         cwd=workdir,
-        env={**os.environ, "PYTHONPATH": str(workdir)},
+        env=_env(workdir),
         capture_output=True,
         text=True,
         timeout=900,
@@ -69,9 +77,7 @@ def _lab(workdir: Path) -> list[str]:
     lock = _run(workdir, "grpo_probe.cli", "prereg", "lock", "prereg/lab.yaml")
     assert lock.returncode == 0, lock.stderr
     save = "from examples.my_hf_adapter import save_tiny_flow; save_tiny_flow('checkpoints/tiny_flow', 17)"
-    proc = subprocess.run(
-        [sys.executable, "-c", save], cwd=workdir, env={**os.environ, "PYTHONPATH": str(workdir)}, check=False
-    )
+    proc = subprocess.run([sys.executable, "-c", save], cwd=workdir, env=_env(workdir), check=False)
     assert proc.returncode == 0
     bound = {
         "arms": {

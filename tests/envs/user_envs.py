@@ -92,3 +92,22 @@ def make_noise_policy(
     """Factory for :class:`grpo_probe.rollout.PolicySource` (``device`` is ignored: numpy only)."""
     del device
     return KeyedNoisePolicy(obs_dim, chunk_length, action_dims)
+
+
+class GlobalRngPolicy(KeyedNoisePolicy):
+    """The keyed noise policy, except that each row's noise comes from numpy's global RNG: the
+    contract break a lab's adapter makes when it calls ``np.random`` (the policy checker's ``global-rng``)."""
+
+    def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
+        actions = np.zeros((len(keys), *self.shape), dtype=np.float32)
+        for row in range(len(keys)):
+            noise = np.random.standard_normal(self.weights.shape[1])  # noqa: NPY002 - the planted break
+            pre = obs[row].astype(np.float64) @ self.weights + 0.5 * noise
+            actions[row] = np.tanh(pre).reshape(self.shape).astype(np.float32)
+        return PolicyOutput(actions=actions, diagnostics=[RowDiagnostics(logprob=None) for _ in keys])
+
+
+def load_global_rng_policy(checkpoint: str, device: str = "cpu") -> GlobalRngPolicy:
+    """An adapter factory (``checkpoint`` is ignored) for a boat arm that breaks the act() contract."""
+    del checkpoint, device
+    return GlobalRngPolicy(17, 50, 6)
