@@ -4,7 +4,7 @@ from pathlib import Path
 from grpo_probe.prereg import arm_bindings, load_prereg, split_seeds
 from grpo_probe.prereg.names import check_one_folder_per_design
 from grpo_probe.prereg.run_config import config_sources, load_config
-from grpo_probe.user_code import checkpoint_files, factory_files
+from grpo_probe.user_code import checkpoint_files, env_code_files, factory_files
 
 # The merged config, checked against workflow/schemas/config.schema.yaml: an error names the field and the
 # place that set it (config/config.yaml, a --configfile or --config), which Snakemake's validate() cannot.
@@ -48,11 +48,10 @@ wildcard_constraints:
     shard=r"shard-\d+",
 
 
-# A user's environment package (env.id "package.module:factory"): every step loads the design, which
-# names it, and records its files' sha256, so an edit to it plans every step again.
-ENV_CODE = (
-    [str(p) for p in factory_files(PREREG.env.id)] if ":" in PREREG.env.id else []
-)
+# A user's environment code (env.id "package.module:factory", and wrappers or an expert its params
+# name): every step loads the design, which names it, and records its files' sha256, so an edit to it
+# plans every step again.
+ENV_CODE = [str(p) for p in env_code_files(PREREG.env.id, PREREG.env.params)]
 
 
 def prereg_files():

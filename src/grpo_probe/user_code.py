@@ -10,7 +10,8 @@ A factory's code is the whole top-level package it lives in (its ``.py`` files a
 ``.xml`` files next to them), because a factory calls into its siblings. Locating a package uses
 ``importlib.util.find_spec`` on the top-level name only, which runs none of the user's code, so the
 workflow can list the files while Snakemake parses the rules. This package's own modules are covered by
-the code version every manifest records and are not listed. A checkpoint is a file, or a folder (a
+the code version every manifest records and are not listed, and so are packages installed into the
+interpreter (site-packages), which their installed version identifies. A checkpoint is a file, or a folder (a
 ``save_pretrained`` directory: ``config.json`` beside ``model.safetensors``) whose every file is read.
 """
 
@@ -19,12 +20,24 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
+import sysconfig
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["OWN_PACKAGE", "checkpoint_files", "factory_files", "policy_files", "tree_sha256"]
+__all__ = [
+    "OWN_PACKAGE",
+    "checkpoint_files",
+    "env_code_files",
+    "factory_files",
+    "policy_files",
+    "tree_sha256",
+]
 
 OWN_PACKAGE = "grpo_probe"
 _CODE_SUFFIXES = (".py", ".xml")
+_CALLABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
 _CHUNK = 1 << 20
 
 
@@ -64,7 +77,7 @@ def factory_files(factory: str | None) -> tuple[Path, ...]:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
         return ()
-    if spec is None:
+    if spec is None or _installed(spec):
         return ()
     files: list[Path] = []
     for location in spec.submodule_search_locations or ():
@@ -72,6 +85,36 @@ def factory_files(factory: str | None) -> tuple[Path, ...]:
     if not files and spec.origin and Path(spec.origin).is_file():
         files = [Path(spec.origin)]
     return tuple(sorted({_display(p) for p in files}))
+
+
+def _installed(spec: importlib.machinery.ModuleSpec) -> bool:
+    """True for a distribution installed into the interpreter (its version is what identifies it)."""
+    places = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
+    origin = spec.origin or next(iter(spec.submodule_search_locations or ()), None)
+    return origin is not None and any(place in Path(origin).resolve().parents for place in places)
+
+
+def _callables(value: Any) -> Iterator[str]:
+    """Every ``"module:callable"`` string inside params (wrappers, an expert, a factory of the user's)."""
+    if isinstance(value, str) and _CALLABLE.match(value):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _callables(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _callables(item)
+
+
+def env_code_files(env_id: str, params: Any = None) -> tuple[Path, ...]:
+    """A design's environment code: the factory's package and each package a ``module:callable`` in its
+    params names (a wrapper, an expert), for a user's environment; none for a built-in id."""
+    if ":" not in env_id:
+        return ()
+    files = [*factory_files(env_id)]
+    for name in _callables(params if isinstance(params, Mapping) else {}):
+        files += factory_files(name)
+    return tuple(dict.fromkeys(files))
 
 
 def checkpoint_files(checkpoint: str | os.PathLike[str] | None) -> tuple[Path, ...]:

@@ -74,7 +74,7 @@ def test_the_example_adapter_is_a_design_environment_the_parallel_oracle_proves(
     case = json.loads((tmp_path / "oracle.json").read_text())["cases"][0]
     assert case["env"] == {"id": "examples.my_gym_env:make_reacher", "params": config.params_dict()}
     example = REPO / "examples" / "my_gym_env.py"
-    assert example.resolve() in [p.resolve() for p in env_files(config.id)]
+    assert example.resolve() in [p.resolve() for p in env_files(config)]
     assert example.is_file()
 
 

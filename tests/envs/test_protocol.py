@@ -156,9 +156,9 @@ def test_a_user_modules_files_are_the_sources_its_manifests_record() -> None:
     record = env_provenance(config)
     assert record == {"id": factory_name(user_envs.make_drifting_boat), "version": boat_spec().version}
     source = Path(user_envs.__file__).resolve()
-    assert source in [p.resolve() for p in env_files(config.id)]
+    assert source in [p.resolve() for p in env_files(config)]
     assert env_provenance(boat_env()) == {"id": "boat_push", "version": boat_spec().version}
-    assert env_files(boat_env().id) == ()
+    assert env_files(boat_env()) == ()
 
 
 def test_normalized_actions_reach_the_pusher_as_its_torques() -> None:

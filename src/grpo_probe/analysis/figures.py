@@ -163,7 +163,7 @@ def plot_guard_rates(
     guards = [r.guard for r in rates[0]]
     with matplotlib.style.context("default"):
         fig = _figure(2.2 * len(guards), 3.2)
-        axes = fig.subplots(1, len(guards), sharey=True)
+        axes = fig.subplots(1, len(guards), sharey=True, squeeze=False)[0]  # one guard: still a row
         x = np.arange(len(cells))
         for g, (ax, guard) in enumerate(zip(axes, guards, strict=True)):
             ax.bar(x - 0.2, [r[g].sampled_rate for r in rates], width=0.4, color=_SAMPLED, label="sampled")

@@ -1,12 +1,27 @@
-"""Any Gymnasium MuJoCo environment under the environment protocol.
+"""Any Gymnasium MuJoCo environment under the environment protocol, goal-conditioned ones included.
 
 Why an adapter and not a port: the probe should measure a simulator as its authors ship it. The adapter
 steps the environment through Gymnasium's own ``reset(seed=)`` and ``step`` (one ``step`` per control
-tick), maps the heads' normalized actions [-1, 1] affinely onto the environment's ``Box`` action bounds,
-and measures the registered metric from what the environment exposes: the distance from a named object
-body to a named goal body in the table plane (x, y), or, when registered, the distance an ``info`` key
+tick), through every wrapper ``gymnasium.make`` (or a factory of yours) put around it, maps the heads'
+normalized actions [-1, 1] affinely onto the environment's ``Box`` action bounds, and measures the
+registered metric from what the environment exposes: the distance in the table plane (x, y) from the
+object to the goal, each a named MuJoCo body, a named MuJoCo site, or an entry of a ``Dict``
+observation (``achieved_goal``, ``desired_goal``), or, when registered, the distance an ``info`` key
 reports. Guard channels are ``info`` keys that trip when true at any tick; a subclass (``pusher``) adds
 channels it reads from the MuJoCo state.
+
+Observations: a 1-D ``Box`` observation is ``observation.state`` as it is. A ``Dict`` observation (the
+goal-conditioned families of Gymnasium-Robotics: Fetch, the mazes, the Shadow hand, with ``observation``,
+``achieved_goal`` and ``desired_goal``) becomes ``observation.state`` by concatenating the registered
+entries in the registered order (``env.params.obs_keys``; :attr:`GymnasiumAdapter.state_layout` says
+which slice holds which entry). The goal is part of the state because a policy must see it to reach it,
+and ``observation.state`` is the one numeric key the rollout engine, the designs and the reference heads
+carry (cameras and the task string are the others).
+
+Wrappers stay on: the adapter resets and steps the outermost environment, so an observation wrapper, a
+time limit or an action wrapper acts exactly as in training. It reaches into ``.unwrapped`` (and the
+MuJoCo environment that one drives, as PointMaze drives ``point_env``) only to read bodies and sites
+and to shift the state for a replay's ``state`` perturbation.
 
 Determinism comes from the environment: Gymnasium seeds its ``np_random`` from ``reset(seed=)``, and
 MuJoCo steps bit-identically on one machine, so the spawn is a pure function of the seed. An
@@ -19,9 +34,13 @@ drawn, so no display is needed (``MUJOCO_GL=egl`` for headless rendering if a su
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import inspect
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -30,6 +49,7 @@ import pyarrow as pa
 from grpo_probe.envs.protocol import (
     METRIC_COLUMNS,
     EnvSpec,
+    Expert,
     Guard,
     TopDownView,
     away_tail_guard,
@@ -38,25 +58,59 @@ from grpo_probe.envs.protocol import (
 )
 from grpo_probe.sim.record import canonical_row_bytes
 
-__all__ = ["GymnasiumAdapter", "GymnasiumParams", "PushRecord", "make_gymnasium_env", "push_schema"]
+__all__ = [
+    "GOAL_ENV_KEYS",
+    "GymnasiumAdapter",
+    "GymnasiumParams",
+    "PushRecord",
+    "make_gymnasium_env",
+    "push_schema",
+]
 
 _F64_LIST = pa.list_(pa.float64())
+_CALLABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
+
+GOAL_ENV_KEYS = ("observation", "achieved_goal", "desired_goal")
+"""The entries of a goal-conditioned (``GoalEnv``) observation, in the order ``observation.state``
+concatenates them when ``env.params.obs_keys`` is left out."""
+
+_PLACES = ("body", "site", "obs_key")
+"""Where a traced point may come from: a MuJoCo body, a MuJoCo site, or a Dict observation entry."""
 
 
 @dataclass(frozen=True)
 class GymnasiumParams:
-    """How a Gymnasium environment becomes a registered probe environment (``env.params``)."""
+    """How a Gymnasium environment becomes a registered probe environment (``env.params``).
+
+    The object and the goal are each named exactly once: as a MuJoCo body (``*_body``), a MuJoCo site
+    (``*_site``) or an entry of a Dict observation (``*_obs_key``, whose first two numbers are x, y).
+    """
 
     gym_id: str
-    """The Gymnasium id, e.g. ``Reacher-v5`` (``module:Name-v0`` imports the module that registers it)."""
+    """The Gymnasium id, e.g. ``Reacher-v5`` (``module:Name-v0`` imports the module that registers it,
+    e.g. ``gymnasium_robotics:PointMaze_UMaze-v3``)."""
     replans: int
     chunk_length: int
     executed_actions: int
-    object_body: str
+    object_body: str | None = None
     """MuJoCo body whose centre is moved toward the goal (its x, y are traced)."""
-    goal_body: str
+    object_site: str | None = None
+    """MuJoCo site moved toward the goal (instead of ``object_body``)."""
+    object_obs_key: str | None = None
+    """Dict observation entry that holds the object's x, y first (``achieved_goal``)."""
+    goal_body: str | None = None
+    goal_site: str | None = None
+    """MuJoCo site of the goal (PointMaze's ``target``, Fetch's ``target0``)."""
+    goal_obs_key: str | None = None
+    """Dict observation entry that holds the goal's x, y first (``desired_goal``)."""
     effector_body: str | None = None
     """MuJoCo body traced as the effector in the top-down figure (optional)."""
+    effector_site: str | None = None
+    """MuJoCo site traced as the effector (instead of ``effector_body``; optional)."""
+    obs_keys: tuple[str, ...] = ()
+    """Dict observation entries (each a Box, flattened) concatenated in this order into
+    ``observation.state``; left out, a goal-conditioned Dict gives ``observation``, ``achieved_goal``,
+    ``desired_goal``. Not for a Box observation, which is the state as it is."""
     distance_info_key: str | None = None
     """When set, the object-to-goal distance is ``distance_scale * info[key]`` (metres) at every tick."""
     distance_scale: float = 1.0
@@ -68,7 +122,15 @@ class GymnasiumParams:
     guard_info_keys: tuple[tuple[str, str], ...] = ()
     """(guard name, info key) pairs: the guard trips when ``info[key]`` is true at any tick."""
     gym_kwargs: tuple[tuple[str, Any], ...] = ()
-    """Keyword arguments of ``gymnasium.make``."""
+    """Keyword arguments of ``gymnasium.make``. Without ``max_episode_steps`` among them, the time limit
+    is the registered episode (``replans * executed_actions`` ticks), not the id's own default."""
+    wrappers: tuple[str, ...] = ()
+    """``module:callable`` names applied in order around the made environment, each as ``callable(env)``
+    (``gymnasium.wrappers:ClipAction``); they stay on for every reset and step."""
+    expert: str | None = None
+    """``module:callable`` of a scripted expert, called as ``callable(adapter, noise)`` and returning an
+    object with ``act(obs, key)`` (``grpo_probe.envs.point_maze:PointMazeExpert``); the workflow trains
+    the reference arms on its demos. None: bind every arm to a checkpoint of your own."""
     perturb_joints: tuple[str, ...] = ()
     """Joints a replay's ``state`` perturbation shifts at spawn (slide or hinge: its coordinate; free: its
     x and y), together by ``scale`` in a keyed direction; none: the environment offers no state
@@ -88,14 +150,44 @@ class GymnasiumParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{where}.{name} must be a positive number, got {value!r}")
-        for name in ("gym_id", "object_body", "goal_body"):
-            if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise ValueError(f"{where}.{name} must be a non-empty string, got {getattr(self, name)!r}")
+        if not isinstance(self.gym_id, str) or not self.gym_id:
+            raise ValueError(f"{where}.gym_id must be a non-empty string, got {self.gym_id!r}")
+        optional = [f"{role}_{place}" for role in ("object", "goal", "effector") for place in _PLACES]
+        for name in [n for n in optional if n != "effector_obs_key"] + [
+            "distance_info_key",
+            "engaged_info_key",
+        ]:
+            value = getattr(self, name, None)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{where}.{name} must be a non-empty string, got {value!r}")
+        for role in ("object", "goal"):
+            named = [f"{role}_{place}" for place in _PLACES if getattr(self, f"{role}_{place}") is not None]
+            if len(named) != 1:
+                choices = ", ".join(f"{role}_{place}" for place in _PLACES)
+                got = f"got {', '.join(named)}" if named else "got none"
+                raise ValueError(f"{where}: name the {role} exactly once, as one of {choices} ({got})")
+        if self.effector_body is not None and self.effector_site is not None:
+            raise ValueError(f"{where}: name the effector once, as effector_body or effector_site (got both)")
+        if len(set(self.obs_keys)) != len(self.obs_keys) or not all(
+            isinstance(k, str) and k for k in self.obs_keys
+        ):
+            raise ValueError(f"{where}.obs_keys must be distinct entry names, got {list(self.obs_keys)!r}")
+        for name, paths in (("wrappers", self.wrappers), ("expert", (self.expert,) if self.expert else ())):
+            for path in paths:
+                if not isinstance(path, str) or not _CALLABLE.match(path):
+                    raise ValueError(f"{where}.{name}: {path!r} is not a 'module:callable' name")
+        if isinstance(self.distance_scale, bool) or not isinstance(self.distance_scale, (int, float)):
+            raise ValueError(f"{where}.distance_scale must be a number, got {self.distance_scale!r}")
         if self.perturb_joints and self.distance_info_key is not None:
             raise ValueError(
                 f"{where}.perturb_joints: a state perturbation needs the spawn distance measured from "
-                "object_body and goal_body, not from distance_info_key"
+                "the object and the goal, not from distance_info_key"
             )
+
+    @property
+    def episode_ticks(self) -> int:
+        """Ticks in an episode that nothing ends early: the default time limit."""
+        return self.replans * self.executed_actions
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], where: str = "env.params") -> GymnasiumParams:
@@ -111,15 +203,38 @@ class GymnasiumParams:
                 if not isinstance(mapping, Mapping):
                     raise ValueError(f"{where}.{name} must be a mapping, got {type(mapping).__name__}")
                 kwargs[name] = tuple(sorted(mapping.items()))
-        if "perturb_joints" in kwargs:
-            joints = kwargs["perturb_joints"]
-            if not isinstance(joints, (list, tuple)) or not all(isinstance(j, str) for j in joints):
-                raise ValueError(f"{where}.perturb_joints must be a list of joint names, got {joints!r}")
-            kwargs["perturb_joints"] = tuple(joints)
+        for name, what in (
+            ("perturb_joints", "joint names"),
+            ("obs_keys", "observation entry names"),
+            ("wrappers", "'module:callable' names"),
+        ):
+            if name in kwargs:
+                names = kwargs[name]
+                if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+                    raise ValueError(f"{where}.{name} must be a list of {what}, got {names!r}")
+                kwargs[name] = tuple(names)
         try:
             return cls(**kwargs)
         except TypeError as exc:
             raise ValueError(f"{where}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _Point:
+    """Where one traced point is read: ``kind`` body | site | obs_key, and its name; ``field`` names the
+    param that registered it (for errors)."""
+
+    kind: str
+    name: str
+    field: str
+
+
+def _point(params: GymnasiumParams, role: str) -> _Point | None:
+    for place in _PLACES:
+        name = getattr(params, f"{role}_{place}", None)
+        if name is not None:
+            return _Point(place, name, f"env.params.{role}_{place}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -189,51 +304,106 @@ def _import_gymnasium() -> Any:
     return gymnasium
 
 
+def _load_callable(path: str, where: str) -> Callable[..., Any]:
+    """The callable a ``module:name`` param names; an error names the field and what went wrong."""
+    module_name, _, attr = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(
+            f"{where}: cannot import module {module_name!r} of {path!r} ({type(exc).__name__}: {exc})"
+        ) from exc
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise ValueError(f"{where}: module {module_name!r} has no callable {attr!r}")
+    return target
+
+
+def _distribution_version(module: str) -> str | None:
+    """``name version`` of the installed distribution that ships top-level ``module``, if one does."""
+    for name in (module, module.replace("_", "-")):
+        try:
+            return f"{name.replace('_', '-')} {metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _wrapper_chain(env: Any) -> list[Any]:
+    """The environments from the outermost wrapper inwards, the unwrapped one last."""
+    chain = [env]
+    while hasattr(chain[-1], "env") and chain[-1] is not chain[-1].unwrapped:
+        chain.append(chain[-1].env)
+    return chain
+
+
+def _simulator(unwrapped: Any, gym_id: str) -> Any:
+    """The object holding the MuJoCo model and data (and ``set_state``): the unwrapped environment, or
+    the MuJoCo environment it drives (PointMaze's ``point_env``, AntMaze's ``ant_env``)."""
+
+    def simulates(obj: Any) -> bool:
+        return all(hasattr(obj, name) for name in ("model", "data", "set_state"))
+
+    if simulates(unwrapped):
+        return unwrapped
+    for value in vars(unwrapped).values():
+        if simulates(value):
+            return value
+    if hasattr(unwrapped, "model") and hasattr(unwrapped, "data"):
+        return unwrapped
+    raise ValueError(
+        f"{gym_id}: env.params.gym_id names an environment with no MuJoCo model and data to read "
+        f"({type(unwrapped).__name__}); the adapter measures MuJoCo environments"
+    )
+
+
 class GymnasiumAdapter:
     """A Gymnasium environment stepped in action chunks, measured as the protocol asks.
 
-    Subclasses add guard channels from the simulator state by overriding :meth:`_channel_fields`,
+    ``env``: an environment you built (wrapped as you like) instead of ``gymnasium.make(params.gym_id)``;
+    ``params.gym_id`` still names it in messages and in the version, and ``params.wrappers`` go around
+    it. Subclasses add guard channels from the simulator state by overriding :meth:`_channel_fields`,
     :meth:`_start_channels`, :meth:`_tick_channels` and :meth:`_channel_values`.
+
+    Attributes: ``wrapped`` is the outermost environment, the one reset and stepped; ``env`` its
+    ``.unwrapped`` (kept under this name for subclasses that read ``env.model`` and ``env.data``).
     """
 
-    def __init__(self, params: GymnasiumParams, env_id: str | None = None) -> None:
+    def __init__(self, params: GymnasiumParams, env_id: str | None = None, env: Any | None = None) -> None:
         gymnasium = _import_gymnasium()
         self.params = params
-        self.env = gymnasium.make(params.gym_id, **dict(params.gym_kwargs)).unwrapped
-        space = self.env.action_space
-        obs_space = self.env.observation_space
+        self.wrapped = self._make(params, env)
+        self.env = self.wrapped.unwrapped
+        self._sim = _simulator(self.env, params.gym_id)
+        space = self.wrapped.action_space
         if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"{params.gym_id}: the adapter needs a 1-D Box action space, got {space}")
-        if not isinstance(obs_space, gymnasium.spaces.Box) or len(obs_space.shape) != 1:
-            raise ValueError(
-                f"{params.gym_id}: the adapter needs a 1-D Box observation space, got {obs_space}"
-            )
         self._low = space.low.astype(np.float64)
         self._high = space.high.astype(np.float64)
         if not (np.isfinite(self._low).all() and np.isfinite(self._high).all()):
             raise ValueError(f"{params.gym_id}: the action space must be bounded to map [-1, 1] onto it")
         self._action_dtype = space.dtype
-        data = self.env.data
-        for name in (params.object_body, params.goal_body, params.effector_body):
-            if name is not None:
-                try:
-                    data.body(name)
-                except KeyError:
-                    raise ValueError(f"{params.gym_id}: no MuJoCo body named {name!r} (env.params)") from None
+        self.state_layout = self._layout(gymnasium, self.wrapped.observation_space)
+        self._points = {role: _point(params, role) for role in ("object", "goal", "effector")}
+        self._check_points(gymnasium, self.wrapped.observation_space)
         self._perturb_qpos = self._perturbed_coordinates(params)
+        if params.expert is not None:
+            self._expert_factory = _load_callable(params.expert, "env.params.expert")
+            self.expert = self._make_expert
         channel_fields = tuple(pa.field(name, pa.bool_(), False) for name, _ in params.guard_info_keys)
         channel_fields += self._channel_fields()
         self._channel_names = tuple(f.name for f in channel_fields)
-        effector = params.effector_body is not None
+        effector = self._points["effector"] is not None
         self.spec = EnvSpec(
             id=env_id or params.gym_id,
             version=self._version(),
             action_dims=int(space.shape[0]),
-            obs_dim=int(obs_space.shape[0]),
+            obs_dim=self.state_layout[-1][2],
             chunk_length=params.chunk_length,
             executed_actions=params.executed_actions,
             replans=params.replans,
-            tick_s=float(getattr(self.env, "dt", math.nan)),
+            tick_s=float(getattr(self.env, "dt", getattr(self._sim, "dt", math.nan))),
             episode_schema=push_schema(channel_fields, effector),
             guards=self._guards(),
             view=TopDownView(
@@ -248,11 +418,125 @@ class GymnasiumAdapter:
         )
         self._seed: int | None = None
         self._ended = False
+        self._obs: Any = None
         self.replan_index = 0
+
+    # -- construction ----------------------------------------------------------------------------------
+    @staticmethod
+    def _make(params: GymnasiumParams, env: Any | None) -> Any:
+        """The environment to step: ``env``, or ``gymnasium.make`` with the registered time limit, then
+        ``params.wrappers`` around it in order."""
+        gymnasium = _import_gymnasium()
+        if env is None:
+            kwargs = dict(params.gym_kwargs)
+            kwargs.setdefault("max_episode_steps", params.episode_ticks)
+            try:
+                env = gymnasium.make(params.gym_id, **kwargs)
+            except ImportError as exc:
+                raise ValueError(
+                    f"{params.gym_id}: env.params.gym_id: cannot import the module that registers it "
+                    f"({exc}); install it (Gymnasium-Robotics: pip install 'grpo-probe[robotics]')"
+                ) from exc
+            except gymnasium.error.Error as exc:
+                raise ValueError(
+                    f"{params.gym_id}: env.params.gym_id: Gymnasium cannot make it ({type(exc).__name__}: "
+                    f"{exc}); an id another package registers is named with its module, as "
+                    "'gymnasium_robotics:PointMaze_UMaze-v3' (pip install 'grpo-probe[robotics]')"
+                ) from exc
+        elif params.gym_kwargs:
+            raise ValueError(
+                f"{params.gym_id}: env.params.gym_kwargs: the environment was built by your factory, "
+                "so there is no gymnasium.make to pass them to"
+            )
+        for i, path in enumerate(params.wrappers):
+            env = _load_callable(path, f"env.params.wrappers[{i}]")(env)
+        return env
+
+    def _layout(self, gymnasium: Any, space: Any) -> tuple[tuple[str, int, int], ...]:
+        """(entry, start, stop) of each Dict entry in ``observation.state``; one ``("", 0, n)`` for a Box.
+
+        An observation space the adapter cannot read as one vector is an error naming the field.
+        """
+        gym_id, keys = self.params.gym_id, self.params.obs_keys
+        if isinstance(space, gymnasium.spaces.Box):
+            if len(space.shape) != 1:
+                raise ValueError(
+                    f"{gym_id}: env.params.gym_id: the observation space is {space}; the adapter reads a "
+                    "1-D Box, or a Dict of Box entries (env.params.obs_keys); flatten it with a wrapper "
+                    "(env.params.wrappers: [gymnasium.wrappers:FlattenObservation])"
+                )
+            if keys:
+                raise ValueError(
+                    f"{gym_id}: env.params.obs_keys: the observation space is a Box, not a Dict; "
+                    "leave obs_keys out"
+                )
+            return (("", 0, int(space.shape[0])),)
+        if not isinstance(space, gymnasium.spaces.Dict):
+            raise ValueError(
+                f"{gym_id}: env.params.gym_id: the observation space is {space}; the adapter reads a "
+                "1-D Box, or a Dict of Box entries (env.params.obs_keys); wrap it into one "
+                "(env.params.wrappers)"
+            )
+        entries = list(space.spaces)
+        if not keys:
+            if set(entries) != set(GOAL_ENV_KEYS):
+                raise ValueError(
+                    f"{gym_id}: env.params.obs_keys: the observation space is a Dict with entries "
+                    f"{', '.join(entries)}; list the ones observation.state concatenates, in order"
+                )
+            keys = GOAL_ENV_KEYS
+        layout, start = [], 0
+        for i, key in enumerate(keys):
+            if key not in space.spaces:
+                raise ValueError(
+                    f"{gym_id}: env.params.obs_keys[{i}]: the observation Dict has no entry {key!r} "
+                    f"(its entries: {', '.join(entries)})"
+                )
+            entry = space.spaces[key]
+            if not isinstance(entry, gymnasium.spaces.Box):
+                raise ValueError(
+                    f"{gym_id}: env.params.obs_keys[{i}]: observation entry {key!r} is {entry}; "
+                    "observation.state concatenates Box entries only"
+                )
+            size = int(np.prod(entry.shape, dtype=np.int64))
+            layout.append((key, start, start + size))
+            start += size
+        return tuple(layout)
+
+    def _check_points(self, gymnasium: Any, space: Any) -> None:
+        """Each named body, site or observation entry exists; else an error naming the field."""
+        model = self._sim.model
+        for point in self._points.values():
+            if point is None:
+                continue
+            if point.kind in ("body", "site"):
+                try:
+                    getattr(model, point.kind)(point.name)
+                except KeyError:
+                    raise ValueError(
+                        f"{self.params.gym_id}: no MuJoCo {point.kind} named {point.name!r} ({point.field})"
+                    ) from None
+                continue
+            if not isinstance(space, gymnasium.spaces.Dict):
+                raise ValueError(
+                    f"{self.params.gym_id}: {point.field}: the observation space is {space}, not a Dict "
+                    "with entries to read"
+                )
+            entry = space.spaces.get(point.name)
+            if entry is None:
+                raise ValueError(
+                    f"{self.params.gym_id}: {point.field}: the observation Dict has no entry {point.name!r} "
+                    f"(its entries: {', '.join(space.spaces)})"
+                )
+            if not isinstance(entry, gymnasium.spaces.Box) or int(np.prod(entry.shape)) < 2:
+                raise ValueError(
+                    f"{self.params.gym_id}: {point.field}: observation entry {point.name!r} is {entry}; "
+                    "a position needs a Box of at least 2 numbers (x, y first)"
+                )
 
     def _perturbed_coordinates(self, params: GymnasiumParams) -> np.ndarray:
         """qpos addresses a state perturbation moves; an unknown or a ball joint is an error naming it."""
-        model = self.env.model
+        model = self._sim.model
         addresses: list[int] = []
         for name in params.perturb_joints:
             try:
@@ -271,12 +555,53 @@ class GymnasiumAdapter:
                     f"{params.gym_id}: joint {name!r} is a ball joint; env.params.perturb_joints takes "
                     "slide, hinge or free joints"
                 )
+        if addresses and not self._observes_state_directly():
+            raise ValueError(
+                f"{params.gym_id}: env.params.perturb_joints: {type(self.env).__name__} builds its "
+                "observation from its step's results, so the adapter cannot observe a shifted spawn; "
+                "leave perturb_joints out (replays can perturb actions)"
+            )
         return np.array(addresses, dtype=np.intp)
+
+    def _observes_state_directly(self) -> bool:
+        """True when the unwrapped environment simulates itself and ``_get_obs()`` observes its state."""
+        get_obs = getattr(self.env, "_get_obs", None)
+        if self._sim is not self.env or not callable(get_obs):
+            return False
+        required = [
+            p
+            for p in inspect.signature(get_obs).parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        return not required
+
+    @property
+    def model(self) -> Any:
+        """The MuJoCo model the environment steps (for reading bodies, sites, joints and dynamics)."""
+        return self._sim.model
+
+    @property
+    def data(self) -> Any:
+        """The MuJoCo data the environment steps (read it; change it only through the protocol)."""
+        return self._sim.data
+
+    @property
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """The environment's action bounds (low, high) that [-1, 1] is mapped onto."""
+        return self._low.copy(), self._high.copy()
 
     # -- what a subclass may add -----------------------------------------------------------------------
     def _version(self) -> str:
+        """The id and registration version, the packages whose code steps it, and the wrapper chain."""
         gymnasium = _import_gymnasium()
-        return f"{self.params.gym_id}/{self.params.version} (gymnasium {gymnasium.__version__})"
+        packages = [f"gymnasium {gymnasium.__version__}"]
+        module = type(self.env).__module__.split(".")[0]
+        if module not in ("gymnasium", "grpo_probe"):
+            found = _distribution_version(module)
+            packages.append(found if found is not None else module)
+        wrappers = [type(w).__name__ for w in _wrapper_chain(self.wrapped)[:-1]]
+        chain = f"; wrappers {' > '.join(wrappers)}" if wrappers else ""
+        return f"{self.params.gym_id}/{self.params.version} ({', '.join(packages)}{chain})"
 
     def _state_perturbation_text(self) -> str | None:
         joints = self.params.perturb_joints
@@ -314,10 +639,40 @@ class GymnasiumAdapter:
             return bool(info.get(self.params.engaged_info_key, False))
         return abs(distance - self._trace[0]) > self.params.engaged_min_m
 
+    def _make_expert(self, noise: float) -> Expert:
+        """The scripted expert ``env.params.expert`` names, for this environment (``env.expert(noise)``)."""
+        return self._expert_factory(self, noise)
+
     # -- the protocol ----------------------------------------------------------------------------------
     def _xy(self, body: str) -> tuple[float, float]:
-        pos = self.env.data.body(body).xpos
+        """A MuJoCo body's centre in the table plane (kept for subclasses that trace bodies by name)."""
+        pos = self._sim.data.body(body).xpos
         return float(pos[0]), float(pos[1])
+
+    def _point_xy(self, role: str) -> tuple[float, float]:
+        """The object's, the goal's or the effector's x, y from where the params say it is read."""
+        point = self._points[role]
+        assert point is not None
+        if point.kind == "obs_key":
+            pos = np.asarray(self._obs[point.name], dtype=np.float64).ravel()
+        else:
+            pos = getattr(self._sim.data, point.kind)(point.name).xpos
+        return float(pos[0]), float(pos[1])
+
+    def _state(self, obs: Any) -> np.ndarray:
+        """``observation.state`` of an observation: the Box as float32, or the Dict entries concatenated."""
+        if self.state_layout[0][0] == "":
+            return np.asarray(obs, dtype=np.float32)
+        parts = []
+        for key, start, stop in self.state_layout:
+            part = np.asarray(obs[key], dtype=np.float32).ravel()
+            if part.size != stop - start:
+                raise ValueError(
+                    f"{self.spec.id} seed {self._seed}: observation entry {key!r} holds {part.size} numbers, "
+                    f"its observation space {stop - start}"
+                )
+            parts.append(part)
+        return np.concatenate(parts)
 
     def _distance(self, info: Mapping[str, Any]) -> float:
         key = self.params.distance_info_key
@@ -327,14 +682,15 @@ class GymnasiumAdapter:
                     f"{self.params.gym_id}: info has no key {key!r} (env.params.distance_info_key)"
                 )
             return float(self.params.distance_scale * float(info[key]))
-        (ox, oy), (gx, gy) = self._xy(self.params.object_body), self._xy(self.params.goal_body)
+        (ox, oy), (gx, gy) = self._point_xy("object"), self._point_xy("goal")
         return math.hypot(ox - gx, oy - gy)
 
     def reset(self, seed: int) -> np.ndarray:
         """Start the episode of ``seed`` (Gymnasium's ``reset(seed=seed)``); the first observation."""
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        obs, info = self.env.reset(seed=int(seed))
+        obs, info = self.wrapped.reset(seed=int(seed))
+        self._obs = obs
         self._seed = int(seed)
         self.replan_index = 0
         self._tick = 0
@@ -344,17 +700,17 @@ class GymnasiumAdapter:
         if key is not None and key not in info:
             raise ValueError(
                 f"{self.params.gym_id}: reset() returned no info[{key!r}], so the distance at spawn cannot "
-                "come from env.params.distance_info_key; measure it from object_body and goal_body instead"
+                "come from env.params.distance_info_key; measure it from the object and the goal instead"
             )
         self._start_episode(info)
-        return np.asarray(obs, dtype=np.float32)
+        return self._state(obs)
 
     def _start_episode(self, info: Mapping[str, Any]) -> None:
         """Measure the spawn: the distance, the traces' first points and the channels' start."""
         self._trace = [self._distance(info)]
-        self._objects: list[tuple[float, float]] = [self._xy(self.params.object_body)]
+        self._objects: list[tuple[float, float]] = [self._point_xy("object")]
         self._effector: list[tuple[float, float]] = (
-            [self._xy(self.params.effector_body)] if self.params.effector_body else []
+            [self._point_xy("effector")] if self._points["effector"] is not None else []
         )
         self._info_guards = {name: False for name, _ in self.params.guard_info_keys}
         self._start_channels()
@@ -363,8 +719,9 @@ class GymnasiumAdapter:
         """Shift ``env.params.perturb_joints`` by ``scale`` together, in a direction drawn from ``rng``.
 
         Called right after :meth:`reset`: the spawn is measured again from the shifted state (Gymnasium's
-        ``set_state`` runs ``mj_forward``), and the new first observation is returned. A zero ``scale``
-        moves nothing.
+        ``set_state`` runs ``mj_forward``), and the new first observation is returned: the unwrapped
+        environment's ``_get_obs()`` through every observation wrapper's ``observation`` (a wrapper that
+        changes observations elsewhere than there is not applied here). A zero ``scale`` moves nothing.
         """
         if not self._perturb_qpos.size:
             raise ValueError(
@@ -375,11 +732,21 @@ class GymnasiumAdapter:
         direction = rng.standard_normal(self._perturb_qpos.size)
         direction /= float(np.linalg.norm(direction))
         if scale:
-            qpos, qvel = self.env.data.qpos.copy(), self.env.data.qvel.copy()
+            qpos, qvel = self._sim.data.qpos.copy(), self._sim.data.qvel.copy()
             qpos[self._perturb_qpos] += scale * direction
-            self.env.set_state(qpos, qvel)
+            self._sim.set_state(qpos, qvel)
+            self._obs = self._observe_unwrapped()
             self._start_episode({})
-        return np.asarray(self.env._get_obs(), dtype=np.float32)
+        return self._state(self._obs)
+
+    def _observe_unwrapped(self) -> Any:
+        """The current state as the outermost environment would report it, without stepping."""
+        gymnasium = _import_gymnasium()
+        obs = self.env._get_obs()
+        for wrapper in reversed(_wrapper_chain(self.wrapped)[:-1]):
+            if isinstance(wrapper, gymnasium.ObservationWrapper):
+                obs = wrapper.observation(obs)
+        return obs
 
     @property
     def done(self) -> bool:
@@ -395,15 +762,15 @@ class GymnasiumAdapter:
         where = f"{self.spec.id} seed {self._seed}"
         chunk = check_chunk(chunk, self.spec, n_executed, where)
         actions = normalized_to_bounds(chunk[:n_executed], self._low, self._high, self.replan_index, where)
-        obs = None
         for action in actions:
-            obs, _reward, terminated, truncated, info = self.env.step(action.astype(self._action_dtype))
+            obs, _reward, terminated, truncated, info = self.wrapped.step(action.astype(self._action_dtype))
+            self._obs = obs
             self._tick += 1
             distance = self._distance(info)
             self._trace.append(distance)
-            self._objects.append(self._xy(self.params.object_body))
-            if self.params.effector_body:
-                self._effector.append(self._xy(self.params.effector_body))
+            self._objects.append(self._point_xy("object"))
+            if self._points["effector"] is not None:
+                self._effector.append(self._point_xy("effector"))
             if self._first_contact is None and self._engaged(info, distance):
                 self._first_contact = self._tick
             for name, key in self.params.guard_info_keys:
@@ -413,7 +780,7 @@ class GymnasiumAdapter:
                 self._ended = True
                 break
         self.replan_index += 1
-        return np.asarray(obs, dtype=np.float32)
+        return self._state(self._obs)
 
     def record(self) -> PushRecord:
         """The record of the episode so far (complete once ``done``)."""
@@ -422,8 +789,9 @@ class GymnasiumAdapter:
         dist = self._trace
         d0, d_final = dist[0], dist[-1]
         best = max(100.0 * (d0 - dt) for dt in dist[1:]) if len(dist) > 1 else 0.0
-        gx, gy = self._xy(self.params.goal_body)
+        gx, gy = self._point_xy("goal")
         channels = {**self._info_guards, **self._channel_values()}
+        effector = self._points["effector"] is not None
         return PushRecord(
             seed=self._seed,
             n_ticks=self._tick,
@@ -439,14 +807,14 @@ class GymnasiumAdapter:
             object_y_trace_m=tuple(y for _, y in self._objects),
             goal_x_m=gx,
             goal_y_m=gy,
-            effector_x_trace_m=tuple(x for x, _ in self._effector) if self.params.effector_body else None,
-            effector_y_trace_m=tuple(y for _, y in self._effector) if self.params.effector_body else None,
+            effector_x_trace_m=tuple(x for x, _ in self._effector) if effector else None,
+            effector_y_trace_m=tuple(y for _, y in self._effector) if effector else None,
             channels=tuple((name, channels[name]) for name in self._channel_names),
         )
 
     def close(self) -> None:
-        """Release the Gymnasium environment."""
-        self.env.close()
+        """Release the Gymnasium environment (and its wrappers)."""
+        self.wrapped.close()
 
 
 def make_gymnasium_env(**params: Any) -> GymnasiumAdapter:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.provenance.environment import code_version, environment
-from grpo_probe.user_code import factory_files, policy_files
+from grpo_probe.user_code import env_code_files, policy_files
 
 if TYPE_CHECKING:
     from grpo_probe.prereg import Prereg
@@ -163,13 +163,14 @@ def write_design_manifest(
 
     return write_manifest(
         manifest_path, outputs, input_manifests, prereg.sha256, rule, extra=extra, prereg_path=prereg.path,
-        env=env_provenance(prereg.env), sources=[*env_files(prereg.env.id), *sources],
+        env=env_provenance(prereg.env), sources=[*env_files(prereg.env), *sources],
     )  # fmt: skip
 
 
-def env_files(env_id: str) -> tuple[Path, ...]:
-    """The package files of a user's environment factory (none for a built-in environment id)."""
-    return factory_files(env_id) if ":" in env_id else ()
+def env_files(env: Any) -> tuple[Path, ...]:
+    """The code files of a design's environment (:class:`~grpo_probe.envs.registry.EnvConfig`): a user
+    factory's package and the packages its params name (none for a built-in environment)."""
+    return env_code_files(env.id, env.params if isinstance(env.params, Mapping) else None)
 
 
 def policy_sources(policies: Sequence[Any]) -> list[Path]:
