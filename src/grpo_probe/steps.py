@@ -595,15 +595,15 @@ def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out
         "decision_json": page,
         "sha256": file_sha256(source),
     }
-    header = (
-        f"> Design **{design}** (`{out['rendered_from']['prereg']}`), run in [`{folder}/`]({folder}/): "
+    footer = (
+        f"\n> Design **{design}** (`{out['rendered_from']['prereg']}`), run in [`{folder}/`]({folder}/): "
         f"this page is rendered here from [`{page}`]({page}) (sha256 `{out['rendered_from']['sha256']}`), "
-        "with every link relative to this folder.\n\n"
+        "with every link relative to this folder.\n"
     )
 
     def for_this_folder(text: str) -> str:
         for name in _SIBLING_PAGES:  # the template writes these links literally, for the design's folder
             text = text.replace(f"]({name})", f"]({moved(name)})")
-        return header + text
+        return text.rstrip("\n") + "\n" + footer  # after the hashes it belongs with
 
     write_decision(out, out_md, out_json, edit=for_this_folder)

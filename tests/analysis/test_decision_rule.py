@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_probe.analysis.decision_rule import evaluate_rule
+from grpo_probe.analysis.decision_rule import condition_text, evaluate_rule
+from grpo_probe.analysis.glossary import number
 
 from .rollout_factory import as_prereg
 
@@ -41,9 +42,8 @@ def test_decision_parks_grpo_when_no_cell_clears_signal_bar(prereg):
     assert outcome.kind == "park"
     assert (outcome.ar_arm, outcome.flow_arm) == (None, None)
     assert [v.qualifies for v in verdicts] == [False] * 4
-    assert (
-        "cell c1: clears_signal_bar fails (median_group_std_progress_cm = 0.1000 >= 0.2500"
-        in outcome.clauses[0]
+    assert outcome.clauses[0] == (
+        "cell c1: clears_signal_bar fails (median group std 0.1 cm is below the 0.25 cm signal bar: fails)"
     )
 
 
@@ -118,7 +118,10 @@ def test_undefined_read_fails_its_condition(prereg):
     }
     verdicts, outcome = _decide(prereg, reads)
     assert [v.qualifies for v in verdicts] == [True, False]
-    assert "mean_token_entropy = undefined > 0.1000 (registered value): fail" in " ".join(outcome.clauses)
+    assert "token entropy is undefined for this cell: fails" in " ".join(outcome.clauses)
+    assert "token entropy 0.8 nats is above the registered minimum 0.1 nats: passes" in " ".join(
+        outcome.clauses
+    )
 
 
 @pytest.mark.parametrize("op, expected", [(">=", True), (">", False), ("<=", True), ("<", False)])
@@ -126,3 +129,69 @@ def test_comparison_operators_at_the_boundary(prereg, op, expected):
     prereg["decision_rule"]["criteria"]["clears_signal_bar"]["all_of"][0]["op"] = op
     verdicts, _ = _decide(prereg, {"c1": _reads(0.25, 0.0), "c3": FLAT})
     assert verdicts[0].passed("clears_signal_bar") is expected
+
+
+@pytest.mark.parametrize(
+    "op, value, passed, words",
+    [
+        (">=", -34.1486, False, "is below"),
+        (">=", -0.5, True, "is at or above"),
+        (">", -0.5, False, "is at or below"),
+        (">", 1.0, True, "is above"),
+        ("<=", 0.72, False, "is above"),
+        ("<=", 0.5, True, "is at or below"),
+        ("<", 0.5, False, "is at or above"),
+        ("<", 0.1, True, "is below"),
+    ],
+)
+def test_a_condition_reads_as_a_sentence_in_either_direction(op, value, passed, words):
+    text = condition_text(
+        "mean_progress_delta_cm", value, op, -0.5, "-1 x analysis.competence_tol_cm", passed
+    )
+    assert text == (
+        f"sampled minus anchor progress {number(value)} cm {words} the -0.5 cm tolerance: "
+        f"{'passes' if passed else 'fails'}"
+    )
+
+
+def test_a_condition_names_the_threshold_by_its_role_and_shows_the_interval():
+    assert condition_text(
+        "median_choice_std_cm", 13.5483, ">=", 0.25, "analysis.signal_bar_cm", True, (0.0, 27.0965)
+    ) == ("choice std 13.5 cm [0, 27.1] is at or above the 0.25 cm signal bar: passes")
+    assert condition_text("chaos_fraction", 0.7213, "<=", 0.5, "registered value", False) == (
+        "chaos fraction 0.721 is above the registered maximum 0.5: fails"
+    )
+    assert condition_text("sampled_swat_rate", 0.25, ">=", 0.1, "registered value", True) == (
+        "sampled swat rate 0.25 is at or above the registered minimum 0.1: passes"
+    )
+
+
+def test_a_value_three_figures_would_print_as_the_threshold_gets_more():
+    """0.2499 rounds to the 0.25 bar at three figures; the clause must not read "0.25 is below 0.25"."""
+    text = condition_text("median_group_std_progress_cm", 0.2499, ">=", 0.25, "analysis.signal_bar_cm", False)
+    assert text == "median group std 0.2499 cm is below the 0.25 cm signal bar: fails"
+    assert condition_text(
+        "median_group_std_progress_cm", 0.25, ">=", 0.25, "analysis.signal_bar_cm", True
+    ).startswith("median group std 0.25 cm is at or above")
+    assert condition_text("chaos_fraction", 0.25, ">=", 0.2499, "registered value", True) == (
+        "chaos fraction 0.25 is at or above the registered minimum 0.2499: passes"
+    )
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        (-34.1486, "-34.1"),
+        (0.25, "0.25"),
+        (1234.5, "1230"),
+        (0.0833, "0.0833"),
+        (99.96, "100"),
+        (-0.0, "0"),
+        (1.0, "1"),
+        (20260812, "20260812"),
+        (None, "n/a"),
+        (True, "yes"),
+    ],
+)
+def test_numbers_print_at_three_significant_figures(value, shown):
+    assert number(value) == shown

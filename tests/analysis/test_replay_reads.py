@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from grpo_probe.analysis.glossary import number
 from grpo_probe.analysis.report import build_decision, reads_tsv_text
 from grpo_probe.rollout.replay import replay_schema
 from grpo_probe.sim.episode_table import EPISODE_SCHEMA
@@ -121,10 +122,13 @@ def test_the_page_and_the_reads_table_show_the_split(decision: dict) -> None:
     md = (Path(decision["_out"]) / "decision.md").read_text()
     ar = decision["cells"][0]
     assert (
-        f"cell c1: of {ar['replay']['median_group_std_cm']:.4f} cm group spread (median over the 4 replayed "
-        f"seeds), {ar['reads']['median_choice_std_cm']:.4f} cm [" in md
+        f"cell c1: of {number(ar['replay']['median_group_std_cm'])} cm group spread (median over the 4 "
+        f"replayed seeds), {number(ar['reads']['median_choice_std_cm'])} cm [" in md
     )
-    assert "[signal or chaos: group std against replay std per seed]" in md
+    assert f"[group std against replay std]({ar['figures']['chaos']})" in md
+    # the signal criterion's chaos condition is stated in words in the cell's reasons at the top
+    top = md.split("\n---\n", 1)[0]
+    assert "chaos fraction is undefined for this cell: fails" in top
     record = {k: v for k, v in decision.items() if k != "_out"}
     tsv = reads_tsv_text(record).splitlines()
     chaos = next(line for line in tsv if line.startswith("chaos fraction"))

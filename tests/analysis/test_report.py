@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_probe.analysis.glossary import number
 from grpo_probe.analysis.reads import read_rows
 from grpo_probe.analysis.report import build_decision, decision_record
 
@@ -63,22 +64,28 @@ def _json_leaves(value, numbers, strings):
     elif isinstance(value, str):
         strings.append(value)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        numbers.add(float(value))
+        numbers.add(number(value))
 
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 
 
 def _numbers_not_in_json(md: str, decision: dict) -> list[str]:
-    """Numeric tokens of decision.md that are no number of decision.json. Text copied verbatim from a
-    JSON string (descriptions, clauses, paths, hashes, the lock date) is removed first."""
-    numbers: set[float] = set()
+    """Numeric tokens of decision.md that are no number of decision.json as the page prints it (three
+    significant figures). Text copied verbatim from a JSON string (descriptions, clauses, paths, hashes,
+    the lock date) is removed first."""
+    printed: set[str] = set()
     strings: list[str] = []
-    _json_leaves(decision, numbers, strings)
+    _json_leaves(decision, printed, strings)
     for s in sorted(set(strings), key=len, reverse=True):
         if len(s) > 2:
             md = md.replace(s, " ")
-    return [t for t in _NUMBER.findall(md) if float(t) not in numbers]
+    return [t for t in _NUMBER.findall(md) if t not in printed]
+
+
+def _above_the_fold(md: str) -> str:
+    """What a reader sees first: the page up to its first horizontal rule."""
+    return md.split("\n---\n", 1)[0]
 
 
 def _reads_table(md: str) -> dict[str, list[str]]:
@@ -113,17 +120,26 @@ def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
         label = row.label + (" (primary)" if row.primary else "")
         for cell, text in zip(decision["cells"], table[label], strict=True):
             value = cell["reads"][row.read]
-            assert text.split(" ")[0] == ("n/a" if value is None else f"{value:.4f}")
+            assert text.split(" ")[0] == number(value)
             if value is not None and row.with_ci:
-                low, high = (float(x) for x in re.findall(r"\[(\S+), (\S+)\]", text)[0])
-                assert (low, high) == (
-                    cell["reads"][row.read + "_ci_low"],
-                    cell["reads"][row.read + "_ci_high"],
+                assert re.findall(r"\[(\S+), (\S+)\]", text)[0] == (
+                    number(cell["reads"][row.read + "_ci_low"]),
+                    number(cell["reads"][row.read + "_ci_high"]),
                 )
     for cell in decision["cells"]:
         for name in cell["figures"].values():
             assert f"]({name})" in md
             assert (tmp_path / "out" / name).read_bytes().startswith(b"\x89PNG")
+    # above the fold: the outcome, the two all-cells figures embedded, one line of reasons per cell
+    top = _above_the_fold(md)
+    assert top.startswith("# GRPO signal probe: decision\n")
+    assert f"**{decision['outcome']['headline']}**" in top
+    for key in ("group_std", "competence"):
+        assert f"]({decision['figures'][key]})" in top
+        assert (tmp_path / "out" / decision["figures"][key]).read_bytes().startswith(b"\x89PNG")
+    for cell in decision["cells"]:
+        assert re.search(rf"^- \*\*{cell['id']}\*\* \((AR|flow)\) (qualifies|does not qualify)\.", top, re.M)
+    assert len(top.splitlines()) <= 25
 
 
 def test_reads_from_tables_match_hand_values(tmp_path, prereg):
@@ -159,7 +175,7 @@ def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path
         compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
     )
     first = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    assert len(first) == 2 + 4 + 3 + 1  # md, json; c1: 4 figures; c3: 3 figures; guard rates
+    assert len(first) == 2 + 4 + 3 + 3  # md, json; c1: 4 figures; c3: 3 figures; 3 all-cells figures
     _build(
         out,
         probes,
@@ -260,9 +276,57 @@ def test_the_page_explains_a_flow_cell_that_qualifies_without_competence_and_fla
     assert "asks a flow cell to pass only clears_signal_bar" in c3["verdict"]["note"]
     assert c3["verdict"]["flags"] == ["reset_strike trips in 12/12 sampled episodes (anchor 0/3)"]
     md = (tmp_path / "out" / "decision.md").read_text()
-    assert "- cell c3 qualifies although keeps_anchor_competence fails: the registered rule" in md
-    assert "- **cell c3**: reset_strike trips in 12/12 sampled episodes (anchor 0/3)." in md
+    top = _above_the_fold(md)
+    assert (
+        "c3 qualifies for flow, which needs only clears_signal_bar; c1 does not: it fails clears_signal_bar"
+        in top
+    )
+    (line,) = [line for line in top.splitlines() if line.startswith("- **c3**")]
+    assert line.startswith("- **c3** (flow) qualifies.")
+    assert (
+        "`keeps_anchor_competence` fails: sampled minus anchor progress -1.5 cm [-1.5, -1.5] is below the "
+        "-0.5 cm tolerance: fails." in line
+    )
+    assert line.endswith(
+        "**Flag** (not read by the rule): reset_strike trips in 12/12 sampled episodes (anchor 0/3)."
+    )
     terms = {g["term"]: g["meaning"] for g in decision["glossary"]}
     assert "sim.table_force_limit_n = 25 N" in terms["reset_strike"]
     assert "analysis.away_tail_cm = -2 cm" in terms["away_tail"]
     assert "- **expert only**: Flow-GRPO updates the flow head" in md
+
+
+def test_the_outcome_sentence_says_what_every_cell_failed(tmp_path, prereg):
+    probes, anchors = _write_inputs(tmp_path / "in", FLAT, FLAT)
+    decision = _build(tmp_path / "out", probes, anchors, prereg)
+    md = (tmp_path / "out" / "decision.md").read_text()
+    assert decision["outcome"]["kind"] == "park"
+    assert (
+        f"**{decision['outcome']['headline']}** No cell qualifies: both cells fail clears_signal_bar.\n" in md
+    )
+    (c1,) = [line for line in _above_the_fold(md).splitlines() if line.startswith("- **c1**")]
+    assert (
+        "`clears_signal_bar` fails: median group std 0 cm [0, 0] is below the 0.25 cm signal bar: fails."
+        in c1
+    )
+
+
+def test_decision_json_keeps_the_rules_numbers_beside_the_words(tmp_path, prereg):
+    """The page rounds to three figures; decision.json keeps the quantized value the rule compared, and
+    each condition's words beside its machine-readable fields."""
+    probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
+    decision = _build(tmp_path / "out", probes, anchors, prereg)
+    (condition,) = decision["cells"][0]["verdict"]["criteria"]["clears_signal_bar"]["conditions"]
+    assert {k: v for k, v in condition.items() if k != "text"} == {
+        "read": "median_group_std_progress_cm",
+        "value": 0.4082,
+        "op": ">=",
+        "threshold": 0.25,
+        "source": "analysis.signal_bar_cm",
+        "passed": True,
+    }
+    assert condition["text"] == (
+        "median group std 0.408 cm [0.408, 0.408] is at or above the 0.25 cm signal bar: passes"
+    )
+    assert condition["text"] in (tmp_path / "out" / "decision.md").read_text()
+    assert "0.4082" not in (tmp_path / "out" / "decision.md").read_text()

@@ -53,11 +53,26 @@ def test_the_original_rule_and_the_amended_rule_are_both_shown_with_their_outcom
     md = (tmp_path / "out" / "decision.md").read_text()
     section = md.split("## What each registered version decides", 1)[1].split("## Registered design", 1)[0]
     assert (
-        "| 0: original registration | not recorded | n/a | phase2_flow | flow `flow_short` | 1.0000 (200/200)"
-        in section
+        "| 0: original registration | not recorded | n/a | As first registered. | phase2_flow: flow "
+        "`flow_short` | 200/200 |" in section
     )
     assert f"| {last}: amendment {last} (this run's design) |" in section
-    assert "`decision_rule.arm_choice.rank_by` (replaced)" in section
+    (row,) = [line for line in section.splitlines() if line.startswith("| 1: amendment 1 |")]
+    assert "Changes `decision_rule.arm_choice.rank_by` (replaced)." in row
+    assert (
+        "Rule: arms ranked by `sampled_engagement_rate` (max), then `sampled_reset_strike_rate` (min), then "
+        "`mean_progress_delta_cm` (max) (was `sampled_engagement_rate` (max), then "
+        "`median_group_std_progress_cm` (max))." in row
+    )
+    # only the differences: the rule is stated where it changed, not once per version
+    assert section.count("`median_group_std_progress_cm` (max)") == 1
+    assert (
+        "Not every registered version agrees: version 0 (original registration) gives phase2_flow with flow "
+        "`flow_short`" in md.split("\n---\n", 1)[0]
+    )
+    hashes = md.split("## Hashes", 1)[1]
+    for v in versions:
+        assert f"version {v['version']}: {v['label']}" in hashes
 
 
 def test_stability_counts_resamples_that_flip_the_named_arm(tmp_path: Path) -> None:
@@ -165,8 +180,12 @@ def test_a_version_that_cannot_be_rebuilt_is_shown_not_skipped(tmp_path: Path) -
     assert evaluated == [False, False] + [True] * (len(evaluated) - 2)  # before amendment 2 cannot be rebuilt
     assert "records no `replaces`" in decision["versions"][0]["problem"]
     md = (tmp_path / "out" / "decision.md").read_text()
-    assert "| 0: original registration | not recorded | n/a | cannot be evaluated | n/a | n/a | n/a |" in md
-    assert "- cannot be evaluated: " in md
+    assert (
+        "| 0: original registration | not recorded | n/a | As first registered. | cannot be evaluated: "
+        "prereg/versions_case.yaml: amendments[1]: records no `replaces`" in md
+    )
+    assert "| cannot be evaluated (as version 0) | n/a |" in md
+    assert "Versions 0 and 1 of the design cannot be evaluated" in md
 
 
 def test_a_rule_that_reads_a_bootstrap_interval_is_reported_as_not_resampled(tmp_path: Path) -> None:

@@ -27,12 +27,15 @@ FLAT = [5.0, 5.0, 5.0, 5.0]
 
 
 def before_replays(raw: dict[str, Any]) -> dict[str, Any]:
-    """The smoke design as it was before its replay amendment (these tables have no replays): the last
-    entry, which added ``replay:``, undone and dropped."""
+    """The smoke design without its replay amendment (these tables have no replays): the entry that added
+    ``replay:`` undone and dropped. Later entries change other sections (phase 2), so they stay, and the
+    history stays one the versions can be rebuilt from."""
     entries = raw["amendments"]
-    assert "replay" in entries[-1]["replaces"], "the smoke design's last amendment registers its replays"
-    undo(raw, entries[-1], "prereg/smoke.yaml: amendments[-1]")
-    raw["amendments"] = entries[:-1]
+    found = [i for i, entry in enumerate(entries) if "replay" in entry.get("replaces", {})]
+    assert found, "the smoke design has an amendment that registers its replays"
+    (index,) = found
+    undo(raw, entries[index], f"prereg/smoke.yaml: amendments[{index}]")
+    raw["amendments"] = entries[:index] + entries[index + 1 :]
     return raw
 
 

@@ -57,9 +57,11 @@ def test_decision_json_paths_are_relative_to_its_folder(smoke_run: Path) -> None
 
 def test_root_decision_names_the_design_and_links_from_the_root(smoke_run: Path) -> None:
     md = (smoke_run / "decision.md").read_text()
-    assert md.splitlines()[0].startswith(
+    assert md.startswith("# GRPO signal probe: decision\n")  # the outcome first, where it was rendered last
+    assert md.splitlines()[-1].startswith(
         "> Design **smoke** (`prereg/smoke.yaml`), run in [`results/smoke/`]"
     )
+    assert md.index("## Hashes") < md.index("> Design **smoke**")
     links = LINK.findall(md)
     assert any(link.endswith("compute.md") for link in links)
     assert any(link.endswith(".png") for link in links)
@@ -101,6 +103,6 @@ def test_a_run_under_another_results_folder_writes_the_same_decision_bytes(
         moved = (fresh_copy / "results/elsewhere/smoke" / name).read_bytes()
         assert moved == (smoke_run / RESULTS / name).read_bytes(), name
     md = (fresh_copy / "decision.md").read_text()
-    assert "run in [`results/elsewhere/smoke/`]" in md.splitlines()[0]
+    assert "run in [`results/elsewhere/smoke/`]" in md.splitlines()[-1]
     for link in LINK.findall(md):
         assert (fresh_copy / link).exists(), link

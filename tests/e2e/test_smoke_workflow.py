@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from grpo_probe.analysis.glossary import number
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RESULTS = Path("results/smoke")
@@ -23,6 +25,13 @@ def test_smoke_workflow_writes_decision_md_and_json(smoke_run: Path) -> None:
     assert (smoke_run / RESULTS / "compute.md").exists()
     for figure in re.findall(r"\(figures/([^)]+\.png)\)", md):
         assert (smoke_run / RESULTS / "figures" / figure).is_file()
+    # one screen first: the outcome, the two all-cells figures and a line of reasons per cell
+    top = md.split("\n---\n", 1)[0]
+    assert f"**{decision['outcome']['headline']}**" in top
+    assert "(figures/group_std_all-cells.png)" in top and "(figures/competence_all-cells.png)" in top
+    for cell in decision["cells"]:
+        assert f"\n- **{cell['id']}** (" in top
+    assert len(top.splitlines()) <= 25
 
 
 def test_the_smoke_decision_separates_choice_from_chaos(smoke_run: Path) -> None:
@@ -49,8 +58,8 @@ def test_the_smoke_decision_separates_choice_from_chaos(smoke_run: Path) -> None
         assert [p["kind"] for p in cell["replay"]["perturbations"]] == ["action", "state"]
         assert reads["median_choice_std_cm"] <= cell["replay"]["median_group_std_cm"]
         sentence = (
-            f"cell {cell['id']}: of {cell['replay']['median_group_std_cm']:.4f} cm group spread (median over "
-            f"the 2 replayed seeds), {reads['median_choice_std_cm']:.4f} cm ["
+            f"cell {cell['id']}: of {number(cell['replay']['median_group_std_cm'])} cm group spread (median "
+            f"over the 2 replayed seeds), {number(reads['median_choice_std_cm'])} cm ["
         )
         assert sentence in md
         assert (smoke_run / RESULTS / cell["figures"]["chaos"]).is_file()

@@ -13,19 +13,35 @@ A cell qualifies when it passes every criterion ``decision_rule.qualifies`` list
 phase 2 trains is the arm of the first qualifying cell of that head after sorting by
 ``decision_rule.arm_choice.rank_by`` (e.g. highest anchor engagement); remaining ties go to the cell
 registered first. A read that is undefined for a cell (entropy of a flow cell) fails its condition.
+
+Each condition is also stated in words (:func:`condition_text`), the way decision.md prints it: the read
+by what it measures, its value at three significant figures with its bootstrap interval where it has one,
+and the threshold by its role (``sampled minus anchor progress -34.1 cm [-40.2, -28] is below the -0.5 cm
+tolerance: fails``). decision.json keeps the read's name, value, operator, threshold and source beside it.
 """
 
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_probe.analysis.glossary import number
 from grpo_probe.prereg import Cell
 from grpo_probe.prereg.rule import HEADS, DecisionRule, RankKey
 
-__all__ = ["OUTCOMES", "CellVerdict", "ConditionResult", "Outcome", "evaluate_rule"]
+__all__ = [
+    "OUTCOMES",
+    "CellVerdict",
+    "ConditionResult",
+    "Outcome",
+    "condition_text",
+    "evaluate_rule",
+    "rank_text",
+    "read_words",
+]
 
 OUTCOMES: dict[str, str] = {
     "park": "Park GRPO-on-sim: no cell shows usable group-relative signal.",
@@ -47,6 +63,113 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
 }
 
 
+_READ_WORDS: dict[str, str] = {
+    "median_group_std_progress_cm": "median group std",
+    "median_group_std_best_point_cm": "median group std of best point",
+    "median_choice_std_cm": "choice std",
+    "replay_std_cm": "chaos floor",
+    "chaos_fraction": "chaos fraction",
+    "rank_stability": "rank stability",
+    "median_divergence_tick": "divergence tick",
+    "median_first_contact_tick": "first-contact tick",
+    "nondegenerate_fraction": "share of non-degenerate groups",
+    "mean_progress_delta_cm": "sampled minus anchor progress",
+    "engagement_delta": "sampled minus anchor engagement",
+    "mean_token_entropy": "token entropy",
+    "mean_tokens_per_chunk": "tokens per chunk",
+}
+"""Reads by what they measure, as a clause names them (others: ``sampled_swat_rate`` -> ``sampled swat
+rate``, any other name with its underscores as spaces)."""
+
+_THRESHOLD_WORDS: dict[str, str] = {
+    "signal_bar_cm": "signal bar",
+    "competence_tol_cm": "tolerance",
+    "degenerate_tol_cm": "degenerate tolerance",
+}
+"""Registered analysis numbers by their role in a clause (others: the key, underscores as spaces)."""
+
+_SOURCE = re.compile(r"(?:(?P<scale>\S+) x )?analysis\.(?P<key>\w+)")
+
+# op -> (words when the condition passes, words when it fails)
+_COMPARE: dict[str, tuple[str, str]] = {
+    ">=": ("is at or above", "is below"),
+    ">": ("is above", "is at or below"),
+    "<=": ("is at or below", "is above"),
+    "<": ("is below", "is at or above"),
+}
+
+
+def read_words(read: str) -> tuple[str, str]:
+    """(what ``read`` measures, its unit or ""), as a clause names it.
+
+    Why not the read's name: ``mean_progress_delta_cm = -34.1`` asks the reader to know the code; a
+    newcomer reads ``sampled minus anchor progress -34.1 cm``. decision.json keeps the name.
+    """
+    for suffix, bound in (("_ci_low", "lower"), ("_ci_high", "upper")):
+        if read.endswith(suffix):
+            words, unit = read_words(read.removesuffix(suffix))
+            return f"{bound} end of the {words} interval", unit
+    unit = "cm" if read.endswith("_cm") else "nats" if read == "mean_token_entropy" else ""
+    if read in _READ_WORDS:
+        return _READ_WORDS[read], unit
+    rate = re.fullmatch(r"(sampled|anchor)_(\w+)_rate", read)
+    if rate:
+        return f"{rate[1]} {rate[2].replace('_', ' ')} rate", unit
+    return read.removesuffix("_cm").replace("_", " "), unit
+
+
+def _with_unit(text: str, unit: str) -> str:
+    return f"{text} {unit}" if unit else text
+
+
+def _shown(value: float, threshold: float) -> tuple[str, str]:
+    """``value`` and ``threshold`` at three significant figures, or with more where three would print
+    them alike although they differ (0.2499 against a 0.25 bar), so a clause never reads "0.25 is below
+    the 0.25 cm signal bar"."""
+    for figures in (3, 4, 5, 6, 7, 8):
+        shown = number(value, figures), number(threshold, figures)
+        if value == threshold or shown[0] != shown[1]:
+            return shown
+    return repr(value), repr(threshold)
+
+
+def condition_text(
+    read: str,
+    value: float | None,
+    op: str,
+    threshold: float,
+    source: str,
+    passed: bool,
+    interval: tuple[float | None, float | None] | None = None,
+) -> str:
+    """One condition in words: ``choice std 13.5 cm [0, 27.1] is at or above the 0.25 cm signal bar:
+    passes``, ``chaos fraction 0.72 is above the registered maximum 0.5: fails``, ``token entropy is
+    undefined for this cell: fails``.
+
+    ``source`` says where the threshold came from (``analysis.signal_bar_cm``, ``-1 x
+    analysis.competence_tol_cm``, ``registered value``) and names its role; ``interval`` is the read's
+    bootstrap interval, printed after the value where the read has one.
+    """
+    words, unit = read_words(read)
+    verdict = "passes" if passed else "fails"
+    if value is None:
+        return f"{words} is undefined for this cell: {verdict}"
+    value_text, threshold_text = _shown(value, threshold)
+    shown = _with_unit(value_text, unit)
+    if interval is not None and None not in interval:
+        shown += f" [{number(interval[0])}, {number(interval[1])}]"
+    found = _SOURCE.fullmatch(source)
+    if found is not None:
+        key = found["key"]
+        role = _THRESHOLD_WORDS.get(key, key.removesuffix("_cm").replace("_", " "))
+        bar = f"the {_with_unit(threshold_text, unit)} {role}"
+    else:
+        bound = "minimum" if op in (">=", ">") else "maximum"
+        bar = f"the registered {bound} {_with_unit(threshold_text, unit)}"
+    compare = _COMPARE[op][0 if passed else 1]
+    return f"{words} {shown} {compare} {bar}: {verdict}"
+
+
 @dataclass(frozen=True)
 class ConditionResult:
     """One condition on one cell: the read's value against the threshold."""
@@ -57,12 +180,14 @@ class ConditionResult:
     threshold: float
     source: str
     passed: bool
+    interval: tuple[float | None, float | None] | None = None
+    """The read's bootstrap interval, when it has one (for the words only; the rule reads ``value``)."""
 
     def text(self) -> str:
-        """``median_group_std_progress_cm = 0.31 >= 0.25 (analysis.signal_bar_cm): pass``."""
-        shown = "undefined" if self.value is None else f"{self.value:.4f}"
-        verdict = "pass" if self.passed else "fail"
-        return f"{self.read} = {shown} {self.op} {self.threshold:.4f} ({self.source}): {verdict}"
+        """The condition in words (:func:`condition_text`)."""
+        return condition_text(
+            self.read, self.value, self.op, self.threshold, self.source, self.passed, self.interval
+        )
 
 
 @dataclass(frozen=True)
@@ -97,7 +222,9 @@ class Outcome:
 def _condition(cond: Any, reads: Mapping[str, float | None]) -> ConditionResult:
     value = reads.get(cond.read)
     passed = value is not None and _OPS[cond.op](value, cond.threshold)
-    return ConditionResult(cond.read, value, cond.op, cond.threshold, cond.source, passed)
+    low, high = f"{cond.read}_ci_low", f"{cond.read}_ci_high"
+    interval = (reads[low], reads[high]) if low in reads and high in reads else None
+    return ConditionResult(cond.read, value, cond.op, cond.threshold, cond.source, passed, interval)
 
 
 def _verdict(rule: DecisionRule, cell: Cell, reads: Mapping[str, float | None]) -> CellVerdict:
@@ -131,20 +258,32 @@ def _rank(
     return [cell for _, cell in sorted(enumerate(cells), key=sort_key)]
 
 
+def rank_text(
+    keys: Sequence[tuple[str, str]], ranked: Sequence[tuple[str, str, Sequence[float | None]]]
+) -> str:
+    """The ranking that picks a head's arm, in words: ``ranked by sampled engagement rate (highest
+    first), then ... : c3 (arm flow_teacher: 1, 0, -4.09 cm) > c5 (...)``.
+
+    ``keys``: (read, prefer) in turn; ``ranked``: best first, (cell, arm, the cell's value of each key).
+    """
+    prefer = {"max": "highest first", "min": "lowest first"}
+    by = ", then ".join(f"{read_words(read)[0]} ({prefer.get(p, p)})" for read, p in keys)
+
+    def describe(cell: str, arm: str, values: Sequence[float | None]) -> str:
+        shown = ", ".join(
+            "undefined" if v is None else _with_unit(number(v), read_words(read)[1])
+            for (read, _), v in zip(keys, values, strict=True)
+        )
+        return f"{cell} (arm {arm}{': ' + shown if shown else ''})"
+
+    order = " > ".join(describe(*row) for row in ranked)
+    return f"ranked by {by or 'registered order'}, remaining ties by registered order: {order}"
+
+
 def _rank_clause(head: str, ranked: Sequence[Cell], keys: Sequence[RankKey], reads: Any) -> str:
-    def shown(value: float | None) -> str:
-        return "undefined" if value is None else f"{value:.4f}"
-
-    def describe(cell: Cell) -> str:
-        values = ", ".join(f"{k.read}={shown(reads[cell.id].get(k.read))}" for k in keys)
-        return f"{cell.id} (arm {cell.arm}{'; ' + values if values else ''})"
-
-    order = " > ".join(describe(c) for c in ranked)
-    by = ", then ".join(f"{k.read} ({k.prefer})" for k in keys) or "registered order"
-    return (
-        f"{head} arm: qualifying cells ranked by {by}, remaining ties by registered order: {order}; "
-        f"phase 2 trains arm {ranked[0].arm}"
-    )
+    rows = [(c.id, c.arm, [reads[c.id].get(k.read) for k in keys]) for c in ranked]
+    text = rank_text([(k.read, k.prefer) for k in keys], rows)
+    return f"{head} arm: qualifying cells {text}; phase 2 trains arm {ranked[0].arm}"
 
 
 def evaluate_rule(

@@ -4,21 +4,31 @@ Why: an auditor's rerun must give byte-identical artifacts, figures included. So
 state), matplotlib's default style whatever the user's matplotlibrc says, a fixed size and dpi, no
 randomness (seeds are placed by rank, not jitter), and PNG metadata without the matplotlib version
 stamp (``metadata={"Software": None}``). Files are written atomically.
+
+Two figures show every cell at once and are the ones decision.md embeds next to its outcome: each cell's
+group spread against the signal bar (with the chaos floor where the design replays draws), and its
+sampled-minus-anchor progress against the competence tolerance. They draw the numbers decision.json holds
+(:class:`SpreadRow`, :class:`CompetenceRow`), so the picture and the page cannot disagree. The others are
+per cell and linked below the fold.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
 import matplotlib.style
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.patches import Circle
+from matplotlib.patches import Circle, Rectangle
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from grpo_probe.analysis.anchor_join import SeedJoin
 from grpo_probe.analysis.chaos import SeedChaos
@@ -29,11 +39,16 @@ from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.atomic_io import atomic_write_bytes
 
 __all__ = [
+    "CompetenceRow",
+    "Interval",
+    "SpreadRow",
     "plot_chaos",
     "plot_competence",
+    "plot_competence_by_cell",
     "plot_entropy",
     "plot_group_std",
     "plot_guard_rates",
+    "plot_spread_by_cell",
     "plot_trajectories",
     "png_bytes",
 ]
@@ -41,6 +56,40 @@ __all__ = [
 _DPI = 100
 _SAMPLED = "tab:blue"
 _ANCHOR = "0.25"
+_CHAOS = "tab:red"
+_BAR = "tab:red"
+_DRAWS = "tab10"
+"""Qualitative colours for the K draws of a trajectory figure: neighbours stay distinguishable."""
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate over seeds with its bootstrap interval, as decision.json holds it (None: undefined)."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+@dataclass(frozen=True)
+class SpreadRow:
+    """One cell's row of the spread figure: each seed's group std, their median, and, for a design that
+    replays draws, each replayed seed's replay std (the chaos floor) and the median choice std."""
+
+    cell: str
+    group_std_cm: tuple[float, ...]
+    median: Interval
+    replay_std_cm: tuple[float, ...] = ()
+    choice: Interval | None = None
+
+
+@dataclass(frozen=True)
+class CompetenceRow:
+    """One cell's row of the competence figure: each seed's sampled mean minus its anchor, and the mean."""
+
+    cell: str
+    delta_cm: tuple[float, ...]
+    mean: Interval
 
 
 def png_bytes(fig: Figure) -> bytes:
@@ -131,48 +180,242 @@ def plot_competence(
     path: str | os.PathLike[str], cell: str, probe: RolloutTable, joins: Sequence[SeedJoin]
 ) -> Path:
     """Per seed: the K sampled progresses, their mean, and the anchor's progress."""
+    target = probe.env.view.names[2]
     with matplotlib.style.context("default"):
         fig = _figure(6.4, 3.6)
         ax = fig.add_subplot()
         x = np.arange(len(joins))
         for i, join in enumerate(joins):
             draws = probe.progress_final_cm[probe.rows_of(join.seed)]
-            ax.scatter(np.full(draws.size, i), draws, s=10, color=_SAMPLED, alpha=0.4, linewidths=0)
+            ax.scatter(
+                np.full(draws.size, i),
+                draws,
+                s=14,
+                color=_SAMPLED,
+                alpha=0.45,
+                linewidths=0,
+                label=f"one sampled draw (K = {draws.size} per seed)" if i == 0 else None,
+            )
         ax.scatter(
             x,
             [j.sampled_mean_progress_cm for j in joins],
             marker="_",
             s=200,
             color=_SAMPLED,
-            label="sampled mean",
+            label="mean of the sampled draws",
         )
-        ax.scatter(x, [j.anchor_progress_cm for j in joins], marker="x", color=_ANCHOR, label="anchor")
+        ax.scatter(
+            x,
+            [j.anchor_progress_cm for j in joins],
+            marker="x",
+            color=_ANCHOR,
+            label="anchor (deterministic)",
+        )
         ax.axhline(0.0, color="0.7", linewidth=0.8)
         ax.set_xticks(x, [str(j.seed) for j in joins])
         ax.set_xlabel("seed")
-        ax.set_ylabel("progress_final_cm")
+        ax.set_ylabel(f"final progress toward the {target} (cm)")
         ax.set_title(f"cell {cell}: sampled draws against the anchor")
         ax.legend(fontsize="small")
+        return _save(fig, path)
+
+
+def _finite(values: Sequence[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and np.isfinite(v)]
+
+
+def _symlog_x(ax: Axes, linthresh: float, values: Sequence[float]) -> None:
+    """A symmetric-log x axis, linear within ``linthresh`` of 0, ticked at 0 and at powers of ten.
+
+    Why: a 0.25 cm bar and a 50 cm spread (or a -0.5 cm tolerance and a -50 cm loss) must both be
+    readable in one row; a linear axis puts the threshold on top of zero.
+    """
+    ax.set_xscale("symlog", linthresh=linthresh, linscale=0.6)
+    low, high = min([0.0, *values]), max([0.0, *values])
+    pad = 0.3 * max(abs(low), abs(high), linthresh)
+    left, right = low - (pad if low < 0 else 0.0), high + pad
+    decades = range(math.floor(math.log10(1.5 * linthresh)) + 1, math.ceil(math.log10(max(right, -left))) + 1)
+    ticks = [
+        0.0,
+        *(10.0**k for k in decades if 10.0**k <= right),
+        *(-(10.0**k) for k in decades if -(10.0**k) >= left),
+    ]
+    ax.set_xticks(sorted(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(left, right)
+
+
+def _interval_row(
+    ax: Axes, y: float, est: Interval | None, color: str, marker: str, label: str | None
+) -> None:
+    if est is None or est.value is None:
+        return
+    err = None
+    if est.low is not None and est.high is not None:
+        err = [[est.value - est.low], [est.high - est.value]]
+    ax.errorbar(
+        [est.value], [y], xerr=err, fmt=marker, color=color, markersize=7, capsize=3, zorder=4, label=label
+    )
+
+
+def plot_spread_by_cell(
+    path: str | os.PathLike[str],
+    rows: Sequence[SpreadRow],
+    signal_bar_cm: float,
+    linthresh_cm: float,
+    confidence: float,
+) -> Path:
+    """Every cell's group spread against the signal bar: one row per cell (registered order, top down),
+    each seed's group std, the median over seeds with its interval and, where draws were replayed, each
+    replayed seed's chaos floor and the median choice std the signal criterion reads."""
+    replay = any(r.replay_std_cm for r in rows)
+    with matplotlib.style.context("default"):
+        fig = _figure(4.6, 1.5 + 0.42 * len(rows) + (0.25 if replay else 0.0))
+        ax = fig.add_subplot()
+        values: list[float] = []
+        pct = f"{confidence:.0%}"
+        for i, row in enumerate(rows):
+            first = i == 0
+            lift = -0.18 if replay else 0.0
+            ax.scatter(
+                row.group_std_cm,
+                np.full(len(row.group_std_cm), i + lift),
+                s=16,
+                facecolors="none",
+                edgecolors=_SAMPLED,
+                linewidths=0.8,
+                zorder=3,
+                label="group std, one seed" if first else None,
+            )
+            _interval_row(
+                ax,
+                i + lift,
+                row.median,
+                _SAMPLED,
+                "o",
+                f"median over seeds [{pct} interval]" if first else None,
+            )
+            if row.replay_std_cm:
+                ax.scatter(
+                    row.replay_std_cm,
+                    np.full(len(row.replay_std_cm), i + 0.18),
+                    marker="x",
+                    s=18,
+                    color=_CHAOS,
+                    linewidths=0.9,
+                    zorder=3,
+                    label="chaos floor (replay std), one replayed seed" if first else None,
+                )
+            _interval_row(
+                ax,
+                i + 0.18,
+                row.choice,
+                "black",
+                "D",
+                f"median choice std [{pct} interval]" if first else None,
+            )
+            values += [*row.group_std_cm, *row.replay_std_cm]
+            for est in (row.median, row.choice):
+                if est is not None:
+                    values += _finite([est.value, est.low, est.high])
+        ax.axvline(
+            signal_bar_cm, color=_BAR, linestyle="--", linewidth=1.2, label=f"signal bar {signal_bar_cm:g} cm"
+        )
+        _symlog_x(ax, linthresh_cm, [*values, signal_bar_cm])
+        ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_xlabel("std of progress over the K draws (cm, log scale)", fontsize="small")
+        ax.set_title("Group spread per cell against the signal bar", fontsize="medium")
+        ax.grid(axis="x", color="0.9", linewidth=0.6)
+        fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
+        return _save(fig, path)
+
+
+def plot_competence_by_cell(
+    path: str | os.PathLike[str], rows: Sequence[CompetenceRow], competence_tol_cm: float, confidence: float
+) -> Path:
+    """Every cell's competence against its anchor: one row per cell (registered order, top down), each
+    seed's sampled mean minus the anchor's progress, the mean over seeds with its interval, and the
+    registered tolerance below zero."""
+    with matplotlib.style.context("default"):
+        fig = _figure(4.6, 1.5 + 0.42 * len(rows))
+        ax = fig.add_subplot()
+        values: list[float] = []
+        pct = f"{confidence:.0%}"
+        for i, row in enumerate(rows):
+            first = i == 0
+            ax.scatter(
+                row.delta_cm,
+                np.full(len(row.delta_cm), float(i)),
+                s=16,
+                facecolors="none",
+                edgecolors=_SAMPLED,
+                linewidths=0.8,
+                zorder=3,
+                label="sampled mean minus anchor, one seed" if first else None,
+            )
+            _interval_row(
+                ax, float(i), row.mean, _SAMPLED, "o", f"mean over seeds [{pct} interval]" if first else None
+            )
+            values += [*row.delta_cm, *_finite([row.mean.value, row.mean.low, row.mean.high])]
+        ax.axvline(0.0, color=_ANCHOR, linewidth=1.0, label="anchor's progress (0)")
+        ax.axvline(
+            -competence_tol_cm,
+            color=_BAR,
+            linestyle="--",
+            linewidth=1.2,
+            label=f"tolerance {-competence_tol_cm:g} cm",
+        )
+        _symlog_x(ax, competence_tol_cm if competence_tol_cm > 0 else 1.0, [*values, -competence_tol_cm])
+        ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_xlabel("sampled mean minus anchor progress (cm, log scale)", fontsize="small")
+        ax.set_title("Competence per cell against the anchor", fontsize="medium")
+        ax.grid(axis="x", color="0.9", linewidth=0.6)
+        fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
         return _save(fig, path)
 
 
 def plot_guard_rates(
     path: str | os.PathLike[str], cells: Sequence[str], rates: Sequence[Sequence[GuardRate]]
 ) -> Path:
-    """One panel per guard (the environment's, in its order): sampled and anchor trip rates per cell."""
+    """One panel per guard (the environment's, in its order): sampled and anchor trip rates per cell, each
+    bar labelled with its count of episodes (tripped/episodes), so a rate of 0 and the n behind a rate
+    are both on the figure."""
     guards = [r.guard for r in rates[0]]
     with matplotlib.style.context("default"):
-        fig = _figure(2.2 * len(guards), 3.2)
+        fig = _figure(2.2 * len(guards), 3.6)
         axes = fig.subplots(1, len(guards), sharey=True, squeeze=False)[0]  # one guard: still a row
         x = np.arange(len(cells))
         for g, (ax, guard) in enumerate(zip(axes, guards, strict=True)):
-            ax.bar(x - 0.2, [r[g].sampled_rate for r in rates], width=0.4, color=_SAMPLED, label="sampled")
-            ax.bar(x + 0.2, [r[g].anchor_rate for r in rates], width=0.4, color=_ANCHOR, label="anchor")
+            for offset, color, label, which in (
+                (-0.2, _SAMPLED, "sampled", "sampled"),
+                (0.2, _ANCHOR, "anchor", "anchor"),
+            ):
+                heights = [getattr(r[g], f"{which}_rate") for r in rates]
+                ax.bar(x + offset, heights, width=0.4, color=color, label=label)
+                for xi, h, r in zip(x, heights, rates, strict=True):
+                    count, n = getattr(r[g], f"{which}_count"), getattr(r[g], f"{which}_n")
+                    ax.annotate(
+                        f"{count}/{n}",
+                        (xi + offset, h),
+                        textcoords="offset points",
+                        xytext=(0, 2),
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        fontsize="xx-small",
+                    )
             ax.set_xticks(x, list(cells), rotation=45, ha="right", fontsize="small")
             ax.set_title(guard.replace("_", " "), fontsize="medium")
-            ax.set_ylim(0.0, 1.0)
-        axes[0].set_ylabel("share of episodes")
-        axes[0].legend(fontsize="small")
+            ax.set_ylim(0.0, 1.35)
+            ax.set_yticks(np.linspace(0.0, 1.0, 6))
+        axes[0].set_ylabel("share of episodes tripped")
+        axes[0].legend(fontsize="small", loc="upper left")
+        fig.suptitle(
+            "Guard trips per cell, sampled against anchor (bars labelled tripped/episodes)", fontsize="medium"
+        )
         return _save(fig, path)
 
 
@@ -209,9 +452,15 @@ def plot_trajectories(
     probe: RolloutTable,
     anchor: RolloutTable,
     target_radius_m: float | None = None,
+    table_xy_m: tuple[float, float, float, float] | None = None,
 ) -> Path:
     """Top-down view of one seed: the object's (and the effector's) traces of its K draws, the anchor's
-    object, the goal (the boat, the pusher and the disk in the boat scene; names from the env's view)."""
+    object, the goal (the boat, the pusher and the disk in the boat scene; names from the env's view).
+
+    Each draw has its own colour from a qualitative palette, so neighbouring draws stay apart;
+    ``table_xy_m`` (x0, y0, x1, y1), where the scene has a table, is drawn as its outline so a reader sees
+    how far the object went and how close it came to the edge.
+    """
     view = probe.env.view
     radius = view.target_radius_m if target_radius_m is None else target_radius_m
     moved, effector, target = view.names
@@ -219,18 +468,33 @@ def plot_trajectories(
     with matplotlib.style.context("default"):
         fig = _figure(5.2, 5.2)
         ax = fig.add_subplot()
+        if table_xy_m is not None:
+            x0, y0, x1, y1 = table_xy_m
+            ax.add_patch(
+                Rectangle(
+                    (x0, y0),
+                    x1 - x0,
+                    y1 - y0,
+                    facecolor="#f4efe6",
+                    edgecolor="#8a7a60",
+                    linewidth=1.2,
+                    zorder=0,
+                    label="table",
+                )
+            )
         rows = probe.rows_of(seed)
-        colors = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, rows.size))
+        palette = matplotlib.colormaps[_DRAWS]
+        colors = [palette(i % palette.N) for i in range(rows.size)]
         for color, row in zip(colors, rows, strict=True):
             t = probe.traces
             if view.effector_xy is not None:
                 ex, ey = view.effector_xy
-                ax.plot(t[ex][row], t[ey][row], color=color, linewidth=0.6, alpha=0.35)
+                ax.plot(t[ex][row], t[ey][row], color=color, linewidth=0.6, alpha=0.4)
             ax.plot(
                 t[ox][row],
                 t[oy][row],
                 color=color,
-                linewidth=1.5,
+                linewidth=1.8,
                 label=f"draw {probe.draw[row]}",
             )
         (a,) = anchor.rows_of(seed)

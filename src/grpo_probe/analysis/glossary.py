@@ -3,22 +3,72 @@
 Why: a reader who did not write the prereg meets "reset strike", "away tail" or "expert only" on the
 page and must not have to open the code to learn what tripped a guard or what phase 2 would train.
 Every threshold named here is read from the registered design, so the glossary changes with it.
+
+How the page writes a number (:func:`number`) lives here too, so the clauses, the tables and the outcome
+sentence print the same value the same way.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import Prereg
 
-__all__ = ["NEAR_ALWAYS", "glossary", "guard_flags", "qualification_notes"]
+__all__ = [
+    "NEAR_ALWAYS",
+    "SIGNIFICANT",
+    "count_words",
+    "glossary",
+    "guard_flags",
+    "number",
+    "qualification_notes",
+]
+
+SIGNIFICANT = 3
+"""Significant figures of a float on decision.md (decision.json keeps the quantized value the rule read)."""
+
+_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 NEAR_ALWAYS = 0.9
 """A qualifying cell whose sampled trip rate of a guard reaches this share is flagged on the page.
 
 A reading aid, not part of the registered rule: the rule decides from the registered criteria alone."""
+
+
+def number(value: Any, significant: int = SIGNIFICANT) -> str:
+    """A value as decision.md prints it: a float at ``significant`` figures without trailing zeros
+    (``-34.1486`` -> ``-34.1``, ``0.2500`` -> ``0.25``, ``1234.5`` -> ``1230``), an integer as it is, a
+    boolean as yes or no, an undefined read (None) as n/a.
+
+    Why 3 figures: the page is read, not computed from; four decimals on a 34 cm spread are noise to the
+    eye, and the digits the rule compared are in decision.json. A value whose rounding would hide which
+    side of a threshold it lies on is printed with more figures where the clause states it
+    (:func:`grpo_probe.analysis.decision_rule.condition_text`).
+    """
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    x = float(value)
+    if x == 0.0 or not math.isfinite(x):
+        return "0" if x == 0.0 else str(x)
+    decimals = significant - 1 - math.floor(math.log10(abs(x)))
+    rounded = round(x, decimals) + 0.0
+    if decimals <= 0:
+        return f"{rounded:.0f}"
+    return f"{rounded:.{decimals}f}".rstrip("0").rstrip(".")
+
+
+def count_words(n: int) -> str:
+    """A count in a sentence: words up to ten (``five``), digits above.
+
+    Why words: every digit on decision.md is then a value decision.json holds, which a test checks."""
+    return _WORDS[n] if 0 <= n < len(_WORDS) else str(n)
 
 
 def glossary(prereg: Prereg, env: EnvSpec | None = None) -> list[dict[str, str]]:

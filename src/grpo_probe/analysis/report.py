@@ -4,6 +4,12 @@ Why: decision.md is what the researcher reads and the owner signs. Every number 
 here once, quantized (:func:`grpo_probe.analysis.reads.quantize`), stored in decision.json, and printed
 from that same value, so the two files cannot disagree and the rule reads exactly what the page shows.
 Same inputs give the same bytes: sorted JSON keys, fixed float digits, deterministic PNGs, atomic writes.
+
+The page is written for a reader who has not seen the design: the outcome in one sentence that says what
+every cell passed or failed, the two figures that show why (group spread against the signal bar,
+competence against the anchor), and one line of reasons per cell fit in one screen; the reads, the version
+history, the registered design and the hashes follow below. It prints numbers at three significant figures
+(:func:`grpo_probe.analysis.glossary.number`); decision.json keeps the quantized values the rule read.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import jinja2
 import pyarrow as pa
@@ -23,25 +31,32 @@ import pyarrow as pa
 from grpo_probe.analysis.anchor_join import SeedJoin, summarize_join
 from grpo_probe.analysis.bootstrap import Estimate
 from grpo_probe.analysis.chaos import ChaosSummary, chaos_reads, summarize_chaos
-from grpo_probe.analysis.decision_rule import evaluate_rule
+from grpo_probe.analysis.decision_rule import evaluate_rule, rank_text, read_words
 from grpo_probe.analysis.entropy import EntropySummary, entropy_summary
 from grpo_probe.analysis.figures import (
+    CompetenceRow,
+    Interval,
+    SpreadRow,
     plot_chaos,
     plot_competence,
+    plot_competence_by_cell,
     plot_entropy,
     plot_group_std,
     plot_guard_rates,
+    plot_spread_by_cell,
     plot_trajectories,
 )
-from grpo_probe.analysis.glossary import glossary, guard_flags, qualification_notes
+from grpo_probe.analysis.glossary import count_words, glossary, guard_flags, number, qualification_notes
 from grpo_probe.analysis.group_stats import SeedGroup, median_seed, summarize_groups
 from grpo_probe.analysis.guards import GuardRate, guard_rates
 from grpo_probe.analysis.joined import JoinedCell, join_cell, read_joined_table
-from grpo_probe.analysis.reads import quantize, read_rows
+from grpo_probe.analysis.reads import DECIMALS, quantize, read_rows
 from grpo_probe.analysis.stability import SeedColumns, seed_columns
 from grpo_probe.analysis.tables import RolloutTable, read_anchor_table, read_probe_table
 from grpo_probe.analysis.versions import outcome_record, rule_record, version_records
 from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.envs.boat import BOAT_ID
+from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
 from grpo_probe.rollout.replay import read_replay_table
@@ -352,6 +367,55 @@ def _cell_analysis(
     return reads, _CellResult(record, groups, joins, rates, entropy, chaos)
 
 
+def _table_outline(env: EnvSpec) -> tuple[float, float, float, float] | None:
+    """The boat scene's table as (x0, y0, x1, y1) in metres, read from the ``table`` geom of its scene.xml;
+    None for another environment, whose view declares no table.
+
+    Why from the scene file: the trajectory figure outlines the table the boat can be knocked off, and the
+    scene is the one place its size is stated.
+    """
+    if env.id != BOAT_ID:
+        return None
+    scene = ElementTree.fromstring(resources.files("grpo_probe.sim").joinpath("scene.xml").read_text())
+    geom = scene.find(".//geom[@name='table']")
+    if geom is None:
+        return None
+    x, y = (float(v) for v in geom.get("pos", "0 0 0").split()[:2])
+    hx, hy = (float(v) for v in geom.get("size", "0 0 0").split()[:2])
+    return (x - hx, y - hy, x + hx, y + hy)
+
+
+def _interval(reads: Mapping[str, Any], read: str) -> Interval:
+    return Interval(reads.get(read), reads.get(f"{read}_ci_low"), reads.get(f"{read}_ci_high"))
+
+
+def _all_cells_rows(parts: Sequence[_CellResult]) -> tuple[list[SpreadRow], list[CompetenceRow]]:
+    """The rows of the two all-cells figures, from the cells' records: the numbers decision.json holds."""
+    spread, competence = [], []
+    for part in parts:
+        record, reads = part.record, part.record["reads"]
+        replay = record["replay"]
+        spread.append(
+            SpreadRow(
+                cell=record["id"],
+                group_std_cm=tuple(s["std_progress_cm"] for s in record["seeds"]),
+                median=_interval(reads, "median_group_std_progress_cm"),
+                replay_std_cm=()
+                if replay is None
+                else tuple(s["replay_std_cm"] for s in replay["seeds"] if s["replay_std_cm"] is not None),
+                choice=None if replay is None else _interval(reads, "median_choice_std_cm"),
+            )
+        )
+        competence.append(
+            CompetenceRow(
+                cell=record["id"],
+                delta_cm=tuple(s["progress_delta_cm"] for s in record["seeds"]),
+                mean=_interval(reads, "mean_progress_delta_cm"),
+            )
+        )
+    return spread, competence
+
+
 def _draw_figures(
     cells: Sequence[Cell],
     parts: Mapping[str, _CellResult],
@@ -361,6 +425,7 @@ def _draw_figures(
     figures_dir: Path,
     link_base: Path,
     disk_radius_m: float,
+    table: tuple[float, float, float, float] | None = None,
 ) -> dict[str, Any]:
     slugs = {c.id: _slug(c.id) for c in cells}
     if len(set(slugs.values())) != len(slugs):
@@ -392,6 +457,7 @@ def _draw_figures(
                 probes[cell.id],
                 anchors[cell.arm],
                 disk_radius_m,
+                table,
             ),
         }
         if part.chaos is not None:
@@ -406,21 +472,300 @@ def _draw_figures(
     guards = plot_guard_rates(
         figures_dir / "guard_rates_all-cells.png", [c.id for c in cells], [parts[c.id].rates for c in cells]
     )
-    return {"cells": per_cell, "guard_rates": link(guards)}
+    spread, competence = _all_cells_rows([parts[c.id] for c in cells])
+    confidence = spec.bootstrap.confidence
+    # Named <kind>_all-cells.png like the guard-rate figure, so Snakemake's report files them beside it.
+    spread_png = plot_spread_by_cell(
+        figures_dir / "group_std_all-cells.png",
+        spread,
+        spec.signal_bar_cm,
+        spec.degenerate_tol_cm if spec.degenerate_tol_cm > 0 else spec.signal_bar_cm,
+        confidence,
+    )
+    competence_png = plot_competence_by_cell(
+        figures_dir / "competence_all-cells.png", competence, spec.competence_tol_cm, confidence
+    )
+    return {
+        "cells": per_cell,
+        "guard_rates": link(guards),
+        "group_std": link(spread_png),
+        "competence": link(competence_png),
+    }
 
 
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.4f}"
+_HEADS = {"ar": "AR", "flow": "flow"}
+"""How the page names a head."""
 
 
-def _reads_table(decision: Mapping[str, Any]) -> list[list[str]]:
-    """Rows of decision.md's reads table: one row per read, one column per cell."""
+def _names(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _criterion_order(decision: Mapping[str, Any]) -> list[str]:
+    return [c["name"] for c in decision["decision_rule"]["criteria"]]
+
+
+def _failed_on(criterion: str, failing: Sequence[Mapping[str, Any]]) -> str:
+    """`` on the chaos fraction`` when every failing cell failed the same part of a criterion of several
+    conditions; empty otherwise (one condition, or cells that failed it differently)."""
+    parts = [c["verdict"]["criteria"][criterion]["conditions"] for c in failing]
+    if not parts or len(parts[0]) < 2:
+        return ""
+    failed = {tuple(x["read"] for x in conditions if not x["passed"]) for conditions in parts}
+    if len(failed) != 1:
+        return ""
+    (reads,) = failed
+    if not reads or len(reads) == len(parts[0]):
+        return ""
+    return " on the " + _names([read_words(r)[0] for r in reads])
+
+
+def _outcome_summary(decision: Mapping[str, Any]) -> str:
+    """The sentence under the headline: which cells qualify, and what every cell failed.
+
+    E.g. "c3 and c5 qualify for flow, which needs only signal; c1 does not: all three cells fail
+    competence; c1 also fails signal on the chaos fraction." Criteria are named by their registered names,
+    the most often failed first.
+    """
+    cells = decision["cells"]
+    rule = decision["decision_rule"]
+    order = _criterion_order(decision)
+    qualifying = [c for c in cells if c["verdict"]["qualifies"]]
+    left_out = [c["id"] for c in cells if c["verdict"]["qualifies"] is False]
+    if not qualifying:
+        lead = "No cell qualifies"
+    else:
+        parts = []
+        for head, label in _HEADS.items():
+            ids = [c["id"] for c in qualifying if c["head"] == head]
+            if not ids:
+                continue
+            need = rule["qualifies"].get(head, [])
+            only = f", which needs only {_names(need)}" if need and set(need) < set(order) else ""
+            parts.append(f"{_names(ids)} {'qualifies' if len(ids) == 1 else 'qualify'} for {label}{only}")
+        lead = "; ".join(parts)
+        if left_out:
+            lead += f"; {_names(left_out)} {'does' if len(left_out) == 1 else 'do'} not"
+    failing = {name: [c for c in cells if not c["verdict"]["criteria"][name]["passed"]] for name in order}
+    said: set[str] = set()
+    clauses = []
+    for name in sorted(order, key=lambda n: (-len(failing[n]), order.index(n))):
+        ids = [c["id"] for c in failing[name]]
+        if not ids:
+            continue
+        if len(ids) == len(cells) > 1:
+            who = "both cells" if len(cells) == 2 else f"all {count_words(len(cells))} cells"
+        elif not said and qualifying and set(ids) == set(left_out):  # the cells the lead just named
+            who = "it" if len(ids) == 1 else "they"
+        else:
+            who = _names(ids)
+        verb = "fails" if len(ids) == 1 else "fail"
+        also = " also" if said and set(ids) <= said else ""
+        clauses.append(f"{who}{also} {verb} {name}{_failed_on(name, failing[name])}")
+        said |= set(ids)
+    unrouted = [c for c in cells if c["verdict"]["qualifies"] is None]
+    if unrouted:
+        heads = sorted({c["head"] for c in unrouted})
+        clauses.append(
+            f"{_names([c['id'] for c in unrouted])} (head {', '.join(heads)}) not routed by the rule"
+        )
+    return f"{lead}: {'; '.join(clauses) if clauses else 'every cell passes every criterion'}."
+
+
+def _arm_lines(decision: Mapping[str, Any]) -> list[str]:
+    """Per head the outcome names an arm for, why that arm: the qualifying cells as the rule ranked them."""
+    outcome, rule = decision["outcome"], decision["decision_rule"]
+    by_id = {c["id"]: c for c in decision["cells"]}
+    keys = [(k["read"], k["prefer"]) for k in rule["rank_by"]]
+    lines = []
+    for head, label in _HEADS.items():
+        arm = outcome[f"{head}_arm"]
+        if arm is None:
+            continue
+        ranked = outcome["ranking"][head]
+        if len(ranked) == 1:
+            lines.append(
+                f"Phase 2 trains the {label} arm `{arm}`, the arm of {ranked[0]}, the only {label} cell "
+                "that qualifies."
+            )
+            continue
+        rows = [(i, by_id[i]["arm"], [by_id[i]["reads"].get(r) for r, _ in keys]) for i in ranked]
+        lines.append(
+            f"Phase 2 trains the {label} arm `{arm}`, the arm of the first qualifying {label} cell "
+            f"{rank_text(keys, rows)}."
+        )
+    return lines
+
+
+def _arms_text(outcome: Mapping[str, Any]) -> str:
+    arms = [f"{_HEADS[h]} `{outcome[f'{h}_arm']}`" for h in _HEADS if outcome.get(f"{h}_arm") is not None]
+    return ", ".join(arms) or "no arm"
+
+
+def _resampled_line(decision: Mapping[str, Any]) -> str | None:
+    """How often the outcome holds when the seeds are resampled, and which versions decide otherwise."""
+    versions = decision["versions"]
+    current = next((v for v in versions if v["current"]), None)
+    parts = []
+    stability = None if current is None else current["stability"]
+    if stability is not None and stability["not_resampled"] is None:
+        parts.append(
+            f"The outcome and its arm hold in {stability['same_outcome']} of {stability['resamples']} "
+            f"resamples of the {stability['n_seeds']} seeds"
+            + (
+                f" (the outcome kind in {stability['same_kind']})"
+                if stability["same_kind"] != stability["same_outcome"]
+                else ""
+            )
+            + "."
+        )
+    elif stability is not None:
+        parts.append(f"The outcome is not resampled: {stability['not_resampled']}.")
+    mine = decision["outcome"]
+    key = (mine["kind"], mine["ar_arm"], mine["flow_arm"])
+    other, unevaluated = [], []
+    for v in versions:
+        if v["current"]:
+            continue
+        if v["outcome"] is None:
+            unevaluated.append(str(v["version"]))
+        elif (v["outcome"]["kind"], v["outcome"]["ar_arm"], v["outcome"]["flow_arm"]) != key:
+            other.append(
+                f"version {v['version']} ({v['label']}) gives {v['outcome']['kind']} with "
+                f"{_arms_text(v['outcome'])}"
+            )
+    see = "(see [what each registered version decides](#what-each-registered-version-decides))"
+    if other:
+        parts.append(f"Not every registered version agrees: {'; '.join(other)} {see}.")
+    elif len(versions) > 1 and not unevaluated:
+        parts.append(f"All {count_words(len(versions))} registered versions of the design give the same.")
+    if unevaluated:
+        parts.append(
+            f"Version{'s' if len(unevaluated) > 1 else ''} {_names(unevaluated)} of the design cannot be "
+            f"evaluated{'' if other else ' ' + see}."
+        )
+    return " ".join(parts) or None
+
+
+def _conditions(criterion: Mapping[str, Any]) -> str:
+    return " and ".join(f"`{x['read']} {x['op']} {number(x['threshold'])}`" for x in criterion["all_of"])
+
+
+def _rank_keys(rule: Mapping[str, Any]) -> str:
+    return ", then ".join(f"`{k['read']}` ({k['prefer']})" for k in rule["rank_by"]) or "registered order"
+
+
+def _rule_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What a version's rule changes against the version before it, criterion by criterion."""
+    was = {c["name"]: c for c in before["criteria"]}
+    now = {c["name"]: c for c in after["criteria"]}
+    out = []
+    for name, criterion in now.items():
+        if name not in was:
+            out.append(f"adds criterion `{name}`: {_conditions(criterion)}")
+        elif criterion["all_of"] != was[name]["all_of"]:
+            out.append(f"`{name}` reads {_conditions(criterion)} (was {_conditions(was[name])})")
+    out += [f"drops criterion `{name}`" for name in was if name not in now]
+    for head in sorted(set(before["qualifies"]) | set(after["qualifies"])):
+        old, new = before["qualifies"].get(head, []), after["qualifies"].get(head, [])
+        if old != new:
+            out.append(
+                f"a {head} cell needs {', '.join(new) or 'nothing'} (was {', '.join(old) or 'nothing'})"
+            )
+    if before["rank_by"] != after["rank_by"]:
+        out.append(f"arms ranked by {_rank_keys(after)} (was {_rank_keys(before)})")
+    return out
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of an amendment's reason: up to a full stop that a capital letter follows (so
+    "e.g. the boat" or "1e-4 m. nudge" do not end it)."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(text.split()), maxsplit=1)[0]
+
+
+_YES_NO = {True: "yes", False: "no", None: "not recorded"}
+
+
+def _version_rows(decision: Mapping[str, Any]) -> list[list[str]]:
+    """decision.md's version table: per registered version only what differs from the version before it
+    (the amendment's reason in its first sentence, the paths it changed, how its rule changed), its outcome
+    and how often that holds in resamples of the seeds. The hashes are in the page's footer."""
+    rows = []
+    before: Mapping[str, Any] | None = None
+    for v in decision["versions"]:
+        amendment = v["amendment"]
+        changes = []
+        if amendment is None:
+            changes.append("As first registered" if v["version"] == 0 else "No amendment recorded")
+        else:
+            changes.append(_first_sentence(amendment["reason"]).rstrip("."))
+            if amendment["replaces"] is not None:
+                paths = ", ".join(f"`{c['path']}` ({c['change']})" for c in amendment["replaces"])
+                changes.append(f"Changes {paths}")
+            if amendment["undeclared"]:
+                changes.append(
+                    f"Of these, {', '.join(f'`{p}`' for p in amendment['undeclared'])} not named in its "
+                    f"fields ({', '.join(amendment['fields'])})"
+                )
+        if v["rule"] is not None and before is not None:
+            changes += [f"Rule: {change}" for change in _rule_changes(before, v["rule"])]
+        if v["analysis_recomputed"]:
+            changes.append(
+                "Its analysis numbers differ from this run's, so every read was recomputed with them"
+            )
+        if v["problem"] is not None:
+            shown = next(w["version"] for w in decision["versions"] if w["problem"] == v["problem"])
+            same = f" (as version {shown})" if shown != v["version"] else f": {v['problem']}"
+            outcome = f"cannot be evaluated{same}"
+        elif v["outcome"] is None:
+            outcome = "cannot be evaluated"
+        else:
+            outcome = f"{v['outcome']['kind']}: {_arms_text(v['outcome'])}"
+        stability = v["stability"]
+        if stability is None or stability["not_resampled"] is not None:
+            held = "n/a"
+        else:
+            held = f"{stability['same_outcome']}/{stability['resamples']}"
+            if stability["same_kind"] != stability["same_outcome"]:
+                held += f" (kind {stability['same_kind']}/{stability['resamples']})"
+        rows.append(
+            [
+                f"{v['version']}: {v['label']}" + (" (this run's design)" if v["current"] else ""),
+                v["locked"] or "not recorded",
+                "n/a" if amendment is None else _YES_NO[amendment["after_results"]],
+                "".join(f"{change}. " for change in changes).rstrip(),
+                outcome,
+                held,
+            ]
+        )
+        if v["rule"] is not None:
+            before = v["rule"]
+    return rows
+
+
+def _guard_counts(cell: Mapping[str, Any], read: str) -> tuple[str, str] | None:
+    """(``3/120``, ``0/15``) for a guard's rate row: the episodes behind the sampled and anchor rates."""
+    found = re.fullmatch(r"sampled_(\w+)_rate", read)
+    if found is None:
+        return None
+    for g in cell["guards"]:
+        if g["guard"] == found[1]:
+            return f"{g['sampled_count']}/{g['sampled_n']}", f"{g['anchor_count']}/{g['anchor_n']}"
+    return None
+
+
+def _exact(value: Any) -> str:
+    """A value as reads.tsv holds it: every quantized digit (DECIMALS places), for a spreadsheet."""
+    if value is None or isinstance(value, (bool, int)):
+        return number(value)
+    return f"{value:.{DECIMALS}f}"
+
+
+def _reads_table(decision: Mapping[str, Any], fmt: Callable[[Any], str] = number) -> list[list[str]]:
+    """Rows of decision.md's reads table: one row per read, one column per cell (a guard's rate with the
+    episode counts behind it); values written by ``fmt`` (three significant figures on the page)."""
     cells = decision["cells"]
     rows = []
     replay = any(c.get("replay") is not None for c in cells)
@@ -428,13 +773,18 @@ def _reads_table(decision: Mapping[str, Any]) -> list[list[str]]:
         line = [row.label + (" (primary)" if row.primary else "")]
         for cell in cells:
             reads = cell["reads"]
-            text = _fmt(reads[row.read])
+            text = fmt(reads[row.read])
             if row.with_ci and reads[row.read] is not None:
-                text += f" [{_fmt(reads[row.read + '_ci_low'])}, {_fmt(reads[row.read + '_ci_high'])}]"
+                text += f" [{fmt(reads[row.read + '_ci_low'])}, {fmt(reads[row.read + '_ci_high'])}]"
             if row.read == "nondegenerate_fraction":
                 text += f" ({cell['nondegenerate_count']}/{cell['n_seeds']})"
+            counts = _guard_counts(cell, row.read)
+            if counts is not None:
+                text += f" ({counts[0]})"
             if row.versus is not None:
-                text += f" vs {_fmt(reads[row.versus])}"
+                text += f" vs {fmt(reads[row.versus])}"
+                if counts is not None:
+                    text += f" ({counts[1]})"
             line.append(text)
         rows.append(line)
     for criterion in decision["decision_rule"]["criteria"]:
@@ -463,16 +813,24 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.filters["num"] = _fmt
+    env.filters["num"] = number
     env.filters["cellsafe"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
-    return env.get_template(path.name).render(d=decision, reads_table=_reads_table(decision))
+    return env.get_template(path.name).render(
+        d=decision,
+        heads=_HEADS,
+        reads_table=_reads_table(decision),
+        summary=_outcome_summary(decision),
+        arm_lines=_arm_lines(decision),
+        resampled=_resampled_line(decision),
+        version_rows=_version_rows(decision),
+    )
 
 
 def reads_tsv_text(decision: Mapping[str, Any]) -> str:
     """The reads table of decision.md as tab-separated text (one row per read, one column per cell), for
-    readers who want it in a spreadsheet or Snakemake's report."""
+    readers who want it in a spreadsheet or Snakemake's report: with every digit decision.json holds."""
     header = ["read", *(c["id"] for c in decision["cells"])]
-    rows = [header, *_reads_table(decision)]
+    rows = [header, *_reads_table(decision, _exact)]
     return "".join("\t".join(cell.replace("\t", " ") for cell in row) + "\n" for row in rows)
 
 
@@ -514,7 +872,12 @@ def write_decision(
     edit: Callable[[str], str] = str,
 ) -> None:
     """decision.json and decision.md (the template's text, passed through ``edit``) from the record, each
-    written atomically."""
+    written atomically.
+
+    The page opens with its title and outcome whatever ``edit`` adds: text it puts before the title (the
+    root copy's note of where it was rendered from, with the sha256 of its decision.json) is moved to the
+    end of the page, after the hashes it belongs with.
+    """
     atomic_write_text(out_json, decision_json_text(decision))
     atomic_write_text(out_md, edit(render_decision_md(decision, template)))
 
@@ -603,7 +966,15 @@ def decision_record(
     versions = version_records(prereg, cells, reads_for, outcome)
 
     figures = _draw_figures(
-        cells, parts, probes, anchors, spec, Path(figures_dir), Path(page_dir), env.view.target_radius_m
+        cells,
+        parts,
+        probes,
+        anchors,
+        spec,
+        Path(figures_dir),
+        Path(page_dir),
+        env.view.target_radius_m,
+        _table_outline(env),
     )
     cells_out = []
     for cell, verdict in zip(cells, verdicts, strict=True):
@@ -622,6 +993,7 @@ def decision_record(
                             "threshold": _q(c.threshold),
                             "source": c.source,
                             "passed": c.passed,
+                            "text": c.text(),
                         }
                         for c in conditions
                     ],
@@ -652,7 +1024,7 @@ def decision_record(
         "cells": cells_out,
         "outcome": outcome_record(outcome),
         "versions": versions,
-        "figures": {"guard_rates": figures["guard_rates"]},
+        "figures": {name: figures[name] for name in ("competence", "group_std", "guard_rates")},
         "compute": _compute_section(compute, compute_gate),
         "provenance": [{"path": str(p), "sha256": str(h)} for p, h in sorted(provenance)],
     }
