@@ -110,10 +110,13 @@ rule phase2_eval:
         source=arm_source,
         checkpoint=arm_checkpoint,
         final=STAGE.final_checkpoint,
+        # iteration 0's rollouts: the KL to the initial policy is measured on theta_0's own samples
+        first=STAGE.rollouts(0),
         upstream=STAGE.train_manifest,
     output:
         initial=STAGE.eval_initial,
         final=STAGE.eval_final,
+        movement=STAGE.eval_movement,
         manifest=STAGE.eval_manifest,
     log:
         f"{R}/logs/phase2/{{arm}}/eval.log",

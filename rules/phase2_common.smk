@@ -37,6 +37,7 @@ def phase2_report_inputs(wildcards):
             paths.metrics,
             paths.eval_initial,
             paths.eval_final,
+            paths.eval_movement,
         ]
         upstream += [paths.oracle_manifest, paths.train_manifest, paths.eval_manifest]
     return {

@@ -86,15 +86,15 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
 
     It also builds the design's environment once: a user's factory that cannot be imported, or that
     refuses its params, fails here, and the guards the decision rule reads are checked against the spec
-    the environment declares (a built-in's were checked when the design was read).
+    the environment declares, as are the guards the phase-2 reward penalises (a built-in's were checked
+    when the design was read).
     """
     from grpo_probe.envs.registry import env_spec
     from grpo_probe.prereg import PreregError, environment_problems
 
     prereg = load_prereg(prereg_path)
-    problems = environment_problems(
-        prereg.decision_rule, prereg.phase2 is not None, env_spec(prereg.env), prereg.replay
-    )
+    penalties = prereg.phase2.penalties if prereg.phase2 is not None else None
+    problems = environment_problems(prereg.decision_rule, penalties, env_spec(prereg.env), prereg.replay)
     if problems:
         raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
     write_design_manifest(prereg, manifest, "prereg_check", [prereg.path, Path(f"{prereg.path}.lock")], [])

@@ -30,7 +30,8 @@ eval_seeds: {first: 3000, count: 3}
 iterations: 2
 seeds_per_iteration: 2
 rollouts_per_seed: 2
-reward: {reset_strike_cm: 2.0, knocked_off_cm: 10.0, not_upright_cm: 10.0, swat_cm: 0.0}
+reward:
+  penalties: {reset_strike: 2.0, knocked_off: 10.0, not_upright: 10.0, swat: 0.0}
 advantage_epsilon: 1.0e-6
 min_group_std: 0.0
 epochs: 1

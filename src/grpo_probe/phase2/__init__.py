@@ -1,10 +1,12 @@
 """Phase 2: the GRPO pilot the probe's decision names, run as a gated stage of the workflow.
 
 Modules, in the order a stage runs: ``plan`` (the gate on decision.json), ``recording`` and ``rollouts``
-(keyed group rollouts recorded with what an update needs), ``reward`` (reward, group advantage, dynamic
-sampling), ``replay`` (recomputed log-probs and the replay oracle), ``losses`` (the clipped surrogate and
-the KL terms), ``trainer`` (the iteration loop), ``evaluate`` (held-out paired evaluation), ``report``
-(phase2.md), ``steps`` (one function per rule) and ``paths`` (where each artifact lives).
+(keyed group rollouts recorded with what an update needs), ``reward`` (the reward from the environment's
+guard declarations, group advantage, dynamic sampling), ``replay`` (recomputed log-probs and the replay
+oracle), ``losses`` (the clipped surrogate and the KL terms), ``trainer`` (the iteration loop),
+``evaluate`` (held-out paired evaluation and what its seeds can detect), ``movement`` (how far training
+moved the policy), ``report`` (phase2.md), ``steps`` (one function per rule) and ``paths`` (where each
+artifact lives).
 
 Nothing is imported here: Snakemake reads ``paths`` while parsing the rules, and that must not load torch.
 """

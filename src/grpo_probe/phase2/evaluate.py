@@ -5,40 +5,87 @@ deterministically (AR greedy, flow Heun from draw 0 of the keyed noise), as the 
 policies run on the same held-out seeds with the same keyed initial noise, so each seed is a pair and the
 change is read per seed: final minus initial.
 
+What is compared: the registered metrics every environment records (progress, best point, success,
+engagement) and every guard the environment declares (:class:`grpo_probe.envs.protocol.Guard`), as the
+share of held-out episodes that tripped it, with n, counted as the probe's analysis counts trips.
+
 The interval is Efron's percentile bootstrap over seeds (Efron & Tibshirani 1993, ch. 13.3), as the probe
 reports its reads: B = ``analysis.bootstrap.resamples`` resamples of the n seeds with replacement, the
 mean of each, the (1 - c)/2 and (1 + c)/2 quantiles; its generator is keyed by (the registered bootstrap
 seed, "phase2", arm, read), so an interval never depends on which other reads were computed.
+
+What the evaluation can detect (:func:`minimum_detectable_change`): with n paired seeds, a two-sided test
+at the registered confidence c has power 1 - beta against a true mean change of
+
+    MDE = (z_{1 - alpha/2} + z_{1 - beta}) * s / sqrt(n),    alpha = 1 - c,
+
+(the normal-approximation sample-size formula n = (z_{1 - alpha/2} + z_{1 - beta})^2 s^2 / MDE^2 of a
+one-sample test on the paired differences, solved for MDE; Chow, Shao & Wang, *Sample Size Calculations in
+Clinical Research*, 2nd ed., 2008, Sec. 3.1), s the standard deviation of the per-seed differences.
+The differences are not known before training, so s is the initial policy's per-seed standard deviation
+(ddof 1): Var(final - initial) = 2 s^2 (1 - rho) for equal spreads, which equals s^2 at a pairing
+correlation rho = 1/2. It is a property of the design and of the initial policy, fixed before the pilot
+runs, so it cannot be tuned to the result. "Not shown" then reads against it: a change below the MDE is
+one these seeds would mostly miss.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
+from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
+from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
+from grpo_probe.policies.protocol import RowKey
 from grpo_probe.prereg import Prereg
 from grpo_probe.prereg.rule import BootstrapSpec
-from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, read_rollout_table, write_shard
+from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, read_rollout_table, run_group
+from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, group_table
+from grpo_probe.rollout.progress import RolloutProgress
+from grpo_probe.rollout.shards import remove_stale_temps
+from grpo_probe.rollout.table import write_rollout_table
 
-__all__ = ["EVAL_READS", "PairedChange", "evaluate_checkpoint", "paired_changes", "percentile_interval"]
+__all__ = [
+    "METRIC_READS",
+    "POWER",
+    "DetectableChange",
+    "HeldOutObservations",
+    "PairedChange",
+    "evaluate_checkpoint",
+    "minimum_detectable_change",
+    "paired_changes",
+    "percentile_interval",
+]
 
-EVAL_READS: tuple[tuple[str, str], ...] = (
+METRIC_READS: tuple[tuple[str, str], ...] = (
     ("progress_final_cm", "progress (cm)"),
     ("best_point_cm", "best point (cm)"),
     ("success", "success rate"),
     ("contact", "engagement rate"),
-    ("any_reset_strike", "episodes with a reset strike"),
-    ("reset_strikes", "reset strikes per episode"),
-    ("knocked_off", "knocked-off rate"),
-    ("not_upright", "not-upright rate"),
-    ("swat", "swat rate"),
-    ("away_tail", "away-tail rate"),
 )
-"""Per-episode reads compared between the initial and the final policy: (name, label)."""
+"""Per-episode registered metrics compared between the initial and the final policy: (column, label).
+Every guard the environment declares follows them, as the share of episodes that tripped it."""
+
+POWER = 0.8
+"""1 - beta of the minimum detectable change: the conventional 80 % power (Cohen, *Statistical Power
+Analysis for the Behavioral Sciences*, 2nd ed., 1988, ch. 2), so "not shown" is read against the change
+the held-out seeds would find four times out of five. A documented constant, not a registered number: it
+only words what an interval already shows, and changes no verdict."""
+
+
+@dataclass(frozen=True)
+class HeldOutObservations:
+    """The observations a policy saw on the held-out seeds, one per replan, with the keys it drew by."""
+
+    keys: tuple[RowKey, ...]
+    obs: np.ndarray
+    """float32 [replans over all held-out episodes, obs_dim], in (seed, replan) order."""
 
 
 def evaluate_checkpoint(
@@ -51,33 +98,54 @@ def evaluate_checkpoint(
     device: str = "cpu",
     workers: int = 0,
     pool: RolloutPool | None = None,
-) -> None:
-    """The arm's anchor sampler with ``checkpoint`` on the held-out seeds, one rollout each, to ``table``."""
+) -> HeldOutObservations:
+    """The arm's anchor sampler with ``checkpoint`` on the held-out seeds, one rollout each, to ``table``.
+
+    The policy runs through the recording wrapper, which returns the same actions and keeps each replan's
+    observation (the table's bytes are those of a plain run: rows never name the policy's factory); the
+    observations come back, for the anchor-movement read (:mod:`grpo_probe.phase2.movement`).
+    """
     if prereg.phase2 is None:
         raise ValueError(f"{prereg.path}: the design registers no phase2 section")
     job = GroupJob(
         arm=arm,
         cell=f"phase2-eval-{label}",
-        source=PolicySource(checkpoint=str(checkpoint), device=device),
+        source=PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device),
         mode=prereg.arms[arm].anchor,
         seeds=prereg.phase2.eval_seeds,
         draws=1,
         run_key=prereg.run_key,
         env=prereg.env,
     )
-    write_shard(job, table, workers=workers, pool=pool)
+    remove_stale_temps(table)
+    progress = RolloutProgress(len(job.episodes()), job.label)
+    try:
+        results = run_group(
+            job, workers=workers, pool=pool, envs_per_worker=DEFAULT_ENVS_PER_WORKER, progress=progress
+        )
+    finally:
+        progress.close()
+    write_rollout_table(group_table(job, results), table)
+    keys: list[RowKey] = []
+    seen: list[np.ndarray] = []
+    for result in sorted(results, key=lambda r: r.spec):
+        for replan, diag in enumerate(result.diagnostics):
+            if not isinstance(diag, RecordedRow) or diag.obs is None:
+                raise ValueError(
+                    f"held-out seed {result.spec.seed} replan {replan}: the policy recorded no observation"
+                )
+            keys.append(RowKey(prereg.run_key, result.spec.seed, replan, result.spec.draw))
+            seen.append(diag.obs)
+    return HeldOutObservations(tuple(keys), np.stack(seen).astype(np.float32))
 
 
-def _per_episode(table: pa.Table, read: str, swat_speed_m_s: float, away_tail_cm: float) -> np.ndarray:
-    cols = table.to_pydict()
-    if read == "any_reset_strike":
-        return np.array([n > 0 for n in cols["reset_strikes"]], dtype=np.float64)
-    if read == "not_upright":
-        return np.array([not u for u in cols["final_upright"]], dtype=np.float64)
-    if read == "swat":
-        return np.array([v > swat_speed_m_s for v in cols["max_boat_speed_m_s"]], dtype=np.float64)
-    if read == "away_tail":
-        return np.array([p < away_tail_cm for p in cols["progress_final_cm"]], dtype=np.float64)
+def _per_episode(
+    cols: Mapping[str, list[Any]], read: str, guards: Mapping[str, Guard], analysis: Mapping[str, Any]
+) -> np.ndarray:
+    """One value per held-out episode: a metric column, or 1.0 where the episode tripped guard ``read``."""
+    guard = guards.get(read)
+    if guard is not None:
+        return guard.trips(np.asarray(cols[guard.column]), analysis).astype(np.float64)
     return np.asarray(cols[read], dtype=np.float64)
 
 
@@ -95,7 +163,11 @@ def percentile_interval(
 
 @dataclass(frozen=True)
 class PairedChange:
-    """One read: its mean under the initial and the final policy and the paired change with its interval."""
+    """One read: its mean under the initial and the final policy and the paired change with its interval.
+
+    For a guard read (``guard`` True) the means are trip rates: the share of the ``seeds`` held-out
+    episodes (one per seed) that tripped it.
+    """
 
     read: str
     label: str
@@ -105,6 +177,7 @@ class PairedChange:
     ci_low: float
     ci_high: float
     seeds: int
+    guard: bool = False
 
     @property
     def verdict(self) -> str:
@@ -121,24 +194,85 @@ def paired_changes(
     final: str | os.PathLike[str],
     arm: str,
     bootstrap: BootstrapSpec,
-    swat_speed_m_s: float,
-    away_tail_cm: float,
+    guards: Sequence[Guard],
+    analysis: Mapping[str, Any],
 ) -> list[PairedChange]:
-    """Per read, mean(final - initial) over the held-out seeds with its percentile bootstrap interval."""
+    """Per read, mean(final - initial) over the held-out seeds with its percentile bootstrap interval.
+
+    Reads: :data:`METRIC_READS`, then every guard in ``guards`` (the environment's declarations, in its
+    order); ``analysis``: the registered numbers a guard's threshold may name.
+    """
     before, after = read_rollout_table(initial), read_rollout_table(final)
     seeds_before, seeds_after = before.column("seed").to_pylist(), after.column("seed").to_pylist()
     if seeds_before != seeds_after:
         raise ValueError(f"{initial} and {final}: evaluated on different seeds, so they cannot be paired")
+    by_name = {g.name: g for g in guards}
+    reads = [*METRIC_READS, *((g.name, f"{g.name} rate") for g in guards)]
+    cols_before, cols_after = before.to_pydict(), after.to_pydict()
     changes = []
-    for read, label in EVAL_READS:
-        x0 = _per_episode(before, read, swat_speed_m_s, away_tail_cm)
-        x1 = _per_episode(after, read, swat_speed_m_s, away_tail_cm)
+    for read, label in reads:
+        x0 = _per_episode(cols_before, read, by_name, analysis)
+        x1 = _per_episode(cols_after, read, by_name, analysis)
         delta = x1 - x0  # paired by seed: same spawn, same keyed initial noise
         rng = numpy_generator(bootstrap.seed, tag("phase2"), tag(arm), tag(read))
         low, high = percentile_interval(delta, bootstrap.resamples, bootstrap.confidence, rng)
         changes.append(
             PairedChange(
-                read, label, float(x0.mean()), float(x1.mean()), float(delta.mean()), low, high, len(delta)
+                read,
+                label,
+                float(x0.mean()),
+                float(x1.mean()),
+                float(delta.mean()),
+                low,
+                high,
+                len(delta),
+                read in by_name,
             )
         )
     return changes
+
+
+@dataclass(frozen=True)
+class DetectableChange:
+    """The smallest true mean change of a read that the held-out seeds detect at the registered
+    confidence with probability :data:`POWER` (the module docstring has the formula)."""
+
+    read: str
+    seeds: int
+    initial_sd: float | None
+    """Per-seed standard deviation (ddof 1) of the initial policy's values; None with one seed."""
+    confidence: float
+    power: float
+    z_confidence: float
+    """z_{1 - alpha/2}, alpha = 1 - confidence."""
+    z_power: float
+    """z_{power} (= z_{1 - beta})."""
+    mde: float | None
+    """(z_confidence + z_power) * initial_sd / sqrt(seeds); None when the initial values have no spread
+    to scale by (one seed, or every seed alike: the normal approximation then says nothing)."""
+
+    def resolves(self, low: float, high: float) -> bool:
+        """Whether an interval [low, high] lies strictly inside (-MDE, +MDE): a change as large as the MDE
+        is then ruled out at the registered confidence ("absent at this power")."""
+        return self.mde is not None and -self.mde < low and high < self.mde
+
+
+def minimum_detectable_change(
+    read: str, initial_values: Sequence[float] | np.ndarray, confidence: float, power: float = POWER
+) -> DetectableChange:
+    """MDE = (z_{1 - alpha/2} + z_{power}) * s / sqrt(n) of a paired comparison over n held-out seeds.
+
+    ``initial_values``: the initial policy's value of the read on each held-out seed; s is their standard
+    deviation (ddof 1), the stand-in for the spread of the paired differences (module docstring).
+    """
+    x = np.asarray(initial_values, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"{read}: need one initial value per held-out seed, got shape {x.shape}")
+    normal = NormalDist()
+    z_confidence = normal.inv_cdf(1.0 - (1.0 - confidence) / 2.0)  # z_{1 - alpha/2}
+    z_power = normal.inv_cdf(power)  # z_{1 - beta}
+    if x.size < 2:
+        return DetectableChange(read, int(x.size), None, confidence, power, z_confidence, z_power, None)
+    sd = float(np.std(x, ddof=1))
+    mde = (z_confidence + z_power) * sd / float(np.sqrt(x.size)) if sd > 0 else None
+    return DetectableChange(read, int(x.size), sd, confidence, power, z_confidence, z_power, mde)

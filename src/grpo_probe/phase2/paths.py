@@ -69,6 +69,11 @@ class StagePaths:
         return f"{self.directory}/eval/final.parquet"
 
     @property
+    def eval_movement(self) -> str:
+        """How far theta_N moved from theta_0 (:mod:`grpo_probe.phase2.movement`)."""
+        return f"{self.directory}/eval/movement.json"
+
+    @property
     def eval_manifest(self) -> str:
         return f"{self.directory}/eval/eval.manifest.json"
 

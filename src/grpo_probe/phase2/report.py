@@ -2,10 +2,20 @@
 
 The page opens with the answer: per trained stage, whether the final policy's held-out progress is
 higher than the initial policy's (paired percentile-bootstrap interval over held-out seeds above zero:
-the prediction held; below zero: it did not; holding zero: not shown), then the guard trips. Then the
-registered pilot, each stage's replay oracle, its per-iteration table and learning curves, its held-out
-evaluation, and the provenance of every artifact read. A design whose decision parks, or that registers
-no phase 2, gets a page that says nothing was trained and why.
+the prediction held; below zero: it did not; holding zero: not shown), then the guard trips. Two reads
+qualify that answer:
+
+- whether the pilot moved the policy at all (:mod:`grpo_probe.phase2.movement`: KL to the initial policy
+  and the anchor's action change, each against a stated floor). A pilot that did not is "not tested":
+  its held-out comparison compares a policy with itself, whatever its interval says;
+- what the held-out seeds could detect (:func:`grpo_probe.phase2.evaluate.minimum_detectable_change`),
+  so "not shown" reads either as "absent at this power" (the interval excludes a change as large as the
+  MDE) or as "below what n seeds can detect".
+
+Then the registered pilot, each stage's replay oracle, its per-iteration table and learning curves, its
+held-out evaluation (every guard the environment declares, with n), and the provenance of every artifact
+read. A design whose decision parks, or that registers no phase 2, gets a page that says nothing was
+trained and why.
 
 Everything here is a pure function of the artifacts, so an auditor's rerun writes the same bytes; the
 compute the pilot used (which varies by run) is in ``phase2.compute.md`` beside it.
@@ -30,7 +40,13 @@ from matplotlib.ticker import MaxNLocator
 
 from grpo_probe.atomic_io import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_probe.compute.accounting import read_benchmarks
-from grpo_probe.phase2.evaluate import PairedChange, paired_changes
+from grpo_probe.envs.registry import env_spec
+from grpo_probe.phase2.evaluate import (
+    DetectableChange,
+    PairedChange,
+    minimum_detectable_change,
+    paired_changes,
+)
 from grpo_probe.phase2.paths import StagePaths
 from grpo_probe.phase2.plan import Phase2Plan, Stage
 from grpo_probe.prereg import Prereg
@@ -45,37 +61,88 @@ __all__ = [
     "stage_verdict",
 ]
 
-_GUARD_READS = ("any_reset_strike", "knocked_off", "not_upright", "swat", "away_tail")
-"""Reads where "up" is worse: the guard trips GRPO on a dense reward risks buying progress with."""
-
 _CURVES: tuple[tuple[str, str], ...] = (
     ("mean_reward", "mean reward (cm)"),
     ("median_group_std", "median group reward std (cm)"),
     ("kept_fraction", "groups kept"),
     ("clip_fraction", "clip fraction"),
     ("approx_kl", "approx KL old -> new"),
-    ("reset_strike_rate", "episodes with a reset strike"),
+    ("guard_rates", "guard trip rates"),
 )
+"""Panels of the per-iteration figure; ``guard_rates`` draws one line per guard the environment declares."""
 
 
-def stage_verdict(progress: PairedChange) -> tuple[str, str]:
-    """(verdict, sentence) from the paired change in held-out progress."""
+def stage_verdict(
+    progress: PairedChange, moved: bool, detectable: DetectableChange, movement_text: str = ""
+) -> tuple[str, str, str | None]:
+    """(verdict, sentence, detectability) from the paired change in held-out progress.
+
+    ``moved``: whether the pilot moved the policy (:attr:`grpo_probe.phase2.movement.Movement.moved`); a
+    pilot that did not is "not tested" whatever the interval says (``movement_text`` says by how much it
+    moved). ``detectability`` words a "not shown": ``absent at this power`` when the interval lies inside
+    +-MDE, ``below what n seeds can detect`` otherwise (None for any other verdict).
+    """
     interval = f"{progress.delta:+.2f} cm, {progress.ci_low:+.2f} to {progress.ci_high:+.2f}"
+    if not moved:
+        return (
+            "not tested",
+            f"not tested: the pilot did not move the policy ({movement_text}), so the held-out comparison "
+            f"({interval}) compares the policy with itself",
+            None,
+        )
     if progress.verdict == "up":
-        return "held", f"held: held-out progress rose ({interval})"
+        return "held", f"held: held-out progress rose ({interval})", None
     if progress.verdict == "down":
-        return "did not hold", f"did not hold: held-out progress fell ({interval})"
-    return "not shown", f"not shown: the interval of the change in held-out progress holds zero ({interval})"
+        return "did not hold", f"did not hold: held-out progress fell ({interval})", None
+    zero = f"not shown: the interval of the change in held-out progress holds zero ({interval})"
+    n = detectable.seeds
+    if detectable.mde is None:
+        return (
+            "not shown",
+            f"{zero}; the initial policy's held-out progress has no spread over {n} seed(s) to size a "
+            "detectable change by",
+            None,
+        )
+    power = f"{detectable.confidence:.0%} confidence, {detectable.power:.0%} power"
+    if detectable.resolves(progress.ci_low, progress.ci_high):
+        return (
+            "not shown",
+            f"{zero} and lies inside +-{detectable.mde:.3g} cm, the smallest change {n} held-out seeds "
+            f"detect ({power}): a change that large is absent at this power",
+            "absent at this power",
+        )
+    return (
+        "not shown",
+        f"{zero}; a true change below what {n} held-out seeds can detect (MDE {detectable.mde:.3g} cm, "
+        f"{power}) would look like this",
+        f"below what {n} seeds can detect",
+    )
 
 
-def _figure(rows: list[dict[str, Any]], arm: str) -> bytes:
+def _movement_text(movement: dict[str, Any]) -> str:
+    """``KL to the initial policy 3e-09 nats per token (floor 5e-09), anchor actions mean |delta a| 0
+    (floor 0.002)``."""
+    return (
+        f"KL to the initial policy {movement['kl_to_initial']:.2g} {movement['kl_unit']} (floor "
+        f"{movement['kl_floor']:.2g}), anchor actions mean |delta a| {movement['action_change']:.2g} "
+        f"(floor {movement['action_floor']:.2g})"
+    )
+
+
+def _figure(rows: list[dict[str, Any]], guards: Sequence[str], arm: str) -> bytes:
     with matplotlib.style.context("default"):
         fig = Figure(figsize=(9, 5.5))
         axes = fig.subplots(2, 3)
         x = [r["iteration"] for r in rows]
         for ax, (read, label) in zip(axes.flat, _CURVES, strict=True):
-            y = [np.nan if r[read] is None else r[read] for r in rows]
-            ax.plot(x, y, marker="o", color="tab:blue")
+            if read == "guard_rates":
+                for guard in guards:
+                    ax.plot(x, [r[f"{guard}_rate"] for r in rows], marker="o", label=guard)
+                if guards:
+                    ax.legend(fontsize=6)
+            else:
+                y = [np.nan if r[read] is None else r[read] for r in rows]
+                ax.plot(x, y, marker="o", color="tab:blue")
             ax.set_title(label, fontsize=9)
             ax.set_xlabel("iteration", fontsize=8)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -112,23 +179,24 @@ def _stage_record(
         raise ValueError(f"{prereg.path}: the design registers no phase2 section")
     recipe = phase2.recipe(stage.head)
     oracle = json.loads(Path(paths.oracle_report).read_text())
+    movement = json.loads(Path(paths.eval_movement).read_text())
     rows = pq.read_table(paths.metrics).to_pylist()
     boot = prereg.analysis.bootstrap
+    guards = env_spec(prereg.env).guards
     changes = paired_changes(
-        paths.eval_initial,
-        paths.eval_final,
-        stage.arm,
-        boot,
-        prereg.analysis.swat_speed_m_s,
-        prereg.analysis.away_tail_cm,
+        paths.eval_initial, paths.eval_final, stage.arm, boot, guards, prereg.analysis.to_dict()
     )
     by_read = {c.read: c for c in changes}
-    verdict, sentence = stage_verdict(by_read["progress_final_cm"])
-    worse_guards = [by_read[g].label for g in _GUARD_READS if by_read[g].verdict == "up"]
-    figures = [figures_dir / f"{stage.arm}_iterations.png", figures_dir / f"{stage.arm}_heldout.png"]
-    atomic_write_bytes(figures[0], _figure(rows, stage.arm))
     initial = pq.read_table(paths.eval_initial, columns=["progress_final_cm"]).column(0).to_numpy()
     final = pq.read_table(paths.eval_final, columns=["progress_final_cm"]).column(0).to_numpy()
+    detectable = minimum_detectable_change("progress_final_cm", initial, boot.confidence)
+    verdict, sentence, detectability = stage_verdict(
+        by_read["progress_final_cm"], bool(movement["moved"]), detectable, _movement_text(movement)
+    )
+    worse_guards = [c.label for c in changes if c.guard and c.verdict == "up"]
+    figures = [figures_dir / f"{stage.arm}_iterations.png", figures_dir / f"{stage.arm}_heldout.png"]
+    guard_names = [g.name for g in guards]
+    atomic_write_bytes(figures[0], _figure(rows, guard_names, stage.arm))
     atomic_write_bytes(figures[1], _eval_figure(initial, final, stage.arm))
     record = {
         "head": stage.head,
@@ -136,16 +204,20 @@ def _stage_record(
         "after": stage.after,
         "recipe": {**asdict(recipe), "mode": asdict(recipe.mode)},
         "replay_oracle": oracle,
+        "guards": guard_names,
         "iterations": rows,
         "final_checkpoint_sha256": rows[-1]["checkpoint_sha256"] if rows else None,
+        "movement": movement,
         "eval": {
             "seeds": len(phase2.eval_seeds),
             "sampler": asdict(prereg.arms[stage.arm].anchor),
             "confidence": boot.confidence,
             "changes": [{**asdict(c), "verdict": c.verdict} for c in changes],
+            "detectable": asdict(detectable),
         },
         "verdict": verdict,
         "sentence": sentence,
+        "detectability": detectability,
         "guards_worse": worse_guards,
         "figures": [f.name for f in figures],
     }
@@ -160,15 +232,62 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _rate(value: float, n: int) -> str:
+    """A trip rate with its count: ``0.033 (1/30)``."""
+    return f"{value:.3f} ({round(value * n)}/{n})"
+
+
+def _movement_markdown(movement: dict[str, Any]) -> str:
+    moved = "moved" if movement["moved"] else "**did not move**"
+    anchor_still = movement["moved"] and movement["action_change"] < movement["action_floor"]
+    caveat = (
+        " Here the sampling distribution moved but the anchor, the policy the held-out evaluation runs, "
+        "moved by less than its floor: that comparison sees little of what training changed."
+        if anchor_still
+        else ""
+    )
+    return (
+        f"**How far the policy moved** (final against initial checkpoint): KL(pi_0 || pi_N) "
+        f"{movement['kl_to_initial']:.3g} {movement['kl_unit']} on the {movement['kl_entries']} recorded "
+        f"entries of iteration 0's rollouts (k3 estimate on the initial policy's own samples; floor "
+        f"1/2 x replay tolerance^2 = {movement['kl_floor']:.3g}); the anchor sampler's actions on "
+        f"{movement['action_observations']} held-out observations moved by mean |delta a| "
+        f"{movement['action_change']:.3g} (normalized units, range {movement['action_range']:g}; floor "
+        f"{movement['action_floor']:.3g} = {movement['action_movement_tol']:g} of the range): the pilot "
+        f"{moved} the policy. A pilot below both floors is not tested, whatever its held-out interval."
+        f"{caveat}"
+    )
+
+
+def _detectable_markdown(detectable: dict[str, Any]) -> str:
+    if detectable["mde"] is None:
+        return (
+            "**What the held-out seeds can detect**: the initial policy's held-out progress has no spread "
+            f"over {detectable['seeds']} seed(s), so no detectable change is stated."
+        )
+    return (
+        f"**What the held-out seeds can detect**: MDE = (z_{{1-alpha/2}} {detectable['z_confidence']:.2f} + "
+        f"z_{{power}} {detectable['z_power']:.2f}) x s {detectable['initial_sd']:.3g} cm / "
+        f"sqrt({detectable['seeds']}) = **{detectable['mde']:.3g} cm** of held-out progress, at "
+        f"{detectable['confidence']:.0%} confidence and {detectable['power']:.0%} power (s: the initial "
+        "policy's per-seed standard deviation, fixed before training). A change smaller than that is one "
+        "these seeds would mostly miss; an interval inside +-MDE rules a change that large out."
+    )
+
+
 def _stage_markdown(number: int, record: dict[str, Any], figures_rel: str) -> list[str]:
     oracle = record["replay_oracle"]
     recipe = record["recipe"]
     mode = recipe["mode"]
+    guards = record["guards"]
     shown = ("temperature",) if record["head"] == "ar" else ("sde_a", "steps")
     sampler = ", ".join([mode["kind"], *(f"{k}={mode[k]}" for k in shown)])
+    guard_head = "".join(f" {g} |" for g in guards)
     lines = [
         f"## Stage {number}: {'token-GRPO' if record['head'] == 'ar' else 'Flow-GRPO (SDE)'} on arm "
         f"{record['arm']}",
+        "",
+        f"**Verdict: {record['verdict']}.** {record['sentence'][0].upper()}{record['sentence'][1:]}.",
         "",
         f"Rollouts sample with {sampler}; Adam lr {recipe['lr']:g}; ratio clipped to "
         f"[{1 - recipe['clip_ratio_low']:g}, {1 + recipe['clip_ratio_high']:g}]; KL weight "
@@ -180,34 +299,47 @@ def _stage_markdown(number: int, record: dict[str, Any], figures_rel: str) -> li
         f"{'passed' if oracle['passed'] else 'FAILED'}. Every later iteration's rollouts are replayed the "
         "same way before its update.",
         "",
+        "Per iteration (guard columns: share of the iteration's episodes that tripped the guard):",
+        "",
         "| iteration | mean reward | mean progress (cm) | median group std | groups kept | clip fraction | "
-        "approx KL | KL to initial | strike rate | knocked off | entropy |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"approx KL | KL to initial |{guard_head} entropy |",
+        "|---|---|---|---|---|---|---|---|" + "---|" * len(guards) + "---|",
     ]
     for r in record["iterations"]:
+        rates = "".join(f" {_fmt(r[f'{g}_rate'], 2)} |" for g in guards)
         lines.append(
             f"| {r['iteration']} | {_fmt(r['mean_reward'])} | {_fmt(r['mean_progress_cm'])} | "
             f"{_fmt(r['median_group_std'])} | {_fmt(r['kept_fraction'], 2)} | {_fmt(r['clip_fraction'])} | "
-            f"{_fmt(r['approx_kl'], 5)} | {_fmt(r['kl_to_reference'], 5)} | "
-            f"{_fmt(r['reset_strike_rate'], 2)} | {_fmt(r['knocked_off_rate'], 2)} | "
+            f"{_fmt(r['approx_kl'], 5)} | {_fmt(r['kl_to_reference'], 5)} |{rates} "
             f"{_fmt(r['token_entropy'])} |"
         )
     ev = record["eval"]
     lines += [
         "",
+        "(KL to initial: the weighted KL term of the loss on each iteration's own batch, when the KL weight "
+        "is above 0.)",
+        "",
+        _movement_markdown(record["movement"]),
+        "",
         f"**Held-out evaluation**: the initial and the final policy on {ev['seeds']} held-out seeds with "
         f"the arm's anchor sampler ({ev['sampler']['kind']}), paired by seed; change = final - initial, "
-        f"mean over seeds with its {ev['confidence']:.0%} percentile-bootstrap interval.",
+        f"mean over seeds with its {ev['confidence']:.0%} percentile-bootstrap interval. A guard row is the "
+        "share of held-out episodes that tripped the guard (count/n).",
         "",
-        "| read | initial | final | change | interval | |",
-        "|---|---|---|---|---|---|",
+        "| read | n | initial | final | change | interval | |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in ev["changes"]:
+        n = c["seeds"]
+        before = _rate(c["initial"], n) if c["guard"] else f"{c['initial']:.3f}"
+        after = _rate(c["final"], n) if c["guard"] else f"{c['final']:.3f}"
         lines.append(
-            f"| {c['label']} | {c['initial']:.3f} | {c['final']:.3f} | {c['delta']:+.3f} | "
+            f"| {c['label']} | {n} | {before} | {after} | {c['delta']:+.3f} | "
             f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | {c['verdict']} |"
         )
     lines += [
+        "",
+        _detectable_markdown(ev["detectable"]),
         "",
         f"Final checkpoint sha256 `{record['final_checkpoint_sha256']}`.",
         "",
@@ -222,7 +354,14 @@ def _registered(prereg: Prereg) -> dict[str, Any] | None:
     if phase2 is None:
         return None
     heads = {head: {**asdict(r), "mode": asdict(r.mode)} for head, r in phase2.heads.items()}
+    spec = env_spec(prereg.env)
+    numbers = prereg.analysis.to_dict()
     return {
+        "environment": spec.id,
+        "guards": [
+            {"name": g.name, "meaning": g.describe(numbers), "penalty_cm": phase2.penalties.get(g.name)}
+            for g in spec.guards
+        ],
         **{k: v for k, v in asdict(phase2).items() if k not in ("heads", "train_seeds", "eval_seeds")},
         "heads": heads,
         "train_seeds": {
@@ -243,10 +382,12 @@ def _answer(stages: list[dict[str, Any]], reason: str) -> tuple[str, str]:
     if not stages:
         return "not tested", f"Not tested: nothing was trained, because {reason}."
     verdicts = [s["verdict"] for s in stages]
-    if all(v == "held" for v in verdicts):
-        verdict = "held"
-    elif "did not hold" in verdicts:
+    if "did not hold" in verdicts:
         verdict = "did not hold"
+    elif all(v == "held" for v in verdicts):
+        verdict = "held"
+    elif all(v == "not tested" for v in verdicts):
+        verdict = "not tested"
     else:
         verdict = "not shown"
     parts = []
@@ -278,7 +419,8 @@ def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) ->
     ]
     reg = record["registered"]
     if reg is not None:
-        pen = reg["penalties"]
+        charged = [g for g in reg["guards"] if g["penalty_cm"] is not None]
+        penalties = "".join(f" - {g['penalty_cm']:g} x [{g['name']}]" for g in charged)
         lines += [
             f"*{reg['description'].strip()}*",
             "",
@@ -289,14 +431,23 @@ def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) ->
             f"{reg['train_seeds']['last']}, fresh spawns every iteration); held-out seeds "
             f"{reg['eval_seeds']['first']}.."
             f"{reg['eval_seeds']['last']} ({reg['eval_seeds']['count']})",
-            f"- reward = progress_final_cm - {pen['reset_strike_cm']:g} x reset strikes - "
-            f"{pen['knocked_off_cm']:g} x knocked off - {pen['not_upright_cm']:g} x not upright - "
-            f"{pen['swat_cm']:g} x swat (cm)",
+            f"- reward = progress_final_cm{penalties} (cm; [g] is 1 when the episode trips guard g, once "
+            "per episode; guards of the environment not named cost nothing)",
             f"- advantage (r - mean) / (std, ddof 1, + {reg['advantage_epsilon']:g}) per group; groups with "
             f"reward std <= {reg['min_group_std']:g} dropped; {reg['epochs']} epoch(s) x "
             f"{reg['minibatches']} minibatch(es) per iteration; token-mean loss",
             f"- compute gate: {reg['cpu_hours']:g} CPU-hours (measured use: phase2.compute.md beside the "
             "design's pages)",
+            "",
+            f"Guards of environment `{reg['environment']}`, which the reward charges and the held-out "
+            "evaluation counts:",
+            "",
+            *[
+                f"- `{g['name']}`"
+                + ("" if g["penalty_cm"] is None else f" ({g['penalty_cm']:g} cm)")
+                + f": {g['meaning']}"
+                for g in reg["guards"]
+            ],
             "",
         ]
     for number, stage_record in enumerate(record["stages"], start=1):

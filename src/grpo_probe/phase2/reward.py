@@ -2,8 +2,10 @@
 
 Read top to bottom against the papers:
 
-- reward (memo section 5): ``progress_final_cm`` minus the registered guard penalties
-  (:class:`grpo_probe.prereg.phase2.GuardPenalties`);
+- reward (memo section 5): ``progress_final_cm`` minus the registered penalty of every guard the episode
+  trips, the guards being the environment's own declarations (:class:`grpo_probe.envs.protocol.Guard`,
+  ``phase2.reward.penalties``), so the reward charges exactly the trips the analysis and the held-out
+  evaluation count, whichever environment the design names;
 - advantage: GRPO with outcome supervision (Shao et al., DeepSeekMath, arXiv:2402.03300v3, Sec. 4.1.2):
   every token of response i gets A_i = (r_i - mean(r)) / std(r) over the G responses of its group. We
   add verl's epsilon (``compute_grpo_outcome_advantage``: (r - mean) / (std + eps), eps = 1e-6 there) and
@@ -17,35 +19,53 @@ Read top to bottom against the papers:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
-from grpo_probe.prereg.phase2 import GuardPenalties
+from grpo_probe.envs.protocol import Guard
+from grpo_probe.prereg.phase2 import PENALTIES_FIELD
 
-__all__ = ["GroupAdvantages", "GuardChannels", "group_advantages", "shaped_reward"]
-
-
-@dataclass(frozen=True)
-class GuardChannels:
-    """The guard channels of one episode record that the reward can penalize."""
-
-    reset_strikes: int
-    knocked_off: bool
-    final_upright: bool
-    max_boat_speed_m_s: float
+__all__ = ["GroupAdvantages", "group_advantages", "guard_trips", "shaped_rewards"]
 
 
-def shaped_reward(
-    progress_cm: float, guards: GuardChannels, penalties: GuardPenalties, swat_speed_m_s: float
-) -> float:
-    """r = progress_final_cm - sum of registered penalties (cm), one term per guard channel."""
-    strike_term = penalties.reset_strike_cm * guards.reset_strikes
-    knocked_term = penalties.knocked_off_cm * float(guards.knocked_off)
-    upright_term = penalties.not_upright_cm * float(not guards.final_upright)
-    swat_term = penalties.swat_cm * float(guards.max_boat_speed_m_s > swat_speed_m_s)
-    return float(progress_cm - strike_term - knocked_term - upright_term - swat_term)
+def guard_trips(
+    columns: Mapping[str, Sequence[Any]], guards: Sequence[Guard], analysis: Mapping[str, Any]
+) -> dict[str, NDArray[np.bool_]]:
+    """Per guard (in the environment's order), per episode: whether the episode tripped it.
+
+    ``columns``: episode-table columns (name -> one value per episode), at least each guard's
+    ``column``; ``analysis``: the registered analysis numbers a guard's threshold may name
+    (``swat_speed_m_s``, ``away_tail_cm``). The same rule the probe's analysis counts trips by
+    (:func:`grpo_probe.analysis.guards.guard_trips`).
+    """
+    return {guard.name: guard.trips(np.asarray(columns[guard.column]), analysis) for guard in guards}
+
+
+def shaped_rewards(
+    progress_cm: ArrayLike, trips: Mapping[str, NDArray[np.bool_]], penalties: Mapping[str, float]
+) -> NDArray[np.float64]:
+    """r_i = progress_final_cm_i - sum over guards g of penalties[g] * [episode i trips g]  (cm).
+
+    Guards are charged in the order of ``trips`` (the environment's), so the float sum does not depend
+    on the order the design lists its penalties in; a guard without a penalty costs nothing. A penalty
+    on a guard ``trips`` lacks is an error naming the field and the guards (the design check refuses it
+    first: :func:`grpo_probe.prereg.phase2.penalty_problems`).
+    """
+    unknown = [name for name in penalties if name not in trips]
+    if unknown:
+        raise ValueError(
+            f"{PENALTIES_FIELD}.{unknown[0]}: the environment declares no guard {unknown[0]!r} "
+            f"(its guards: {', '.join(trips) or 'none'})"
+        )
+    reward = np.asarray(progress_cm, dtype=np.float64).copy()
+    for guard, tripped in trips.items():
+        if guard in penalties:
+            reward -= float(penalties[guard]) * np.asarray(tripped, dtype=np.float64)
+    return reward
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ the trainer regenerates it from the row's keys (:mod:`grpo_probe.phase2.replay`)
 log-probs of the regenerated chain against these recorded ones.
 
 Rows run through the rollout engine unchanged (:func:`grpo_probe.rollout.run_group`, sequential or on a
-worker pool), so an iteration's bytes do not depend on the path or the number of workers.
+worker pool), so an iteration's bytes do not depend on the path or the number of workers. The table's
+leading columns are the design's environment's record (:func:`phase2_rollout_schema`), so a pilot runs
+on any environment; the columns phase 2 reads back are the same in every environment's table.
 """
 
 from __future__ import annotations
@@ -21,16 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from grpo_probe.envs.registry import env_spec
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
-from grpo_probe.phase2.reward import GuardChannels, group_advantages, shaped_reward
+from grpo_probe.phase2.reward import group_advantages, guard_trips, shaped_rewards
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.prereg import Prereg
-from grpo_probe.prereg.phase2 import GuardPenalties
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, run_group
 from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
-from grpo_probe.rollout.table import ROLLOUT_SCHEMA, result_row
+from grpo_probe.rollout.table import ROLLOUT_SCHEMA, result_row, rollout_schema
 from grpo_probe.sim.episode_table import read_episode_table, write_episode_table
 
 __all__ = [
@@ -38,8 +40,12 @@ __all__ = [
     "Episode",
     "Replan",
     "RolloutBatch",
+    "episode_rewards",
     "iteration_cell",
+    "phase2_rollout_schema",
+    "prereg_rollout_schema",
     "read_batch",
+    "read_iteration_table",
     "run_iteration",
     "write_iteration_table",
 ]
@@ -56,7 +62,19 @@ PHASE2_COLUMNS: tuple[pa.Field, ...] = (
 )
 """Columns a phase-2 rollout row adds to the probe's rollout table, in order."""
 
+
+def phase2_rollout_schema(episode_schema: pa.Schema) -> pa.Schema:
+    """An environment's phase-2 table: its rollout table's columns, then :data:`PHASE2_COLUMNS`."""
+    return pa.schema(list(rollout_schema(episode_schema)) + list(PHASE2_COLUMNS))
+
+
 PHASE2_ROLLOUT_SCHEMA: pa.Schema = pa.schema(list(ROLLOUT_SCHEMA) + list(PHASE2_COLUMNS))
+"""The boat scene's phase-2 table; its phase-2 and rollout columns are every environment's."""
+
+
+def prereg_rollout_schema(prereg: Prereg) -> pa.Schema:
+    """The phase-2 table of the design's environment."""
+    return phase2_rollout_schema(env_spec(prereg.env).episode_schema)
 
 
 def iteration_cell(iteration: int) -> str:
@@ -114,15 +132,24 @@ class RolloutBatch:
         return tuple(e for e in self.episodes if e.kept)
 
 
-def _reward(result: EpisodeResult, penalties: GuardPenalties, swat_speed_m_s: float) -> float:
-    record = result.record
-    guards = GuardChannels(
-        reset_strikes=int(record.reset_strikes),
-        knocked_off=bool(record.knocked_off),
-        final_upright=bool(record.final_upright),
-        max_boat_speed_m_s=float(record.max_boat_speed_m_s),
-    )
-    return shaped_reward(float(record.progress_final_cm), guards, penalties, swat_speed_m_s)
+def episode_rewards(prereg: Prereg, results: Sequence[EpisodeResult]) -> np.ndarray:
+    """The registered reward of each result (in order): progress minus the penalties of the guards tripped.
+
+    The guards are the design's environment's (:class:`grpo_probe.envs.protocol.Guard`), read from each
+    record's own columns, with the registered analysis thresholds (:mod:`grpo_probe.phase2.reward`).
+    """
+    phase2 = prereg.phase2
+    if phase2 is None:
+        raise ValueError(f"{prereg.path}: the design registers no phase2 section")
+    guards = env_spec(prereg.env).guards
+    rows = [r.record.to_row() for r in results]
+    needed = {"progress_final_cm", *(g.column for g in guards)}
+    columns = {name: [row[name] for row in rows] for name in sorted(needed)}
+    trips = guard_trips(columns, guards, prereg.analysis.to_dict())
+    try:
+        return shaped_rewards(columns["progress_final_cm"], trips, phase2.penalties)
+    except ValueError as exc:
+        raise ValueError(f"{prereg.path}: {exc}") from None
 
 
 def _list_or_none(values: np.ndarray | None) -> list[float] | None:
@@ -137,7 +164,7 @@ def iteration_table(
     if phase2 is None:
         raise ValueError(f"{prereg.path}: the design registers no phase2 section")
     ordered = sorted(results, key=lambda r: r.spec)
-    rewards = [_reward(r, phase2.penalties, prereg.analysis.swat_speed_m_s) for r in ordered]
+    rewards = [float(r) for r in episode_rewards(prereg, ordered)]
     adv = group_advantages(
         rewards, [r.spec.seed for r in ordered], phase2.advantage_epsilon, phase2.min_group_std
     )
@@ -171,7 +198,7 @@ def iteration_table(
             ),
         )
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=PHASE2_ROLLOUT_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=prereg_rollout_schema(prereg))
 
 
 def run_iteration(
@@ -213,7 +240,36 @@ def run_iteration(
 
 def write_iteration_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
     """Write an iteration's table atomically (fixed parquet options: same rows, same bytes)."""
-    write_episode_table(path, table, schema=PHASE2_ROLLOUT_SCHEMA)
+    tail = pa.schema(list(table.schema)[-len(PHASE2_COLUMNS) :])
+    if not tail.equals(pa.schema(list(PHASE2_COLUMNS))):
+        raise ValueError(f"{path}: not a phase-2 rollout table (its last columns are not the phase-2 ones)")
+    write_episode_table(path, table, schema=table.schema)
+
+
+def read_iteration_table(path: str | os.PathLike[str], schema: pa.Schema) -> pa.Table:
+    """An iteration's whole table, checked against ``schema`` (:func:`prereg_rollout_schema`)."""
+    return read_episode_table(path, schema)
+
+
+_BATCH_COLUMNS = (
+    "seed",
+    "head",
+    "mode",
+    "temperature",
+    "sde_a",
+    "sampler_steps",
+    "draw",
+    "replan_logprob",
+    "replan_token_ids",
+    "iteration",
+    "reward",
+    "advantage",
+    "kept",
+    "replan_obs",
+    "replan_token_logprobs",
+    "replan_step_logprobs",
+)
+"""The columns :func:`read_batch` reads: the same in every environment's phase-2 table."""
 
 
 def _array(values: list[float] | None, dtype: type) -> np.ndarray | None:
@@ -225,7 +281,7 @@ def read_batch(path: str | os.PathLike[str], run_key: int) -> RolloutBatch:
 
     ``run_key`` is the prereg's: the flow chain is regenerated from (run_key, seed, replan, draw).
     """
-    table = read_episode_table(path, PHASE2_ROLLOUT_SCHEMA)
+    table = read_episode_table(path, PHASE2_ROLLOUT_SCHEMA, _BATCH_COLUMNS)
     if table.num_rows == 0:
         raise ValueError(f"{path}: phase-2 rollout table has no rows")
     columns = table.to_pydict()

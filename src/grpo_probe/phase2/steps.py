@@ -78,6 +78,22 @@ def _initial_checkpoint(source: PathLike, checkpoint: PathLike, arm: str) -> str
     return str(checkpoint)
 
 
+def _check_penalties(prereg: Prereg) -> None:
+    """Every registered penalty names a guard the environment declares, or nothing is trained.
+
+    A built-in environment's guards were checked when the design was read; a user's factory is built
+    here, before any phase-2 job, so its design is refused as early and in the same words.
+    """
+    from grpo_probe.envs.registry import env_spec
+    from grpo_probe.prereg import PreregError
+    from grpo_probe.prereg.phase2 import penalty_problems
+
+    phase2 = _registered(prereg)
+    problems = penalty_problems(phase2.penalties, env_spec(prereg.env))
+    if problems:
+        raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -92,6 +108,8 @@ def phase2_plan(
 ) -> None:
     """The checkpoint rule's work: which arms phase 2 trains, in order, or nothing and why."""
     prereg = load_prereg(prereg_path)
+    if prereg.phase2 is not None:
+        _check_penalties(prereg)
     decision = json.loads(Path(decision_json).read_text())
     result = plan_from_decision(prereg, decision, str(decision_json))
     write_plan(result, plan)
@@ -176,20 +194,24 @@ def phase2_train(
     to iteration k-1's; the stage's manifest closes the chain. Rollouts and updates run on the CPU (see
     :func:`phase2_rollouts`).
     """
+    from grpo_probe.envs.registry import env_spec
     from grpo_probe.phase2.paths import StagePaths
     from grpo_probe.phase2.replay import load_head_model
     from grpo_probe.phase2.rollouts import (
-        PHASE2_ROLLOUT_SCHEMA,
+        prereg_rollout_schema,
         read_batch,
+        read_iteration_table,
         run_iteration,
         write_iteration_table,
     )
     from grpo_probe.phase2.trainer import IterationOutput, deterministic_torch, metrics_table, train_loop
     from grpo_probe.rollout import RolloutPool
-    from grpo_probe.sim.episode_table import read_episode_table, write_episode_table
+    from grpo_probe.sim.episode_table import write_episode_table
 
     prereg, _ = _load(prereg_path, plan_json, arm)
     phase2 = _registered(prereg)
+    guards = env_spec(prereg.env).guards
+    schema = prereg_rollout_schema(prereg)
     paths = StagePaths(str(Path(plan_json).parent), arm, phase2.iterations)
     initial = _initial_checkpoint(source, checkpoint, arm)
     outputs = [
@@ -198,7 +220,7 @@ def phase2_train(
     ]
 
     def read(path: Path) -> tuple[Any, Any]:
-        return read_batch(path, prereg.run_key), read_episode_table(path, PHASE2_ROLLOUT_SCHEMA)
+        return read_batch(path, prereg.run_key), read_iteration_table(path, schema)
 
     pool = RolloutPool(workers) if workers > 0 and phase2.iterations > 1 else None
 
@@ -241,12 +263,14 @@ def phase2_train(
                 rollouts,
                 read,
                 on_iteration,
-                prereg.analysis.swat_speed_m_s,
+                guards,
+                prereg.analysis.to_dict(),
             )
     finally:
         if pool is not None:
             pool.close()
-    write_episode_table(metrics, metrics_table(rows), schema=metrics_table(rows).schema)
+    table = metrics_table(rows, [g.name for g in guards])
+    write_episode_table(metrics, table, schema=table.schema)
     # The iteration manifests list theta_1 .. theta_N and chain them back to the oracle (each file is
     # listed by one manifest, which an audit reruns); this one closes the chain with the metrics.
     write_design_manifest(
@@ -266,25 +290,47 @@ def phase2_eval(
     source: PathLike,
     checkpoint: PathLike,
     final_checkpoint: PathLike,
+    first_table: PathLike,
     upstream: Sequence[PathLike],
     initial_table: PathLike,
     final_table: PathLike,
+    movement_json: PathLike,
     manifest: PathLike,
     workers: int,
     device: str = "cpu",
 ) -> None:
-    """theta_0 and theta_N on the held-out seeds with the arm's anchor sampler (paired by seed)."""
+    """theta_0 and theta_N on the held-out seeds with the arm's anchor sampler (paired by seed), and how far
+    theta_N moved from theta_0 (:mod:`grpo_probe.phase2.movement`: KL on ``first_table``, iteration 0's
+    rollouts, and the anchor's actions on theta_0's held-out observations; on the CPU)."""
     from grpo_probe.phase2.evaluate import evaluate_checkpoint
+    from grpo_probe.phase2.movement import policy_movement
+    from grpo_probe.phase2.rollouts import read_batch
     from grpo_probe.rollout import RolloutPool
 
     prereg, _ = _load(prereg_path, plan_json, arm)
+    phase2 = _registered(prereg)
     initial = _initial_checkpoint(source, checkpoint, arm)
     with RolloutPool(workers) if workers > 0 else contextlib.nullcontext() as pool:
         kwargs = {"device": device, "pool": pool}
-        evaluate_checkpoint(prereg, arm, initial, "initial", initial_table, **kwargs)
+        held_out = evaluate_checkpoint(prereg, arm, initial, "initial", initial_table, **kwargs)
         evaluate_checkpoint(prereg, arm, final_checkpoint, "final", final_table, **kwargs)
+    batch = read_batch(first_table, prereg.run_key)
+    anchor = prereg.arms[arm].anchor
+    atol = phase2.recipe(prereg.arms[arm].head).replay_atol
+    movement = policy_movement(initial, final_checkpoint, batch, held_out, anchor, atol)
+    atomic_write_json(movement_json, {"arm": arm, **movement.to_dict()})
+    _log(
+        f"phase 2 {arm}: KL to the initial policy {movement.kl_to_initial:.3g} {movement.kl_unit} "
+        f"(floor {movement.kl_floor:.3g}), anchor mean |delta a| {movement.action_change:.3g} "
+        f"(floor {movement.action_floor:.3g}): {'moved' if movement.moved else 'did not move'}"
+    )
     write_design_manifest(
-        prereg, manifest, "phase2_eval", [initial_table, final_table], upstream, {"arm": arm}
+        prereg,
+        manifest,
+        "phase2_eval",
+        [initial_table, final_table, movement_json],
+        upstream,
+        {"arm": arm},
     )
 
 

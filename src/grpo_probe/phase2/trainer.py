@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.losses import (
     ar_kl_k3,
@@ -51,13 +52,13 @@ from grpo_probe.phase2.replay import (
     token_batch,
     unit_chains,
 )
+from grpo_probe.phase2.reward import guard_trips
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
 from grpo_probe.policies.checkpoint import Checkpoint, write_checkpoint
 from grpo_probe.policies.train import deterministic_torch
 from grpo_probe.prereg.phase2 import HeadRecipe, Phase2
 
 __all__ = [
-    "METRICS_SCHEMA",
     "IterationMetrics",
     "IterationOutput",
     "UpdateStats",
@@ -65,6 +66,7 @@ __all__ = [
     "deterministic_torch",
     "grpo_update",
     "make_optimizer",
+    "metrics_schema",
     "metrics_table",
     "save_policy",
     "table_metrics",
@@ -259,11 +261,6 @@ class IterationMetrics:
     median_group_std: float
     kept_fraction: float
     """Fraction of groups dynamic sampling kept."""
-    reset_strike_rate: float
-    """Fraction of episodes with at least one reset strike."""
-    knocked_off_rate: float
-    not_upright_rate: float
-    swat_rate: float
     success_rate: float
     token_entropy: float | None
     """AR: mean over replans of the per-step sampling entropy (nats); None for flow."""
@@ -276,38 +273,53 @@ class IterationMetrics:
     grad_norm: float | None
     checkpoint_sha256: str
     """sha256 of theta_{iteration + 1}, the checkpoint this iteration's update wrote."""
+    guard_rates: dict[str, float] = field(default_factory=dict)
+    """Per guard the environment declares (its order): the fraction of the iteration's episodes that
+    tripped it; a column ``<guard>_rate`` of the table."""
+
+    def row(self) -> dict[str, Any]:
+        """The table row: the fields, with ``guard_rates`` spread into ``<guard>_rate`` columns."""
+        values = asdict(self)
+        rates = values.pop("guard_rates")
+        return {**values, **{f"{guard}_rate": rate for guard, rate in rates.items()}}
 
 
-METRICS_SCHEMA = pa.schema(
-    [
-        ("iteration", pa.int32()),
-        ("seeds", pa.int32()),
-        ("episodes", pa.int32()),
-        ("mean_reward", pa.float64()),
-        ("mean_progress_cm", pa.float64()),
-        ("mean_group_std", pa.float64()),
-        ("median_group_std", pa.float64()),
-        ("kept_fraction", pa.float64()),
-        ("reset_strike_rate", pa.float64()),
-        ("knocked_off_rate", pa.float64()),
-        ("not_upright_rate", pa.float64()),
-        ("swat_rate", pa.float64()),
-        ("success_rate", pa.float64()),
-        ("token_entropy", pa.float64()),
-        ("replay_max_abs_diff", pa.float64()),
-        ("updates", pa.int32()),
-        ("policy_loss", pa.float64()),
-        ("clip_fraction", pa.float64()),
-        ("approx_kl", pa.float64()),
-        ("kl_to_reference", pa.float64()),
-        ("grad_norm", pa.float64()),
-        ("checkpoint_sha256", pa.string()),
-    ]
+_METRICS_HEAD: tuple[tuple[str, pa.DataType], ...] = (
+    ("iteration", pa.int32()),
+    ("seeds", pa.int32()),
+    ("episodes", pa.int32()),
+    ("mean_reward", pa.float64()),
+    ("mean_progress_cm", pa.float64()),
+    ("mean_group_std", pa.float64()),
+    ("median_group_std", pa.float64()),
+    ("kept_fraction", pa.float64()),
+)
+_METRICS_TAIL: tuple[tuple[str, pa.DataType], ...] = (
+    ("success_rate", pa.float64()),
+    ("token_entropy", pa.float64()),
+    ("replay_max_abs_diff", pa.float64()),
+    ("updates", pa.int32()),
+    ("policy_loss", pa.float64()),
+    ("clip_fraction", pa.float64()),
+    ("approx_kl", pa.float64()),
+    ("kl_to_reference", pa.float64()),
+    ("grad_norm", pa.float64()),
+    ("checkpoint_sha256", pa.string()),
 )
 
 
-def table_metrics(table: pa.Table, swat_speed_m_s: float) -> dict[str, Any]:
-    """Rollout statistics of one iteration's table (reward, spread, kept groups, guard trips, entropy)."""
+def metrics_schema(guards: Sequence[str]) -> pa.Schema:
+    """The per-iteration table's columns: rollout statistics, ``<guard>_rate`` per guard, the update's."""
+    rates = [(f"{guard}_rate", pa.float64()) for guard in guards]
+    return pa.schema([*_METRICS_HEAD, *rates, *_METRICS_TAIL])
+
+
+def table_metrics(table: pa.Table, guards: Sequence[Guard], analysis: Mapping[str, Any]) -> dict[str, Any]:
+    """Rollout statistics of one iteration's table (reward, spread, kept groups, guard trips, entropy).
+
+    ``guards``: the environment's declarations, counted as the analysis counts them (``analysis``: the
+    registered numbers a threshold may name).
+    """
     cols = table.to_pydict()
     seeds = sorted(set(cols["seed"]))
     std_by_seed = {s: g for s, g in zip(cols["seed"], cols["group_std"], strict=True)}
@@ -316,6 +328,7 @@ def table_metrics(table: pa.Table, swat_speed_m_s: float) -> dict[str, Any]:
     entropy = None
     if cols["head"][0] == "ar" and cols["replan_entropy_mean"][0] is not None:
         entropy = float(np.mean([v for row in cols["replan_entropy_mean"] for v in row if v is not None]))
+    trips = guard_trips(cols, guards, analysis)
     return {
         "seeds": len(seeds),
         "episodes": table.num_rows,
@@ -324,18 +337,15 @@ def table_metrics(table: pa.Table, swat_speed_m_s: float) -> dict[str, Any]:
         "mean_group_std": float(stds.mean()),
         "median_group_std": float(np.median(stds)),
         "kept_fraction": float(np.mean([kept_by_seed[s] for s in seeds])),
-        "reset_strike_rate": float(np.mean([n > 0 for n in cols["reset_strikes"]])),
-        "knocked_off_rate": float(np.mean(cols["knocked_off"])),
-        "not_upright_rate": float(np.mean([not u for u in cols["final_upright"]])),
-        "swat_rate": float(np.mean([v > swat_speed_m_s for v in cols["max_boat_speed_m_s"]])),
+        "guard_rates": {guard: float(tripped.mean()) for guard, tripped in trips.items()},
         "success_rate": float(np.mean(cols["success"])),
         "token_entropy": entropy,
     }
 
 
-def metrics_table(rows: Sequence[IterationMetrics]) -> pa.Table:
-    """The per-iteration table (one row per iteration, in order)."""
-    return pa.Table.from_pylist([asdict(r) for r in rows], schema=METRICS_SCHEMA)
+def metrics_table(rows: Sequence[IterationMetrics], guards: Sequence[str]) -> pa.Table:
+    """The per-iteration table (one row per iteration, in order; ``guards``: the environment's names)."""
+    return pa.Table.from_pylist([r.row() for r in rows], schema=metrics_schema(guards))
 
 
 # -- the loop --------------------------------------------------------------------------------------------
@@ -363,7 +373,8 @@ def train_loop(
     rollouts: RolloutFn,
     read: Callable[[Path], tuple[RolloutBatch, pa.Table]],
     on_iteration: Callable[[int, IterationMetrics, ReplayReport], None],
-    swat_speed_m_s: float,
+    guards: Sequence[Guard],
+    analysis: Mapping[str, Any],
 ) -> list[IterationMetrics]:
     """Run ``phase2.iterations`` GRPO iterations from theta_0 = ``initial_checkpoint``.
 
@@ -371,6 +382,8 @@ def train_loop(
     ``rollouts(i, theta_i)`` runs iteration i's rollouts and writes them to ``outputs[i].rollouts``, which
     ``read`` reads back, so the update trains on exactly the bytes the table holds. theta_{i+1} goes to
     ``outputs[i].checkpoint``; ``on_iteration`` is called after it is written (manifests, logs).
+    ``guards`` and ``analysis``: the environment's guard declarations and the registered analysis
+    numbers, for the per-iteration trip rates.
     """
     optimizer = make_optimizer(policy, recipe)
     metrics: list[IterationMetrics] = []
@@ -404,7 +417,7 @@ def train_loop(
         sha = save_policy(policy, checkpoint)
         row = IterationMetrics(
             iteration=iteration,
-            **table_metrics(table, swat_speed_m_s),
+            **table_metrics(table, guards, analysis),
             replay_max_abs_diff=report.max_abs_diff,
             **asdict(stats),
             checkpoint_sha256=sha,

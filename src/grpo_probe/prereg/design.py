@@ -29,7 +29,7 @@ from grpo_probe.prereg.lock import (
     utc_now_iso,
     write_lock,
 )
-from grpo_probe.prereg.phase2 import Phase2, parse_phase2
+from grpo_probe.prereg.phase2 import Phase2, parse_phase2, penalty_problems
 from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problems
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
 from grpo_probe.prereg.schema import load_prereg_schema, validate_against
@@ -415,16 +415,23 @@ def _environment_section_problems(raw: Mapping[str, Any]) -> list[str]:
     except ValueError:
         return []  # a criterion named but not defined: the analysis section's own check names it
     replay = parse_replay(raw, expand_seeds(raw["seeds"]))
-    return environment_problems(rule, "phase2" in raw, env_spec(config), replay)
+    phase2 = raw.get("phase2")
+    penalties = None if phase2 is None else phase2["reward"]["penalties"]
+    return environment_problems(rule, penalties, env_spec(config), replay)
 
 
 def environment_problems(
-    rule: DecisionRule, registers_phase2: bool, spec: EnvSpec, replay: ReplaySection | None = None
+    rule: DecisionRule,
+    phase2_penalties: Mapping[str, float] | bool | None,
+    spec: EnvSpec,
+    replay: ReplaySection | None = None,
 ) -> list[str]:
     """What the design reads that its environment does not define, each as ``"<field>: <problem>"``.
 
     The decision rule may read a guard's rates (``sampled_<guard>_rate``, ``anchor_<guard>_rate``) only
-    for a guard the environment defines; the phase-2 reward's penalties are the boat scene's guards.
+    for a guard the environment defines, and the phase-2 reward may penalise only such a guard
+    (``phase2_penalties``: the registered ``phase2.reward.penalties``; a bool, whether the design
+    registers phase 2, names no penalty to check, and the ``phase2_plan`` step checks them then).
     A built-in environment is checked with the rest of the design; a user's factory by the prereg_check
     step, which builds it (:func:`grpo_probe.steps.prereg_check`).
     """
@@ -446,11 +453,8 @@ def environment_problems(
             check(condition.read, f"decision_rule.criteria.{criterion.name}.all_of[{i}].read")
     for i, key in enumerate(rule.rank_by):
         check(key.read, f"decision_rule.arm_choice.rank_by[{i}].read")
-    if registers_phase2 and spec.id != BOAT_ID:
-        problems.append(
-            "phase2: the phase-2 reward penalises the boat scene's guards (phase2.reward), which "
-            f"environment {spec.id!r} does not record; register phase 2 for the boat scene only"
-        )
+    if isinstance(phase2_penalties, Mapping):
+        problems += penalty_problems(phase2_penalties, spec)
     for i, perturbation in enumerate(replay.perturbations if replay is not None else ()):
         if perturbation.kind == "state" and spec.state_perturbation is None:
             problems.append(

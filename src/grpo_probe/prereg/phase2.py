@@ -7,6 +7,11 @@ iterations, K, learning rate, clip ranges, KL, the reward's guard penalties, the
 dynamic-sampling tolerance and the replay oracle's tolerance. The section is optional: a design without
 it runs no phase 2, and phase2.md says so.
 
+The reward's penalties are keyed by the guards the design's environment declares
+(:class:`grpo_probe.envs.protocol.Guard`: the boat's ``reset_strike``, ``knocked_off``, ...; the pusher's
+``joint_limit``, ``off_table``, ...), so the pilot penalises exactly what the analysis counts, in any
+environment; :func:`penalty_problems` refuses a penalty on a guard the environment does not declare.
+
 The JSON schema (``workflow/schemas/prereg.schema.yaml``, property ``phase2``) checks each field; the
 rules that relate fields (seed sets disjoint, enough training seeds for every iteration, a sampling mode
 with log-probs for each head) live here. Errors name the prereg and the field.
@@ -18,17 +23,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.sampling import SamplingMode
 
 __all__ = [
+    "PENALTIES_FIELD",
     "PHASE2_HEADS",
-    "GuardPenalties",
     "HeadRecipe",
     "Phase2",
     "Phase2Error",
     "parse_phase2",
+    "penalty_problems",
     "phase2_problems",
 ]
+
+PENALTIES_FIELD = "phase2.reward.penalties"
+"""Where a design registers the reward's guard penalties (errors name ``<this>.<guard>``)."""
 
 PHASE2_HEADS: tuple[str, ...] = ("ar", "flow")
 """Heads a phase-2 pilot trains: token-GRPO on the AR head, Flow-GRPO (SDE) on the flow head."""
@@ -39,23 +49,6 @@ _TRAINABLE_KIND = {"ar": "temperature", "flow": "flow_sde"}
 
 class Phase2Error(ValueError):
     """The ``phase2:`` section breaks a cross-field rule; the message names the prereg and the field."""
-
-
-@dataclass(frozen=True)
-class GuardPenalties:
-    """Registered reward penalties, in cm of progress, one per guard channel of the episode record.
-
-    reward = progress_final_cm - reset_strike_cm * reset_strikes - knocked_off_cm * knocked_off
-             - not_upright_cm * (not final_upright) - swat_cm * (max_boat_speed_m_s > analysis.swat_speed_m_s)
-
-    The memo (section 3) warns that a dense progress reward without guards learns to swat the boat toward
-    the disk; these are the guards it names, entering the reward as registered penalties.
-    """
-
-    reset_strike_cm: float
-    knocked_off_cm: float
-    not_upright_cm: float
-    swat_cm: float
 
 
 @dataclass(frozen=True)
@@ -93,7 +86,15 @@ class Phase2:
     seeds_per_iteration: int
     rollouts_per_seed: int
     """K: rollouts per training seed (one GRPO group; ``group_size`` of the probe's cells)."""
-    penalties: GuardPenalties
+    penalties: dict[str, float]
+    """Guard name -> cm of progress an episode loses when it trips that guard (``phase2.reward.penalties``):
+
+        reward = progress_final_cm - sum over guards g of penalties[g] * [episode trips g]
+
+    A guard trips at most once per episode (:meth:`grpo_probe.envs.protocol.Guard.trips`); a guard the
+    design does not name costs nothing. The memo (section 3) warns that a dense progress reward without
+    guards learns to swat the object toward the goal; the guards enter the reward as registered penalties.
+    """
     advantage_epsilon: float
     """eps in (r - mean) / (std + eps), as verl's compute_grpo_outcome_advantage (1e-6 there)."""
     min_group_std: float
@@ -136,6 +137,21 @@ def _seeds(spec: Mapping[str, int] | Sequence[int]) -> tuple[int, ...]:
 def _overlap(a: Sequence[int], b: Sequence[int]) -> str:
     both = sorted(set(a) & set(b))
     return ", ".join(map(str, both[:5])) + (", ..." if len(both) > 5 else "")
+
+
+def penalty_problems(penalties: Mapping[str, float], spec: EnvSpec) -> list[str]:
+    """A penalty on a guard ``spec`` does not declare, as ``"phase2.reward.penalties.<name>: ..."``.
+
+    Why refuse it: the reward would silently never charge it (no column trips it), so the registered
+    reward would not be the one trained on. The message lists the guards the environment declares.
+    """
+    declared = spec.guard_names
+    return [
+        f"{PENALTIES_FIELD}.{name}: environment {spec.id!r} declares no guard {name!r} "
+        f"(its guards: {', '.join(declared) or 'none'})"
+        for name in penalties
+        if name not in declared
+    ]
 
 
 def phase2_problems(raw: Mapping[str, Any]) -> list[str]:
@@ -217,12 +233,7 @@ def parse_phase2(raw: Mapping[str, Any], where: str) -> Phase2 | None:
         iterations=int(section["iterations"]),
         seeds_per_iteration=int(section["seeds_per_iteration"]),
         rollouts_per_seed=int(section["rollouts_per_seed"]),
-        penalties=GuardPenalties(
-            reset_strike_cm=float(reward["reset_strike_cm"]),
-            knocked_off_cm=float(reward["knocked_off_cm"]),
-            not_upright_cm=float(reward["not_upright_cm"]),
-            swat_cm=float(reward["swat_cm"]),
-        ),
+        penalties={str(name): float(cm) for name, cm in reward["penalties"].items()},
         advantage_epsilon=float(section["advantage_epsilon"]),
         min_group_std=float(section["min_group_std"]),
         epochs=int(section["epochs"]),
