@@ -161,7 +161,7 @@ def train_reference_arm(
         where=f"{prereg.path}: training.arms.{arm}",
         inputs=prereg.arms[arm].inputs,
     )
-    _check_pin(prereg, arm, checkpoint)
+    _check_pin(prereg, arm, checkpoint, sha)
     atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": None})
     write_design_manifest(
         prereg, manifest, "train", [checkpoint, source], upstream, {"arm": arm, "checkpoint_sha256": sha}
@@ -193,14 +193,15 @@ def bind_checkpoint(
         raise FileNotFoundError(f"{checkpoint}: checkpoint bound to arm {arm!r} not found")
     if Path(checkpoint).is_dir() and not checkpoint_files(checkpoint):
         raise FileNotFoundError(f"{checkpoint}: checkpoint folder bound to arm {arm!r} holds no file")
-    _check_pin(prereg, arm, checkpoint)
+    sha = tree_sha256(checkpoint)
+    _check_pin(prereg, arm, checkpoint, sha)
     report = _check_bound_policy(prereg, arm, checkpoint, adapter, device)
     atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter})
     # The checkpoint lives outside the results tree, so it is recorded by hash rather than as an output.
     extra = {
         "arm": arm,
         "checkpoint": str(checkpoint),
-        "checkpoint_sha256": tree_sha256(checkpoint),
+        "checkpoint_sha256": sha,
         "policy_check": {"passed": report.passed, "checks": len(report.checks)},
     }
     sources = [*checkpoint_files(checkpoint), *factory_files(adapter)]
@@ -226,11 +227,11 @@ def _check_bound_policy(
     return report
 
 
-def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike) -> None:
+def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike, found: str) -> None:
+    """``found`` (the checkpoint's :func:`~grpo_probe.user_code.tree_sha256`) must be the pinned one."""
     pinned = prereg.arms[arm].checkpoint_sha256
     if pinned is None:
         return
-    found = tree_sha256(checkpoint)
     if found != pinned:
         raise ValueError(
             f"{checkpoint}: sha256 {found} differs from arms.{arm}.checkpoint_sha256 {pinned} "

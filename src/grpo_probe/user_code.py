@@ -31,6 +31,7 @@ __all__ = [
     "checkpoint_files",
     "env_code_files",
     "factory_files",
+    "file_sha256",
     "policy_files",
     "tree_sha256",
 ]
@@ -134,7 +135,8 @@ def policy_files(factory: str | None, checkpoint: str | os.PathLike[str] | None)
     return tuple(dict.fromkeys((*factory_files(factory), *folder)))
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB chunks (what every manifest records of a file)."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(_CHUNK):
@@ -147,8 +149,8 @@ def tree_sha256(path: str | os.PathLike[str]) -> str:
     lines, so a pinned ``checkpoint_sha256`` holds a folder as it holds a file."""
     path = Path(path)
     if not path.is_dir():
-        return _file_sha256(path)
+        return file_sha256(path)
     lines = sorted(
-        f"{p.relative_to(path).as_posix()}\0{_file_sha256(p)}\n" for p in _visible_files(path, None)
+        f"{p.relative_to(path).as_posix()}\0{file_sha256(p)}\n" for p in _visible_files(path, None)
     )
     return hashlib.sha256("".join(lines).encode()).hexdigest()

@@ -11,7 +11,6 @@ name, so a rerun on the same machine writes the same bytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.provenance.environment import code_version, environment
-from grpo_probe.user_code import env_code_files, policy_files
+from grpo_probe.user_code import env_code_files, file_sha256, policy_files
 
 if TYPE_CHECKING:
     from grpo_probe.prereg import Prereg
@@ -39,20 +38,10 @@ __all__ = [
 
 MANIFEST_FORMAT = "grpo-probe-manifest/1"
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_CHUNK = 1 << 20
 
 
 class ManifestError(ValueError):
     """A manifest cannot be written or read; the message names the file."""
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def relative_to_root(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> str:
