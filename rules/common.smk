@@ -1,10 +1,8 @@
 # Config and prereg loading, validation, and the named helpers every rule uses.
-from pathlib import Path
-
 from grpo_probe.prereg import arm_bindings, load_prereg, split_seeds
 from grpo_probe.prereg.names import check_one_folder_per_design
 from grpo_probe.prereg.run_config import config_sources, load_config
-from grpo_probe.user_code import checkpoint_files, env_code_files, factory_files
+from grpo_probe.user_code import env_code_files, policy_files
 
 # The merged config, checked against workflow/schemas/config.schema.yaml: an error names the field and the
 # place that set it (config/config.yaml, a --configfile or --config), which Snakemake's validate() cannot.
@@ -69,10 +67,7 @@ def policy_code(arm):
     binding = BINDINGS[arm]
     if binding.source == "reference":
         return []
-    files = list(factory_files(binding.adapter))
-    if Path(binding.path).is_dir():
-        files += checkpoint_files(binding.path)
-    return [str(p) for p in dict.fromkeys(files)]
+    return [str(p) for p in policy_files(binding.adapter, binding.path)]
 
 
 def arm_code(wildcards):
