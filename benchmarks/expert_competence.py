@@ -12,8 +12,8 @@ import argparse
 
 import numpy as np
 
-from grpo_probe.sim import BoatPushEnv, SimParams, run_episode
-from grpo_probe.sim.expert import ScriptedExpert
+from grpo_probe.envs.boat import BoatPushEnv, SimParams, run_episode
+from grpo_probe.envs.boat.expert import ScriptedExpert
 
 
 def main() -> None:

@@ -45,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.demos is not None:
-        from grpo_probe.sim.demos import Demos
+        from grpo_probe.envs.demo_set import Demos
 
         obs = Demos.load(args.demos).obs
     else:

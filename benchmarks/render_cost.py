@@ -42,19 +42,19 @@ from pathlib import Path
 
 import numpy as np
 
-from grpo_probe.sim import BoatPushEnv, SimParams
-from grpo_probe.sim.expert import ScriptedExpert
-from grpo_probe.sim.render import make_renderer
+from grpo_probe.envs.boat import BoatPushEnv, SimParams
+from grpo_probe.envs.boat.expert import ScriptedExpert
+from grpo_probe.envs.boat.render import make_renderer
 
-# No `import mujoco` here: MuJoCo reads MUJOCO_GL once, at its first import, and importing grpo_probe.sim
-# first is what sets it to egl (grpo_probe.sim.gl); the sorted imports would put mujoco first.
+# No `import mujoco` here: MuJoCo reads MUJOCO_GL once, at its first import, and importing
+# grpo_probe.envs first is what sets it to egl (grpo_probe.envs.gl); sorted imports would put mujoco first.
 CAMERA = "overhead"
 TARGET_MS = 1.0
 """Render budget per 96 x 96 frame on the CPU (the camera issue)."""
 
 _FRESH = """
 import hashlib, sys
-from grpo_probe.sim import BoatPushEnv
+from grpo_probe.envs.boat import BoatPushEnv
 env = BoatPushEnv()
 env.reset(int(sys.argv[1]))
 frame = env.render(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
@@ -129,7 +129,7 @@ def tessellation_costs(
     renderer is built on a copy of the model with the default, and at every replan of the expert's
     episodes both render the same state, in alternating order, so the two share the machine's noise.
     """
-    import mujoco  # after grpo_probe.sim, which has chosen the GL backend
+    import mujoco  # after grpo_probe.envs.boat, which has chosen the GL backend
 
     default = mujoco.MjModel.from_xml_string("<mujoco/>").vis.quality
     model = copy.copy(env.model)

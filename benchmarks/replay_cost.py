@@ -59,6 +59,7 @@ from typing import Any
 import torch
 import yaml
 
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.registry import boat_env
 from grpo_probe.prereg import Cell, Prereg, load_prereg
 from grpo_probe.prereg.replay import Perturbation
@@ -67,7 +68,6 @@ from grpo_probe.rollout.engine import mean_timing
 from grpo_probe.rollout.replay import registered_replays
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.rollout.table import table_bytes
-from grpo_probe.sim.params import SimParams
 from rollout_scaling import CONFIG, REGISTERED, _checkpoints, _load  # the same set-up, one place
 
 

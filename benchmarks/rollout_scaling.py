@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.registry import boat_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.policies.synthetic_demos import synthetic_demos
@@ -49,7 +50,6 @@ from grpo_probe.prereg import load_prereg
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, anchor_mode, group_table, run_sequential
 from grpo_probe.rollout.engine import mean_timing
 from grpo_probe.rollout.table import table_bytes
-from grpo_probe.sim.params import SimParams
 
 K = 8
 """The probe's group size."""

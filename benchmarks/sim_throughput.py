@@ -15,7 +15,7 @@ import time
 import mujoco
 import numpy as np
 
-from grpo_probe.sim import BoatPushEnv, SimParams
+from grpo_probe.envs.boat import BoatPushEnv, SimParams
 
 
 def env_steps_per_s(env: BoatPushEnv, episodes: int) -> float:

@@ -7,7 +7,7 @@ name so ``grpo-probe --help`` stays fast and one area's heavy imports do not slo
 This module and the ``commands`` modules are the top layer of the package: nothing else imports them
 (the import-linter contracts in pyproject.toml say so), and a command module imports only its own area
 and the layers below it. That is why ``prereg lock|check``, whose ``--manifest`` writes the provenance
-chain's root, is registered by :mod:`grpo_probe.provenance.commands`, above the prereg.
+chain's root, is registered by :mod:`grpo_probe.provenance.lock_verify_command`, above the prereg.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "grpo_probe.sim.commands",
-    "grpo_probe.provenance.commands",
-    "grpo_probe.rollout.commands",
-    "grpo_probe.analysis.commands",
-    "grpo_probe.policies.commands",
-    "grpo_probe.compute.commands",
-    "grpo_probe.audit.commands",
+    "grpo_probe.envs.boat.demo_command",
+    "grpo_probe.provenance.lock_verify_command",
+    "grpo_probe.rollout.rollout_command",
+    "grpo_probe.analysis.decide_command",
+    "grpo_probe.policies.policy_command",
+    "grpo_probe.compute.estimate_command",
+    "grpo_probe.audit.audit_command",
 )
 
 

@@ -24,9 +24,9 @@ __all__ = [
     "write_table",
 ]
 
+from grpo_probe.envs.episode_table import EPISODE_SCHEMA
 from grpo_probe.prereg import Prereg, prereg_from_mapping
 from grpo_probe.prereg.canonical import read_yaml
-from grpo_probe.sim.episode_table import EPISODE_SCHEMA
 
 _SMOKE = Path(__file__).resolve().parents[2] / "prereg" / "smoke.yaml"
 

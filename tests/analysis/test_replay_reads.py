@@ -16,8 +16,8 @@ import pytest
 
 from grpo_probe.analysis.glossary import number
 from grpo_probe.analysis.report import build_decision, reads_tsv_text
+from grpo_probe.envs.episode_table import EPISODE_SCHEMA
 from grpo_probe.rollout.replay import replay_schema
-from grpo_probe.sim.episode_table import EPISODE_SCHEMA
 
 from .rollout_factory import anchor_rows, as_prereg, probe_rows, write_table
 

@@ -12,13 +12,13 @@ import pytest
 
 from grpo_probe.compute import compute_report
 from grpo_probe.compute.accounting import POLICY_STAGES, read_gpu_seconds
-from grpo_probe.envs.boat_env import BoatPush
+from grpo_probe.envs.boat.environment import BoatPush
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode
 from grpo_probe.prereg import load_prereg
 from grpo_probe.rollout import engine
 from grpo_probe.rollout.engine import mean_timing, run_lockstep, total_gpu_seconds
 from grpo_probe.rollout.results import EpisodeSpec
-from grpo_probe.sim.params import SimParams
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = SimParams(replans=2, executed_actions=10)

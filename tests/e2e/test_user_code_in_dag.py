@@ -19,9 +19,9 @@ import yaml
 
 LAB_SCENE = '''"""A lab's scene: the boat, built by the lab's own factory."""
 
-from grpo_probe.envs.boat_env import BoatPush
-from grpo_probe.sim.expert import ScriptedExpert
-from grpo_probe.sim.params import SimParams
+from grpo_probe.envs.boat.environment import BoatPush
+from grpo_probe.envs.boat.expert import ScriptedExpert
+from grpo_probe.envs.boat.params import SimParams
 
 
 class LabBoat(BoatPush):

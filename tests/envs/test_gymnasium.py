@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from grpo_probe.envs.boat_gym import GYM_ID
+from grpo_probe.envs.boat.gym_registration import GYM_ID
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.registry import env_config, make_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.provenance import env_files
 from grpo_probe.rollout import GroupJob, PolicySource, run_parallel_oracle
-from grpo_probe.sim.params import SimParams
 
 from .user_envs import factory_name, make_noise_policy
 
 REPO = Path(__file__).resolve().parents[2]
-MAKE = f"grpo_probe.envs.boat_gym:{GYM_ID}"
+MAKE = f"grpo_probe.envs.boat.gym_registration:{GYM_ID}"
 
 
 def test_the_boat_gymnasium_env_passes_check_env() -> None:

@@ -14,8 +14,12 @@ import numpy as np
 import pytest
 
 from grpo_probe.analysis.reads import GUARDS
-from grpo_probe.envs.boat import boat_spec
-from grpo_probe.envs.boat_env import BoatPush
+from grpo_probe.envs.boat.env import OBS_DIM, BoatPushEnv, run_episode
+from grpo_probe.envs.boat.environment import BoatPush
+from grpo_probe.envs.boat.expert import ScriptedExpert
+from grpo_probe.envs.boat.params import SimParams
+from grpo_probe.envs.boat.spec import boat_spec
+from grpo_probe.envs.episode_table import EPISODE_SCHEMA
 from grpo_probe.envs.protocol import Environment
 from grpo_probe.envs.registry import (
     EnvFactoryError,
@@ -33,10 +37,6 @@ from grpo_probe.rollout import (
     run_parallel_oracle,
     run_sequential,
 )
-from grpo_probe.sim.env import OBS_DIM, BoatPushEnv, run_episode
-from grpo_probe.sim.episode_table import EPISODE_SCHEMA
-from grpo_probe.sim.expert import ScriptedExpert
-from grpo_probe.sim.params import SimParams
 
 from . import user_envs
 from .user_envs import factory_name, make_noise_policy

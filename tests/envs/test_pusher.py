@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_probe.envs.pusher import PusherParams, pusher_spec
+from grpo_probe.envs.pusher.spec import PusherParams, pusher_spec
 from grpo_probe.envs.registry import env_config, make_env, make_expert
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout import GroupJob, PolicySource, run_parallel_oracle

@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams
-from grpo_probe.envs.pusher import PusherParams
+from grpo_probe.envs.pusher.spec import PusherParams
 from grpo_probe.envs.registry import EnvConfig, boat_env, make_env
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.prereg.replay import Perturbation
 from grpo_probe.rollout import EpisodeSpec, run_lockstep
 from grpo_probe.rollout.perturb import Replay, state_generator
-from grpo_probe.sim.params import SimParams
 
 from .user_envs import make_noise_policy
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from grpo_probe.envs.boat_env import BoatPush
+from grpo_probe.envs.boat.environment import BoatPush
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode
-from grpo_probe.sim.params import SimParams
 
 DRIFT_AT_TICK = 13
 """The drifting boat's first tick in a worker process whose state differs from the sequential path's."""

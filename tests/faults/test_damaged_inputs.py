@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe import steps
+from grpo_probe import probe_jobs as steps
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -111,7 +111,7 @@ def test_a_malformed_decision_is_refused_naming_the_field(
 def test_a_design_without_phase2_gets_a_page_that_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from grpo_probe.phase2 import steps
+    from grpo_probe.phase2 import pilot_jobs as steps
 
     from .conftest import write_decision
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_probe.envs.boat import boat_spec
+from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.protocol import EnvSpec
-from grpo_probe.envs.pusher import pusher_spec
+from grpo_probe.envs.pusher.spec import pusher_spec
 from grpo_probe.phase2.reward import guard_trips, shaped_rewards
 from grpo_probe.prereg import PreregError
 from grpo_probe.prereg.phase2 import penalty_problems

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from envs import chaos_envs
-from grpo_probe.phase2 import steps
+from grpo_probe.phase2 import pilot_jobs as steps
 from grpo_probe.phase2.evaluate import (
     POWER,
     DetectableChange,

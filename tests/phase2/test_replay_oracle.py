@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from grpo_probe.phase2 import steps
+from grpo_probe.phase2 import pilot_jobs as steps
 from grpo_probe.phase2.plan import plan_from_decision, write_plan
 from grpo_probe.phase2.replay import (
     ReplayMismatchError,

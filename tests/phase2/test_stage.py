@@ -13,7 +13,7 @@ import yaml
 
 from grpo_probe.envs.demos import collect_env_demos
 from grpo_probe.envs.registry import env_spec
-from grpo_probe.phase2 import steps
+from grpo_probe.phase2 import pilot_jobs as steps
 from grpo_probe.phase2.paths import StagePaths
 from grpo_probe.policies.train import train_arm
 from grpo_probe.prereg import load_prereg, lock_prereg

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from grpo_probe.envs.boat.params import SimParams
+from grpo_probe.envs.demo_set import Demos
 from grpo_probe.envs.demos import collect_env_demos
 from grpo_probe.envs.observation import CameraConfig, ObservationBatch, image_key
 from grpo_probe.envs.registry import boat_env
@@ -19,8 +21,6 @@ from grpo_probe.policies.models import FlowTrainConfig, VisionFlowTrainConfig
 from grpo_probe.policies.synthetic_demos import synthetic_demos
 from grpo_probe.policies.train import head_config, train_arm, train_vision_flow
 from grpo_probe.policies.vision_flow import VisionFlowPolicy
-from grpo_probe.sim.demos import Demos
-from grpo_probe.sim.params import SimParams
 
 OVERHEAD = image_key("overhead")
 VISION_INPUTS = ("observation.state", OVERHEAD)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.registry import EnvConfig, env_spec
 from grpo_probe.prereg import load_prereg
-from grpo_probe.sim.params import SimParams
-from grpo_probe.steps import prereg_check
+from grpo_probe.probe_jobs import prereg_check
 
 from .design_edits import edited, load_error
 

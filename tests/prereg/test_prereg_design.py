@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.prereg import PreregError, SchemaError, load_prereg, split_seeds
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.schema import PREREG_SCHEMA, default_schema_dir, load_prereg_schema
 from grpo_probe.sampling import SamplingMode
-from grpo_probe.sim.params import SimParams
 
 from .design_edits import edited, load_error
 

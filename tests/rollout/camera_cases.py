@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from grpo_probe.envs.boat_env import BoatPush
+from grpo_probe.envs.boat.env import OBS_DIM
+from grpo_probe.envs.boat.environment import BoatPush
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode
-from grpo_probe.sim.env import OBS_DIM
-from grpo_probe.sim.params import SimParams
 
 CAMERA_SHIFT_M = 0.001
 

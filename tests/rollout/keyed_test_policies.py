@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from grpo_probe.envs.boat.env import OBS_DIM
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode
-from grpo_probe.sim.env import OBS_DIM
 
 CHUNK_SHAPE = (50, 6)
 N_TOKENS = 12

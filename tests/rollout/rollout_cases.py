@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.registry import boat_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout import EpisodeSpec, GroupJob, PolicySource
-from grpo_probe.sim.params import SimParams
 
 from .keyed_test_policies import factory_name, make_ar_policy, make_flow_policy
 

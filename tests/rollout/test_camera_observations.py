@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.observation import ObservationBatch, ObservationConfig, frame_sha256
 from grpo_probe.envs.registry import EnvConfig, boat_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, run_parallel_oracle, run_sequential
 from grpo_probe.rollout.oracles import OracleMismatchError
-from grpo_probe.sim.params import SimParams
 
 from .camera_cases import make_peeking_policy
 
@@ -37,7 +37,7 @@ ODE = SamplingMode("flow_ode", steps=10)
 
 
 def _needs_gl() -> None:
-    from grpo_probe.sim import BoatPushEnv
+    from grpo_probe.envs.boat import BoatPushEnv
 
     try:
         BoatPushEnv().render("overhead", 96, 96)

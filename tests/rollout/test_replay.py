@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_probe.envs.pusher import pusher_spec
+from grpo_probe.envs.pusher.spec import pusher_spec
 from grpo_probe.envs.registry import make_env
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.prereg.replay import Perturbation, ReplaySection

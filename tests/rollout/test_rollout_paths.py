@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grpo_probe.envs.boat_env import BoatPush
+from grpo_probe.envs.boat.environment import BoatPush
+from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout import (
     EpisodeSpec,
@@ -17,7 +18,6 @@ from grpo_probe.rollout import (
 )
 from grpo_probe.rollout.engine import single_torch_thread
 from grpo_probe.rollout.table import table_bytes
-from grpo_probe.sim.params import SimParams
 
 from .keyed_test_policies import make_ar_policy
 from .rollout_cases import RUN_KEY, SHORT_SIM, keyed_source, make_job

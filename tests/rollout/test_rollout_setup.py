@@ -10,8 +10,8 @@ import torch
 
 from grpo_probe import cli
 from grpo_probe.rollout import PolicySource, read_rollout_table, resolve_device
-from grpo_probe.rollout.commands import parse_seeds
 from grpo_probe.rollout.progress import RolloutProgress
+from grpo_probe.rollout.rollout_command import parse_seeds
 
 from .keyed_test_policies import factory_name, make_ar_policy, make_flow_policy
 

@@ -3,7 +3,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
 
     sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
 
-    from grpo_probe.steps import join
+    from grpo_probe.probe_jobs import join
 
     join(
         prereg_path=snakemake.input.prereg,

@@ -3,7 +3,7 @@ if __name__ == "__main__":
 
     sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
 
-    from grpo_probe.phase2.steps import phase2_replay_oracle
+    from grpo_probe.phase2.pilot_jobs import phase2_replay_oracle
 
     phase2_replay_oracle(
         prereg_path=snakemake.input.prereg,

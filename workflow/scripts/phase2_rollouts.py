@@ -3,7 +3,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
 
     sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
 
-    from grpo_probe.phase2.steps import phase2_rollouts
+    from grpo_probe.phase2.pilot_jobs import phase2_rollouts
 
     phase2_rollouts(
         prereg_path=snakemake.input.prereg,

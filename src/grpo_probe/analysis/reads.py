@@ -17,7 +17,7 @@ DECIMALS = 4
 
 GUARDS: tuple[str, ...] = ("reset_strike", "knocked_off", "not_upright", "away_tail", "swat")
 """The boat scene's guard channels, in the order decision.md lists them (another environment's are its
-spec's ``guard_names``; a test pins these to ``grpo_probe.envs.boat``)."""
+spec's ``guard_names``; a test pins these to ``grpo_probe.envs.boat.spec``)."""
 
 
 def quantize(x: float) -> float:

@@ -55,7 +55,7 @@ from grpo_probe.analysis.stability import SeedColumns, seed_columns
 from grpo_probe.analysis.tables import RolloutTable, read_anchor_table, read_probe_table
 from grpo_probe.analysis.versions import outcome_record, rule_record, version_records
 from grpo_probe.atomic_io import atomic_write_text
-from grpo_probe.envs.boat import BOAT_ID
+from grpo_probe.envs.boat.spec import BOAT_ID
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
@@ -376,7 +376,7 @@ def _table_outline(env: EnvSpec) -> tuple[float, float, float, float] | None:
     """
     if env.id != BOAT_ID:
         return None
-    scene = ElementTree.fromstring(resources.files("grpo_probe.sim").joinpath("scene.xml").read_text())
+    scene = ElementTree.fromstring(resources.files("grpo_probe.envs.boat").joinpath("scene.xml").read_text())
     geom = scene.find(".//geom[@name='table']")
     if geom is None:
         return None

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from grpo_probe.envs.boat import boat_spec
+from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.protocol import EnvSpec, Guard
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Why the same loop for every environment: a demonstration is what the expert saw at a replan and the
 chunk it planned there (unexecuted actions included), exactly what a policy maps; the boat's demos
-come out of this loop byte for byte as they did from :func:`grpo_probe.sim.demos.collect_demos`.
+come out of this loop byte for byte as they did from :func:`grpo_probe.envs.boat.demos.collect_demos`.
 With cameras, each replan also records each camera's frame, rendered before the expert acts: the
 frame a policy reading that camera would see at that replan.
 """
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from grpo_probe.envs.demo_set import Demos
 from grpo_probe.envs.observation import CameraConfig
 from grpo_probe.envs.protocol import Environment
 from grpo_probe.envs.registry import EnvConfig, make_env, make_expert
-from grpo_probe.sim.demos import Demos
 
 __all__ = ["collect_env_demos"]
 

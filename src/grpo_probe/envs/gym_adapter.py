@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from grpo_probe.envs.episode_table import canonical_row_bytes
 from grpo_probe.envs.protocol import (
     METRIC_COLUMNS,
     EnvSpec,
@@ -56,7 +57,6 @@ from grpo_probe.envs.protocol import (
     check_chunk,
     normalized_to_bounds,
 )
-from grpo_probe.sim.record import canonical_row_bytes
 
 __all__ = [
     "GOAL_ENV_KEYS",
@@ -278,7 +278,7 @@ class PushRecord:
         return row
 
     def canonical_bytes(self) -> bytes:
-        """Exact byte form of the row (:func:`grpo_probe.sim.record.canonical_row_bytes`)."""
+        """Exact byte form of the row (:func:`grpo_probe.envs.boat.record.canonical_row_bytes`)."""
         return canonical_row_bytes(self.to_row())
 
 

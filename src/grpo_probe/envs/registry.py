@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from grpo_probe.envs.boat import BOAT_ENV, BOAT_EXPERT, BOAT_ID, boat_spec
+from grpo_probe.envs.boat.params import SimParams
+from grpo_probe.envs.boat.spec import BOAT_ENV, BOAT_EXPERT, BOAT_ID, boat_spec
 from grpo_probe.envs.protocol import Environment, EnvSpec, Expert
-from grpo_probe.envs.pusher import PUSHER_ENV, PUSHER_EXPERT, PUSHER_ID, PusherParams, pusher_spec
-from grpo_probe.sim.params import SimParams
+from grpo_probe.envs.pusher.spec import PUSHER_ENV, PUSHER_EXPERT, PUSHER_ID, PusherParams, pusher_spec
 
 __all__ = [
     "BUILTIN_IDS",

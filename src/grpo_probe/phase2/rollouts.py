@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from grpo_probe.envs.episode_table import read_episode_table, write_episode_table
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.phase2.reward import group_advantages, guard_trips, shaped_rewards
@@ -33,7 +34,6 @@ from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.rollout.table import ROLLOUT_SCHEMA, result_row, rollout_schema
-from grpo_probe.sim.episode_table import read_episode_table, write_episode_table
 
 __all__ = [
     "PHASE2_ROLLOUT_SCHEMA",

@@ -37,7 +37,7 @@ def measure_competence(
     policy: Policy, seeds: Sequence[int], mode: SamplingMode | None = None, run_key: int = 0, draw: int = 0
 ) -> Competence:
     """Run one episode per seed with ``policy`` under ``mode`` (default: :func:`default_mode`)."""
-    from grpo_probe.sim import BoatPushEnv, run_episode
+    from grpo_probe.envs.boat import BoatPushEnv, run_episode
 
     mode = mode if mode is not None else default_mode(policy)
     env = BoatPushEnv()

@@ -60,7 +60,7 @@ TrainConfig = ARTrainConfig | FlowTrainConfig | VisionFlowTrainConfig
 
 
 class DemoArrays(Protocol):
-    """What training reads from ``grpo_probe.sim.demos.Demos``: obs [N, obs_dim], chunks [N, 50, 6]."""
+    """What training reads from ``grpo_probe.envs.boat.demos.Demos``: obs [N, obs_dim], chunks [N, 50, 6]."""
 
     obs: np.ndarray
     chunks: np.ndarray

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from grpo_probe.envs.boat import BOAT_ID
+from grpo_probe.envs.boat.params import SimParams
+from grpo_probe.envs.boat.spec import BOAT_ID
 from grpo_probe.envs.observation import OBSERVATION_STATE, ObservationConfig, observation_problems
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import EnvConfig, env_config, env_spec, is_builtin
@@ -34,7 +35,6 @@ from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problem
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
 from grpo_probe.prereg.schema import load_prereg_schema, validate_against
 from grpo_probe.sampling import HEAD_OF_MODE, SamplingMode
-from grpo_probe.sim.params import SimParams
 
 __all__ = [
     "Amendment",
@@ -433,7 +433,7 @@ def environment_problems(
     (``phase2_penalties``: the registered ``phase2.reward.penalties``; a bool, whether the design
     registers phase 2, names no penalty to check, and the ``phase2_plan`` step checks them then).
     A built-in environment is checked with the rest of the design; a user's factory by the prereg_check
-    step, which builds it (:func:`grpo_probe.steps.prereg_check`).
+    step, which builds it (:func:`grpo_probe.probe_jobs.prereg_check`).
     """
     problems: list[str] = []
     guards = set(spec.guard_names)

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from grpo_probe.atomic_io import atomic_write_json
-from grpo_probe.envs.boat import BOAT_ID
+from grpo_probe.envs.boat.spec import BOAT_ID
 from grpo_probe.rollout.divergence import ComparedEpisode, ComparisonCounts, Divergence, compare_episodes
 from grpo_probe.rollout.engine import (
     DEFAULT_ENVS_PER_WORKER,

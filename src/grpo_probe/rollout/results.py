@@ -52,7 +52,7 @@ class EpisodeResult:
     spec: EpisodeSpec
     head: str
     record: EpisodeRecordLike
-    """The environment's record (the boat's :class:`grpo_probe.sim.record.EpisodeRecord`, or another's)."""
+    """The environment's record (boat: :class:`~grpo_probe.envs.boat.record.EpisodeRecord`, or own)."""
     executed_actions: np.ndarray
     """float32 [replans run, executed_actions, action_dims]: the part of each chunk handed to the env."""
     diagnostics: list[RowDiagnostics]

@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grpo_probe.atomic_io import atomic_path
+from grpo_probe.envs.episode_table import EPISODE_SCHEMA, read_episode_table
 from grpo_probe.envs.protocol import METRIC_COLUMNS
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout.results import EpisodeResult
-from grpo_probe.sim.episode_table import EPISODE_SCHEMA, read_episode_table
 
 __all__ = [
     "ANCHOR_CELL",
@@ -67,7 +67,7 @@ ROLLOUT_SCHEMA: pa.Schema = rollout_schema(EPISODE_SCHEMA)
 """The boat scene's rollout table (its episode table's columns are the boat's record)."""
 
 _PARQUET_OPTIONS: dict[str, Any] = {"compression": "zstd", "write_statistics": False}
-"""The episode table's writer options (``grpo_probe.sim.episode_table``), so both tables read alike."""
+"""The episode table's writer options (``grpo_probe.envs.episode_table``), so both tables read alike."""
 
 
 def _mean_or_none(values: np.ndarray | None) -> float | None:

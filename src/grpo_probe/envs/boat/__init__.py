@@ -1,0 +1,38 @@
+"""The reference environment: a MuJoCo boat-push tabletop stepped in policy action chunks.
+
+One folder holds all of it: the scene (``scene.xml``), its physics and measurements (``env``, ``params``,
+``spawn``, ``record``, ``render``), the scripted expert (``expert``, ``demos``), its declaration under
+the environment protocol (``spec``, ``environment``), its Gymnasium registration (``gym_registration``)
+and the ``grpo-probe sim demo`` command (``demo_command``).
+
+The names below load on first use, so reading the registered numbers (:mod:`grpo_probe.envs.boat.params`,
+which the prereg needs) does not import MuJoCo. Importing :mod:`grpo_probe.envs`, which this package
+does first, picks a headless OpenGL backend for camera frames before MuJoCo can be imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["ACTION_DIMS", "OBS_DIM", "BoatPushEnv", "EnvState", "EpisodeRecord", "SimParams", "run_episode"]
+
+_HOMES = {
+    "ACTION_DIMS": "grpo_probe.envs.boat.params",
+    "SimParams": "grpo_probe.envs.boat.params",
+    "OBS_DIM": "grpo_probe.envs.boat.env",
+    "BoatPushEnv": "grpo_probe.envs.boat.env",
+    "EnvState": "grpo_probe.envs.boat.env",
+    "run_episode": "grpo_probe.envs.boat.env",
+    "EpisodeRecord": "grpo_probe.envs.boat.record",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,380 @@
+"""The work behind each phase-2 rule, one function per rule (as :mod:`grpo_probe.probe_jobs` for the probe).
+
+Each step loads the prereg (which refuses a design that does not match its lock), reads the plan the
+``phase2_plan`` checkpoint wrote and refuses an arm the plan does not train, does its work, writes its
+artifacts atomically and a manifest beside them that lists their sha256 and the upstream manifests, so
+the chain from phase2.md back to the prereg can be verified (``grpo-probe verify``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.phase2.plan import Phase2Plan, plan_from_decision, read_plan, write_plan
+from grpo_probe.prereg import Prereg, load_prereg
+from grpo_probe.prereg.phase2 import Phase2
+from grpo_probe.provenance import write_design_manifest
+
+__all__ = [
+    "phase2_compute",
+    "phase2_eval",
+    "phase2_plan",
+    "phase2_replay_oracle",
+    "phase2_report",
+    "phase2_rollouts",
+    "phase2_root",
+    "phase2_train",
+]
+
+PathLike = str | os.PathLike[str]
+
+OWN_CHECKPOINT_FACTORIES = (None, "grpo_probe.policies.checkpoint:load_policy")
+"""Bindings phase 2 can train: this package's checkpoint format (a user adapter's weights it cannot see)."""
+
+
+def _load(prereg_path: PathLike, plan_json: PathLike, arm: str) -> tuple[Prereg, Phase2Plan]:
+    """The prereg and the plan; the plan must be this design's and must train ``arm``."""
+    prereg = load_prereg(prereg_path)
+    plan = read_plan(plan_json)
+    if plan.prereg_sha256 != prereg.sha256:
+        raise ValueError(
+            f"{plan_json}: written for prereg sha256 {plan.prereg_sha256}, "
+            f"but {prereg.path} is {prereg.sha256}"
+        )
+    plan.stage(arm)
+    return prereg, plan
+
+
+def _registered(prereg: Prereg) -> Phase2:
+    """The design's phase2 section (a plan with stages exists only for a design that registers one)."""
+    if prereg.phase2 is None:
+        raise ValueError(f"{prereg.path}: the design registers no phase2 section")
+    return prereg.phase2
+
+
+def _initial_checkpoint(source: PathLike, checkpoint: PathLike, arm: str) -> str:
+    """theta_0: the checkpoint the arm is bound to, which must be in this package's format.
+
+    ``checkpoint`` is the file the rule declares (so Snakemake stages it); ``source`` is the arm's binding,
+    which must name that same file without a user adapter.
+    """
+    recipe = json.loads(Path(source).read_text())
+    if recipe.get("factory") not in OWN_CHECKPOINT_FACTORIES or not recipe.get("checkpoint"):
+        raise ValueError(
+            f"{source}: arm {arm!r} is bound through adapter {recipe.get('factory')!r}; phase 2 trains only "
+            "checkpoints in grpo-probe's own format (bind the arm with source: reference or load_policy)"
+        )
+    if Path(recipe["checkpoint"]).resolve() != Path(checkpoint).resolve():
+        raise ValueError(
+            f"{source}: arm {arm!r} is bound to {recipe['checkpoint']}, but the rule declares {checkpoint}"
+        )
+    return str(checkpoint)
+
+
+def _check_penalties(prereg: Prereg) -> None:
+    """Every registered penalty names a guard the environment declares, or nothing is trained.
+
+    A built-in environment's guards were checked when the design was read; a user's factory is built
+    here, before any phase-2 job, so its design is refused as early and in the same words.
+    """
+    from grpo_probe.envs.registry import env_spec
+    from grpo_probe.prereg import PreregError
+    from grpo_probe.prereg.phase2 import penalty_problems
+
+    phase2 = _registered(prereg)
+    problems = penalty_problems(phase2.penalties, env_spec(prereg.env))
+    if problems:
+        raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- the gate --------------------------------------------------------------------------------------------
+def phase2_plan(
+    prereg_path: PathLike,
+    decision_json: PathLike,
+    upstream: Sequence[PathLike],
+    plan: PathLike,
+    manifest: PathLike,
+) -> None:
+    """The checkpoint rule's work: which arms phase 2 trains, in order, or nothing and why."""
+    prereg = load_prereg(prereg_path)
+    if prereg.phase2 is not None:
+        _check_penalties(prereg)
+    decision = json.loads(Path(decision_json).read_text())
+    result = plan_from_decision(prereg, decision, str(decision_json))
+    write_plan(result, plan)
+    _log(f"phase 2: {result.reason}")
+    write_design_manifest(prereg, manifest, "phase2_plan", [plan], upstream, {"outcome": result.outcome})
+
+
+# -- one stage -------------------------------------------------------------------------------------------
+def phase2_rollouts(
+    prereg_path: PathLike,
+    plan_json: PathLike,
+    arm: str,
+    source: PathLike,
+    checkpoint: PathLike,
+    upstream: Sequence[PathLike],
+    table: PathLike,
+    manifest: PathLike,
+    workers: int,
+) -> None:
+    """Iteration 0: K rollouts of theta_0 per training seed, recorded for the replay oracle and the update.
+
+    On the CPU whatever the configured device: the replay oracle and the trainer recompute these log-probs
+    on the CPU, and a GPU's float arithmetic would differ from it by more than rounding in the last bit.
+    """
+    from grpo_probe.phase2.rollouts import run_iteration, write_iteration_table
+
+    prereg, _ = _load(prereg_path, plan_json, arm)
+    initial = _initial_checkpoint(source, checkpoint, arm)
+    write_iteration_table(run_iteration(prereg, arm, initial, 0, workers=workers), table)
+    write_design_manifest(
+        prereg, manifest, "phase2_rollouts", [table], upstream, {"arm": arm, "iteration": 0}
+    )
+
+
+def phase2_replay_oracle(
+    prereg_path: PathLike,
+    plan_json: PathLike,
+    arm: str,
+    source: PathLike,
+    checkpoint: PathLike,
+    table: PathLike,
+    upstream: Sequence[PathLike],
+    report: PathLike,
+    manifest: PathLike,
+) -> None:
+    """Every recorded log-prob of iteration 0 recomputed under theta_0; a mismatch fails the rule."""
+    from grpo_probe.phase2.replay import check_replay, load_head_model, replay_batch
+    from grpo_probe.phase2.rollouts import read_batch
+    from grpo_probe.phase2.trainer import deterministic_torch
+
+    prereg, _ = _load(prereg_path, plan_json, arm)
+    phase2 = _registered(prereg)
+    with deterministic_torch():
+        policy = load_head_model(_initial_checkpoint(source, checkpoint, arm), trainable=False)
+        recipe = phase2.recipe(policy.head)
+        result = replay_batch(policy, read_batch(table, prereg.run_key), recipe.replay_atol)
+    _log(
+        f"replay oracle ({arm}): {result.entries} log-probs of {result.replans} replans, max |diff| "
+        f"{result.max_abs_diff:.3g} nats, tolerance {result.tolerance:g}"
+    )
+    check_replay(result, str(table))
+    atomic_write_json(report, {"arm": arm, **result.to_dict()})
+    write_design_manifest(prereg, manifest, "phase2_replay_oracle", [report], upstream, {"arm": arm})
+
+
+def phase2_train(
+    prereg_path: PathLike,
+    plan_json: PathLike,
+    arm: str,
+    source: PathLike,
+    checkpoint: PathLike,
+    first_table: PathLike,
+    upstream: Sequence[PathLike],
+    metrics: PathLike,
+    manifest: PathLike,
+    workers: int,
+) -> None:
+    """The GRPO iterations of one stage; theta_1..theta_N, their rollouts and manifests, the metrics table.
+
+    Artifact paths follow :class:`grpo_probe.phase2.paths.StagePaths` beside the plan (the rules declare
+    the same paths). Iteration k's manifest lists theta_k (and the rollouts that update read) and chains
+    to iteration k-1's; the stage's manifest closes the chain. Rollouts and updates run on the CPU (see
+    :func:`phase2_rollouts`).
+    """
+    from grpo_probe.envs.episode_table import write_episode_table
+    from grpo_probe.envs.registry import env_spec
+    from grpo_probe.phase2.paths import StagePaths
+    from grpo_probe.phase2.replay import load_head_model
+    from grpo_probe.phase2.rollouts import (
+        prereg_rollout_schema,
+        read_batch,
+        read_iteration_table,
+        run_iteration,
+        write_iteration_table,
+    )
+    from grpo_probe.phase2.trainer import IterationOutput, deterministic_torch, metrics_table, train_loop
+    from grpo_probe.rollout import RolloutPool
+
+    prereg, _ = _load(prereg_path, plan_json, arm)
+    phase2 = _registered(prereg)
+    guards = env_spec(prereg.env).guards
+    schema = prereg_rollout_schema(prereg)
+    paths = StagePaths(str(Path(plan_json).parent), arm, phase2.iterations)
+    initial = _initial_checkpoint(source, checkpoint, arm)
+    outputs = [
+        IterationOutput(Path(paths.checkpoint(i + 1)), Path(paths.rollouts(i)) if i >= 1 else None)
+        for i in range(phase2.iterations)
+    ]
+
+    def read(path: Path) -> tuple[Any, Any]:
+        return read_batch(path, prereg.run_key), read_iteration_table(path, schema)
+
+    pool = RolloutPool(workers) if workers > 0 and phase2.iterations > 1 else None
+
+    def rollouts(iteration: int, theta: Path) -> None:
+        table = run_iteration(prereg, arm, theta, iteration, pool=pool)
+        write_iteration_table(table, paths.rollouts(iteration))
+
+    def on_iteration(iteration: int, row: Any, report: Any) -> None:
+        written = [paths.rollouts(iteration)] if iteration >= 1 else []
+        previous = [paths.iteration_manifest(iteration)] if iteration >= 1 else list(upstream)
+        write_design_manifest(
+            prereg,
+            paths.iteration_manifest(iteration + 1),
+            "phase2_train",
+            [*written, paths.checkpoint(iteration + 1)],
+            previous,
+            {"arm": arm, "iteration": iteration, "checkpoint_sha256": row.checkpoint_sha256},
+        )
+        _log(
+            f"phase 2 {arm} iteration {iteration}: mean reward {row.mean_reward:.3f}, kept groups "
+            f"{row.kept_fraction:.2f}, clip fraction {row.clip_fraction}, approx KL {row.approx_kl}, "
+            f"replay max |diff| {report.max_abs_diff:.3g}"
+        )
+
+    try:
+        with deterministic_torch():
+            policy = load_head_model(initial, trainable=True)
+            recipe = phase2.recipe(policy.head)
+            reference = load_head_model(initial, trainable=False) if recipe.kl_beta > 0 else None
+            first_batch, first = read(Path(first_table))
+            rows = train_loop(
+                policy,
+                reference,
+                recipe,
+                phase2,
+                Path(initial),
+                first_batch,
+                first,
+                outputs,
+                rollouts,
+                read,
+                on_iteration,
+                guards,
+                prereg.analysis.to_dict(),
+            )
+    finally:
+        if pool is not None:
+            pool.close()
+    table = metrics_table(rows, [g.name for g in guards])
+    write_episode_table(metrics, table, schema=table.schema)
+    # The iteration manifests list theta_1 .. theta_N and chain them back to the oracle (each file is
+    # listed by one manifest, which an audit reruns); this one closes the chain with the metrics.
+    write_design_manifest(
+        prereg,
+        manifest,
+        "phase2_train",
+        [metrics],
+        [paths.iteration_manifest(phase2.iterations)],
+        {"arm": arm, "iterations": phase2.iterations, "final_checkpoint_sha256": rows[-1].checkpoint_sha256},
+    )
+
+
+def phase2_eval(
+    prereg_path: PathLike,
+    plan_json: PathLike,
+    arm: str,
+    source: PathLike,
+    checkpoint: PathLike,
+    final_checkpoint: PathLike,
+    first_table: PathLike,
+    upstream: Sequence[PathLike],
+    initial_table: PathLike,
+    final_table: PathLike,
+    movement_json: PathLike,
+    manifest: PathLike,
+    workers: int,
+    device: str = "cpu",
+) -> None:
+    """theta_0 and theta_N on the held-out seeds with the arm's anchor sampler (paired by seed), and how far
+    theta_N moved from theta_0 (:mod:`grpo_probe.phase2.movement`: KL on ``first_table``, iteration 0's
+    rollouts, and the anchor's actions on theta_0's held-out observations; on the CPU)."""
+    from grpo_probe.phase2.evaluate import evaluate_checkpoint
+    from grpo_probe.phase2.movement import policy_movement
+    from grpo_probe.phase2.rollouts import read_batch
+    from grpo_probe.rollout import RolloutPool
+
+    prereg, _ = _load(prereg_path, plan_json, arm)
+    phase2 = _registered(prereg)
+    initial = _initial_checkpoint(source, checkpoint, arm)
+    with RolloutPool(workers) if workers > 0 else contextlib.nullcontext() as pool:
+        kwargs = {"device": device, "pool": pool}
+        held_out = evaluate_checkpoint(prereg, arm, initial, "initial", initial_table, **kwargs)
+        evaluate_checkpoint(prereg, arm, final_checkpoint, "final", final_table, **kwargs)
+    batch = read_batch(first_table, prereg.run_key)
+    anchor = prereg.arms[arm].anchor
+    atol = phase2.recipe(prereg.arms[arm].head).replay_atol
+    movement = policy_movement(initial, final_checkpoint, batch, held_out, anchor, atol)
+    atomic_write_json(movement_json, {"arm": arm, **movement.to_dict()})
+    _log(
+        f"phase 2 {arm}: KL to the initial policy {movement.kl_to_initial:.3g} {movement.kl_unit} "
+        f"(floor {movement.kl_floor:.3g}), anchor mean |delta a| {movement.action_change:.3g} "
+        f"(floor {movement.action_floor:.3g}): {'moved' if movement.moved else 'did not move'}"
+    )
+    write_design_manifest(
+        prereg,
+        manifest,
+        "phase2_eval",
+        [initial_table, final_table, movement_json],
+        upstream,
+        {"arm": arm},
+    )
+
+
+# -- the design ------------------------------------------------------------------------------------------
+def phase2_report(
+    prereg_path: PathLike,
+    plan_json: PathLike,
+    decision_json: PathLike,
+    upstream: Sequence[PathLike],
+    out_md: PathLike,
+    out_json: PathLike,
+    figures_dir: PathLike,
+    manifest: PathLike,
+) -> None:
+    """phase2.md, phase2.json and the learning-curve figures, from the plan and each stage's artifacts.
+
+    Each stage's artifacts are found beside the plan (:class:`grpo_probe.phase2.paths.StagePaths`).
+    """
+    from grpo_probe.phase2.report import build_phase2_report
+
+    prereg = load_prereg(prereg_path)
+    plan = read_plan(plan_json)
+    if plan.prereg_sha256 != prereg.sha256:
+        raise ValueError(
+            f"{plan_json}: written for prereg sha256 {plan.prereg_sha256}, "
+            f"but {prereg.path} is {prereg.sha256}"
+        )
+    figures = build_phase2_report(
+        prereg, plan, decision_json, Path(plan_json).parent, upstream, out_md, out_json, figures_dir
+    )
+    write_design_manifest(prereg, manifest, "phase2_report", [out_md, out_json, *figures], upstream)
+
+
+def phase2_root(prereg_path: PathLike, record: PathLike, out_md: PathLike, out_json: PathLike) -> None:
+    """The configured design's phase2.md again at the repository root, its links rendered from there."""
+    from grpo_probe.phase2.report import render_root_page
+
+    load_prereg(prereg_path)  # the design must still match its lock
+    render_root_page(record, out_md, out_json)
+
+
+def phase2_compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_json: PathLike) -> None:
+    """The pilot's measured compute against its registered gate (varies by run, so not in the chain)."""
+    from grpo_probe.phase2.report import phase2_compute_report
+
+    prereg = load_prereg(prereg_path)
+    phase2_compute_report(prereg, benchmarks, out_md, out_json)

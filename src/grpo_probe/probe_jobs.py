@@ -1,0 +1,610 @@
+"""The work behind each workflow rule, one function per rule.
+
+Why here and not in the Snakemake scripts: a rule's script only reads ``snakemake.*`` and calls one of
+these, so every step can be imported, tested and rerun by an auditor without Snakemake. Each step
+(1) loads the prereg, which refuses a design that does not match its lock before any work is done,
+(2) does its work through the package, writing every artifact atomically, and (3) writes a manifest
+beside its outputs that lists the sha256 of each output and the manifests of its inputs, so the chain
+from decision.md back to the prereg can be verified (``grpo-probe verify``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.atomic_io import atomic_write_json, atomic_write_text
+from grpo_probe.prereg import Prereg, load_prereg
+from grpo_probe.provenance import file_sha256, policy_sources, write_design_manifest
+from grpo_probe.user_code import checkpoint_files, factory_files, tree_sha256
+
+__all__ = [
+    "anchors",
+    "bind_checkpoint",
+    "compute",
+    "decision",
+    "demos",
+    "draw0_oracle",
+    "join",
+    "parallel_oracle",
+    "prereg_check",
+    "probe_shard",
+    "replay_oracle",
+    "replay_shard",
+    "root_decision",
+    "train_reference_arm",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+def _group_job(
+    prereg: Prereg, arm: str, cell: str, source: Any, mode: Any, seeds: Sequence[int], draws: int
+):  # -> GroupJob
+    """A rollout job of ``arm`` under the prereg's run key and simulator numbers."""
+    from grpo_probe.rollout import GroupJob
+
+    row_block = prereg.arms[arm].row_block
+    if row_block is not None and source.factory is None:  # this package's own checkpoint: its AR block
+        source = dataclasses.replace(source, row_block=row_block)
+    return GroupJob(
+        arm=arm,
+        cell=cell,
+        source=source,
+        mode=mode,
+        seeds=tuple(seeds),
+        draws=draws,
+        run_key=prereg.run_key,
+        env=prereg.env,
+        observation=prereg.observation,
+        inputs=prereg.arms[arm].inputs,
+        envs_per_worker=prereg.arms[arm].row_block,
+    )
+
+
+def _policy_source(source_json: PathLike, checkpoint: PathLike | None, device: str):
+    """The arm's policy: the adapter its source.json records, loading the checkpoint the rule declares.
+
+    Why the declared path and not the one source.json recorded: the checkpoint is an input of the rule,
+    so Snakemake knows the job reads it, and an executor that stages inputs puts it exactly there.
+    Without one (a caller outside the workflow), the path source.json recorded is used.
+    """
+    from grpo_probe.rollout import PolicySource
+
+    recipe = json.loads(Path(source_json).read_text())
+    path = recipe.get("checkpoint") if checkpoint is None else str(checkpoint)
+    return PolicySource(checkpoint=path, factory=recipe.get("factory"), device=device)
+
+
+# -- prereg and training ---------------------------------------------------------------------------------
+def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
+    """The root of the chain: the prereg matches its lock; the manifest records both files.
+
+    It also builds the design's environment once: a user's factory that cannot be imported, or that
+    refuses its params, fails here, and the guards the decision rule reads are checked against the spec
+    the environment declares, as are the guards the phase-2 reward penalises (a built-in's were checked
+    when the design was read).
+    """
+    from grpo_probe.envs.registry import env_spec
+    from grpo_probe.prereg import PreregError, environment_problems
+
+    prereg = load_prereg(prereg_path)
+    penalties = prereg.phase2.penalties if prereg.phase2 is not None else None
+    problems = environment_problems(prereg.decision_rule, penalties, env_spec(prereg.env), prereg.replay)
+    if problems:
+        raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
+    write_design_manifest(prereg, manifest, "prereg_check", [prereg.path, Path(f"{prereg.path}.lock")], [])
+
+
+def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, manifest: PathLike) -> None:
+    """Scripted-expert demonstrations on the registered demo seeds and noise."""
+    from grpo_probe.envs.demos import collect_env_demos
+
+    prereg = load_prereg(prereg_path)
+    cameras = _demo_cameras(prereg)
+    collected = collect_env_demos(
+        prereg.env,
+        prereg.training.demo_seeds,
+        prereg.training.demo_noise,
+        prereg.run_key,
+        cameras=cameras,
+    )
+    collected.save(out)
+    frames = f", with {', '.join(c.key for c in cameras)} frames" if cameras else ""
+    print(
+        f"demos: {len(collected.obs)} (observation, chunk) pairs from {len(prereg.training.demo_seeds)} "
+        f"expert episodes{frames}",
+        flush=True,
+    )
+    write_design_manifest(prereg, manifest, "demos", [out], upstream, {"pairs": len(collected.obs)})
+
+
+def _demo_cameras(prereg: Prereg) -> list[Any]:  # -> list[CameraConfig]
+    """The registered cameras some arm reads: the demos record their frames at each replan."""
+    from grpo_probe.envs.observation import camera_of
+
+    names = sorted({c for arm in prereg.arms.values() for k in arm.inputs if (c := camera_of(k))})
+    return [prereg.observation.camera(name) for name in names]
+
+
+def train_reference_arm(
+    prereg_path: PathLike,
+    arm: str,
+    demos_npz: PathLike,
+    upstream: Sequence[PathLike],
+    checkpoint: PathLike,
+    source: PathLike,
+    manifest: PathLike,
+) -> None:
+    """Behaviour-clone a reference arm on the demos with its registered budget (deterministic)."""
+    import torch
+
+    from grpo_probe.envs.demo_set import Demos
+    from grpo_probe.envs.registry import env_spec
+    from grpo_probe.policies.train import train_arm
+
+    torch.set_num_threads(1)
+    prereg = load_prereg(prereg_path)
+    if arm not in prereg.arms:
+        raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
+    spec = env_spec(prereg.env)
+    sha = train_arm(
+        prereg.arms[arm].head,
+        Demos.load(demos_npz, obs_dim=spec.obs_dim),
+        checkpoint,
+        prereg.training.arms.get(arm),
+        chunk_shape=(spec.chunk_length, spec.action_dims),
+        where=f"{prereg.path}: training.arms.{arm}",
+        inputs=prereg.arms[arm].inputs,
+    )
+    _check_pin(prereg, arm, checkpoint, sha)
+    atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": None})
+    write_design_manifest(
+        prereg, manifest, "train", [checkpoint, source], upstream, {"arm": arm, "checkpoint_sha256": sha}
+    )
+
+
+def bind_checkpoint(
+    prereg_path: PathLike,
+    arm: str,
+    checkpoint: PathLike,
+    adapter: str | None,
+    upstream: Sequence[PathLike],
+    source: PathLike,
+    manifest: PathLike,
+    device: str = "cpu",
+) -> None:
+    """Bind a user's checkpoint (a file, or a ``save_pretrained`` folder) and adapter to a registered arm.
+
+    The prereg may pin the checkpoint's sha256 (a folder's: :func:`grpo_probe.user_code.tree_sha256`).
+    The bound policy must keep the act() contract for every mode the design runs it in
+    (:func:`grpo_probe.policies.check.check_arm`, seconds): a policy that breaks it is refused here, with
+    each broken rule's cause and fix, before any episode runs. Every file of the checkpoint and of the
+    adapter's package is recorded among the manifest's sources, so ``verify`` names one edited later.
+    """
+    prereg = load_prereg(prereg_path)
+    if arm not in prereg.arms:
+        raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
+    if not Path(checkpoint).exists():
+        raise FileNotFoundError(f"{checkpoint}: checkpoint bound to arm {arm!r} not found")
+    if Path(checkpoint).is_dir() and not checkpoint_files(checkpoint):
+        raise FileNotFoundError(f"{checkpoint}: checkpoint folder bound to arm {arm!r} holds no file")
+    sha = tree_sha256(checkpoint)
+    _check_pin(prereg, arm, checkpoint, sha)
+    report = _check_bound_policy(prereg, arm, checkpoint, adapter, device)
+    atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter})
+    # The checkpoint lives outside the results tree, so it is recorded by hash rather than as an output.
+    extra = {
+        "arm": arm,
+        "checkpoint": str(checkpoint),
+        "checkpoint_sha256": sha,
+        "policy_check": {"passed": report.passed, "checks": len(report.checks)},
+    }
+    sources = [*checkpoint_files(checkpoint), *factory_files(adapter)]
+    write_design_manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra, sources)
+
+
+def _check_bound_policy(
+    prereg: Prereg, arm: str, checkpoint: PathLike, adapter: str | None, device: str
+) -> Any:  # -> PolicyReport
+    """Build the bound policy as every rollout process will, and check it against the act() contract."""
+    from types import SimpleNamespace
+
+    from grpo_probe.policies.check import check_arm
+    from grpo_probe.prereg import ArmBinding
+    from grpo_probe.rollout import PolicySource
+
+    binding = ArmBinding(arm, "checkpoint", str(checkpoint), adapter)
+    run = SimpleNamespace(arms={arm: binding}, device=device, results="results")
+    policy = PolicySource(checkpoint=str(checkpoint), factory=adapter, device=device).build()
+    report = check_arm(prereg, run, arm, policy=policy, device=device)
+    print(report.format(), flush=True)
+    report.raise_if_failed()
+    return report
+
+
+def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike, found: str) -> None:
+    """``found`` (the checkpoint's :func:`~grpo_probe.user_code.tree_sha256`) must be the pinned one."""
+    pinned = prereg.arms[arm].checkpoint_sha256
+    if pinned is None:
+        return
+    if found != pinned:
+        raise ValueError(
+            f"{checkpoint}: sha256 {found} differs from arms.{arm}.checkpoint_sha256 {pinned} "
+            f"pinned in {prereg.path}"
+        )
+
+
+# -- rollouts --------------------------------------------------------------------------------------------
+def parallel_oracle(
+    prereg_path: PathLike,
+    sources: Mapping[str, PathLike],
+    upstream: Sequence[PathLike],
+    report: PathLike,
+    manifest: PathLike,
+    device: str = "cpu",
+    checkpoints: Mapping[str, PathLike] | None = None,
+) -> None:
+    """Every registered (arm, mode) pair of the oracle subset, sequential against parallel, bit for bit.
+
+    The worker count is registered with the subset (``oracles.parallel.workers``): the oracle proves the
+    parallel path at that width, so it is not a run setting here.
+    """
+    from grpo_probe.rollout import run_parallel_oracle
+
+    prereg = load_prereg(prereg_path)
+    spec = prereg.oracles.parallel
+    jobs = []
+    for arm in spec.arms:
+        head = prereg.arms[arm].head
+        for mode in spec.modes:
+            if mode.head != head:
+                continue
+            checkpoint = None if checkpoints is None else checkpoints[arm]
+            source = _policy_source(sources[arm], checkpoint, device)
+            cell = f"oracle:{arm}:{mode.kind}"
+            jobs.append(_group_job(prereg, arm, cell, source, mode, spec.seeds, spec.draws))
+    jobs += _replay_oracle_cases(prereg, jobs)
+    result = run_parallel_oracle(jobs, report, workers=spec.workers)
+    extra = {"episodes": result.get("episodes")}
+    sources = policy_sources([job.source for job in jobs])
+    write_design_manifest(prereg, manifest, "parallel_oracle", [report], upstream, extra, sources)
+
+
+def _replay_oracle_cases(prereg: Prereg, jobs: Sequence[Any]) -> list[Any]:
+    """The parallel oracle's replay cases: the first case of each arm on the oracle's first seed, replayed
+    once under each registered perturbation, so replay rows are proven path-independent like the draws
+    (one seed: the replay path differs from the draws' only in the perturbation)."""
+    from grpo_probe.rollout.replay import registered_replays
+
+    if prereg.replay is None:
+        return []
+    first = {}
+    for job in jobs:
+        first.setdefault(job.arm, job)
+    replays = registered_replays(prereg.replay, first_only=True)
+    return [job.replace(replay=r, seeds=job.seeds[:1]) for job in first.values() for r in replays]
+
+
+def anchors(
+    prereg_path: PathLike,
+    arm: str,
+    source: PathLike,
+    upstream: Sequence[PathLike],
+    table: PathLike,
+    manifest: PathLike,
+    workers: int,
+    device: str = "cpu",
+    checkpoint: PathLike | None = None,
+) -> None:
+    """The arm's deterministic rerun on the registered seeds (AR greedy; flow Heun draw 0)."""
+    from grpo_probe.rollout import write_shard
+    from grpo_probe.rollout.table import ANCHOR_CELL
+
+    prereg = load_prereg(prereg_path)
+    mode = prereg.arms[arm].anchor
+    policy = _policy_source(source, checkpoint, device)
+    job = _group_job(prereg, arm, ANCHOR_CELL, policy, mode, prereg.seeds, 1)
+    shard = write_shard(job, table, workers=workers)
+    gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
+    write_design_manifest(
+        prereg, manifest, "anchors", [table], upstream, {"arm": arm, **gpu}, policy_sources([policy])
+    )
+
+
+def probe_shard(
+    prereg_path: PathLike,
+    cell: str,
+    seeds: Sequence[int],
+    source: PathLike,
+    upstream: Sequence[PathLike],
+    table: PathLike,
+    manifest: PathLike,
+    workers: int,
+    device: str = "cpu",
+    checkpoint: PathLike | None = None,
+) -> None:
+    """``seeds x K`` stochastic rollouts of one cell; every draw keyed by (seed, replan, draw)."""
+    from grpo_probe.rollout import write_shard
+
+    prereg = load_prereg(prereg_path)
+    unknown = sorted(set(seeds) - set(prereg.seeds))
+    if unknown:
+        raise ValueError(f"{prereg.path}: shard seeds {unknown} are not registered seeds")
+    spec = prereg.cell(cell)
+    policy = _policy_source(source, checkpoint, device)
+    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
+    shard = write_shard(job, table, workers=workers)
+    gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
+    extra = {"cell": cell, "seeds": list(seeds), **gpu}
+    write_design_manifest(prereg, manifest, "probe", [table], upstream, extra, policy_sources([policy]))
+
+
+def replay_oracle(
+    prereg_path: PathLike,
+    cell: str,
+    source: PathLike,
+    probe_table: PathLike,
+    upstream: Sequence[PathLike],
+    report: PathLike,
+    manifest: PathLike,
+    workers: int,
+    device: str = "cpu",
+    checkpoint: PathLike | None = None,
+) -> None:
+    """A cell's draws, replayed with every registered perturbation at size zero, reproduce their probe
+    rows bit for bit: the replay path differs from the probe path only by the perturbation."""
+    from grpo_probe.rollout import run_replay_oracle
+    from grpo_probe.rollout.replay import registered_replays
+
+    prereg = load_prereg(prereg_path)
+    if prereg.replay is None:
+        raise ValueError(f"{prereg.path}: the replay oracle runs only for a design with a replay section")
+    spec = prereg.cell(cell)
+    policy = _policy_source(source, checkpoint, device)
+    seeds = prereg.replay.oracle_seeds
+    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
+    replays = registered_replays(prereg.replay, first_only=True)
+    run_replay_oracle(job, replays, probe_table, report, workers=workers)
+    extra = {"cell": cell}
+    write_design_manifest(
+        prereg, manifest, "replay_oracle", [report], upstream, extra, policy_sources([policy])
+    )
+
+
+def replay_shard(
+    prereg_path: PathLike,
+    cell: str,
+    seeds: Sequence[int],
+    source: PathLike,
+    probe_table: PathLike,
+    upstream: Sequence[PathLike],
+    table: PathLike,
+    manifest: PathLike,
+    workers: int,
+    device: str = "cpu",
+    checkpoint: PathLike | None = None,
+) -> None:
+    """Every draw of the shard's replayed seeds, replayed under every registered perturbation."""
+    from grpo_probe.rollout.replay import write_replay_shard
+
+    prereg = load_prereg(prereg_path)
+    if prereg.replay is None:
+        raise ValueError(f"{prereg.path}: replays run only for a design with a replay section")
+    unknown = sorted(set(seeds) - set(prereg.replay.seeds))
+    if unknown:
+        raise ValueError(f"{prereg.path}: replay shard seeds {unknown} are not in replay.seeds")
+    spec = prereg.cell(cell)
+    policy = _policy_source(source, checkpoint, device)
+    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
+    shard = write_replay_shard(job, prereg.replay, probe_table, table, workers=workers)
+    gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
+    extra = {"cell": cell, "seeds": list(seeds), **gpu}
+    write_design_manifest(prereg, manifest, "replay", [table], upstream, extra, policy_sources([policy]))
+
+
+def draw0_oracle(
+    prereg_path: PathLike,
+    cell: str,
+    source: PathLike,
+    anchor_table: PathLike,
+    upstream: Sequence[PathLike],
+    report: PathLike,
+    manifest: PathLike,
+    workers: int,
+    device: str = "cpu",
+    checkpoint: PathLike | None = None,
+) -> None:
+    """The cell's probe path with stochasticity off reproduces its reference rows bit for bit."""
+    from grpo_probe.rollout import run_draw0_oracle
+
+    prereg = load_prereg(prereg_path)
+    spec = prereg.cell(cell)
+    policy = _policy_source(source, checkpoint, device)
+    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, prereg.oracles.draw0_seeds, 1)
+    run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
+    extra = {"cell": cell}
+    write_design_manifest(
+        prereg, manifest, "draw0_oracle", [report], upstream, extra, policy_sources([policy])
+    )
+
+
+# -- analysis --------------------------------------------------------------------------------------------
+def join(
+    prereg_path: PathLike,
+    cell: str,
+    shards: Sequence[PathLike],
+    anchor_table: PathLike,
+    upstream: Sequence[PathLike],
+    cell_table: PathLike,
+    joined: PathLike,
+    manifest: PathLike,
+) -> None:
+    """Merge a cell's shards, then put each seed's group statistics next to its anchor row.
+
+    The joined table is where the per-seed statistics decision.md reports are computed; the decision
+    step reads them from it (:func:`grpo_probe.analysis.joined.read_joined_table`).
+    """
+    from grpo_probe.analysis.joined import JOIN_SCHEMA, join_cell, joined_table
+    from grpo_probe.analysis.tables import read_rollout_table as read_analysed
+    from grpo_probe.envs.episode_table import write_episode_table
+    from grpo_probe.envs.registry import env_spec
+    from grpo_probe.rollout import merge_shards
+
+    prereg = load_prereg(prereg_path)
+    merge_shards(list(shards), cell_table)
+    arm = prereg.cell(cell).arm
+    spec = env_spec(prereg.env)
+    probe = read_analysed(cell_table, cell, arm, env=spec)
+    anchor = read_analysed(anchor_table, "anchor", arm, env=spec)
+    table = joined_table(join_cell(cell, probe, anchor, prereg.analysis))
+    write_episode_table(joined, table, schema=JOIN_SCHEMA)
+    write_design_manifest(prereg, manifest, "join", [cell_table, joined], upstream, {"cell": cell})
+
+
+def decision(
+    prereg_path: PathLike,
+    cell_tables: Mapping[str, PathLike],
+    anchor_tables: Mapping[str, PathLike],
+    upstream: Sequence[PathLike],
+    out_md: PathLike,
+    out_json: PathLike,
+    figures_dir: PathLike,
+    manifest: PathLike,
+    join_tables: Mapping[str, PathLike],
+    out_tsv: PathLike | None = None,
+    replay_tables: Mapping[str, Sequence[PathLike]] | None = None,
+) -> None:
+    """decision.md, decision.json, the reads table and the figures, from the joined cells and the anchors.
+
+    The per-seed group statistics are read from ``join_tables`` (the join rule's output), not recomputed;
+    the cell tables give the guard trips, the AR entropy and the figures. The provenance footer lists
+    every file the decision read (cell, join and anchor tables, the prereg and its lock) with its sha256.
+    """
+    from grpo_probe.analysis.report import decision_record, reads_tsv_text, write_decision
+
+    prereg = load_prereg(prereg_path)
+    replays = {cell: list(paths) for cell, paths in (replay_tables or {}).items()}
+    read = [
+        *cell_tables.values(),
+        *join_tables.values(),
+        *anchor_tables.values(),
+        *(p for paths in replays.values() for p in paths),
+    ]
+    provenance = [(str(path), file_sha256(path)) for path in read]
+    record = decision_record(
+        probe_tables=dict(cell_tables),
+        anchor_tables=dict(anchor_tables),
+        prereg=prereg,
+        page_dir=Path(out_md).parent,
+        figures_dir=figures_dir,
+        provenance=sorted(set(provenance)),
+        join_tables=dict(join_tables),
+        replay_tables=replays if prereg.replay is not None else None,
+    )
+    # The design's files are named as the workflow names them (relative to its directory), not relative
+    # to the page: they live outside the results folder, so these bytes do not depend on where it is.
+    design = [prereg.path, Path(f"{prereg.path}.lock")]
+    record = {**record, "design_files": [{"path": str(p), "sha256": file_sha256(p)} for p in design]}
+    write_decision(_decision_paths(record, _relative_to(Path(out_md).parent), str), out_md, out_json)
+    outputs: list[PathLike] = [out_md, out_json]
+    if out_tsv is not None:
+        atomic_write_text(out_tsv, reads_tsv_text(record))
+        outputs.append(out_tsv)
+    figures = sorted(Path(figures_dir).rglob("*.png"))
+    write_design_manifest(prereg, manifest, "decision", [*outputs, *figures], upstream)
+
+
+def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_json: PathLike) -> None:
+    """Compute per stage against the registered gate (a report that varies by run, so not in the chain)."""
+    from grpo_probe.compute import compute_report
+
+    prereg = load_prereg(prereg_path)
+    compute_report(prereg, benchmarks, out_md, out_json)
+
+
+# -- decision.md's file paths, and its copy at the repository root ---------------------------------------
+_CELL_TABLES = ("probe_table", "anchor_table", "join_table")
+"""The fields of each decision.json cell that name a table; the provenance footer names the rest."""
+
+_SIBLING_PAGES = ("compute.md",)
+"""Pages beside decision.md that its template links by name rather than through decision.json."""
+
+
+def _relative_to(folder: Path) -> Callable[[str], str]:
+    """A path as the workflow gives it (relative to the working directory) -> relative to ``folder``."""
+    return lambda path: Path(os.path.relpath(path, folder)).as_posix()
+
+
+def _moved(source_dir: Path, target_dir: Path) -> Callable[[str], str]:
+    """A path relative to ``source_dir`` -> the same file relative to ``target_dir``."""
+    return lambda path: Path(os.path.relpath(source_dir / path, target_dir)).as_posix()
+
+
+def _decision_paths(
+    record: Mapping[str, Any], tables: Callable[[str], str], figures: Callable[[str], str]
+) -> dict[str, Any]:
+    """decision.json with its file paths mapped: ``tables`` for every table (each cell's and the provenance
+    footer's), ``figures`` for the figure links.
+
+    Why: decision.md and decision.json name files relative to their own folder, so where ``results:``
+    points changes none of their bytes, and a copy rendered for another folder only moves its paths.
+    """
+    out = json.loads(json.dumps(record))
+    for cell in out["cells"]:
+        for key in _CELL_TABLES:
+            if cell.get(key) is not None:
+                cell[key] = tables(cell[key])
+        cell["figures"] = {name: figures(path) for name, path in cell["figures"].items()}
+    out["figures"] = {name: figures(path) for name, path in out["figures"].items()}
+    provenance = [{**entry, "path": tables(entry["path"])} for entry in out["provenance"]]
+    out["provenance"] = sorted(provenance, key=lambda entry: (entry["path"], entry["sha256"]))
+    return out
+
+
+def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out_json: PathLike) -> None:
+    """The configured design's decision.md and decision.json again, rendered for another folder.
+
+    Why rendered and not copied: the design's pages link figures, tables and compute.md relative to their
+    own folder (``results/<design>/``), so a byte copy at the repository root would link nowhere. The copy
+    opens with the design's name, its prereg and its folder, and records the sha256 of the decision.json it
+    was rendered from (the one in the manifest chain ``grpo-probe verify`` walks); it is a view, not a link
+    of that chain. A record of another design than the configured prereg is refused.
+    """
+    from grpo_probe.analysis.report import write_decision
+
+    prereg = load_prereg(prereg_path)
+    source = Path(record)
+    target_dir = Path(out_md).parent
+    decision = json.loads(source.read_text(encoding="utf-8"))
+    if decision["prereg"]["sha256"] != prereg.sha256:
+        raise ValueError(
+            f"{source}: prereg.sha256 {decision['prereg']['sha256']} is not the sha256 {prereg.sha256} of "
+            f"{prereg.path}, the configured design"
+        )
+    moved = _moved(source.parent, target_dir)
+    out = _decision_paths(decision, moved, moved)
+    design, folder, page = decision["prereg"]["name"], moved("."), moved(source.name)
+    out["rendered_from"] = {
+        "design": design,
+        "prereg": Path(prereg.path).as_posix(),
+        "folder": folder,
+        "decision_json": page,
+        "sha256": file_sha256(source),
+    }
+    footer = (
+        f"\n> Design **{design}** (`{out['rendered_from']['prereg']}`), run in [`{folder}/`]({folder}/): "
+        f"this page is rendered here from [`{page}`]({page}) (sha256 `{out['rendered_from']['sha256']}`), "
+        "with every link relative to this folder.\n"
+    )
+
+    def for_this_folder(text: str) -> str:
+        for name in _SIBLING_PAGES:  # the template writes these links literally, for the design's folder
+            text = text.replace(f"]({name})", f"]({moved(name)})")
+        return text.rstrip("\n") + "\n" + footer  # after the hashes it belongs with
+
+    write_decision(out, out_md, out_json, edit=for_this_folder)
