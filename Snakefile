@@ -17,25 +17,25 @@ configfile: "config/config.yaml"
 report: "workflow/report/workflow.rst"
 
 
-include: "rules/common.smk"
-include: "rules/prereg.smk"
-include: "rules/train.smk"
-include: "rules/oracles.smk"
-include: "rules/rollouts.smk"
-include: "rules/decision.smk"
-include: "rules/phase2.smk"
-include: "rules/root.smk"
+# A registered validation study (`--config study=FILE`) runs its member designs as modules of this
+# workflow and compares them; otherwise the configured design runs.
+if "study" in config:
 
+    include: "rules/study.smk"
 
-# Bookkeeping rules run where Snakemake runs, not as cluster jobs.
-localrules:
-    prereg_check,
-    compute,
-    root_decision,
-    all,
+else:
 
+    include: "rules/common.smk"
+    include: "rules/prereg.smk"
+    include: "rules/train.smk"
+    include: "rules/oracles.smk"
+    include: "rules/rollouts.smk"
+    include: "rules/decision.smk"
+    include: "rules/phase2.smk"
+    include: "rules/root.smk"
 
-rule all:
-    default_target: True
-    input:
-        decision_outputs(),
+    rule all:
+        default_target: True
+        input:
+            decision_outputs(),
+        localrule: True

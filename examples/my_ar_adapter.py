@@ -20,11 +20,13 @@ logits over a small codebook; replace ``load_my_ar`` with the loading of yours.
 import numpy as np
 
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.policies import PolicyOutput, RowDiagnostics
+from grpo_probe.policies import PolicyCapabilities, PolicyOutput, RowDiagnostics
 
 
 class MyTokenAdapter:
     head = "ar"
+    # Both AR kinds, with per-token log-probs; fixed weights, so nothing for phase 2 to train.
+    capabilities = PolicyCapabilities(kinds=("greedy", "temperature"), logprobs="per_token")
 
     def __init__(self, my_model, obs_dim, n_tokens, codebook, chunk=(50, 6)):
         self.my_model = my_model  # (obs [obs_dim], position, previous id) -> logits [vocab], float64

@@ -11,18 +11,21 @@ Bind it to an arm in config/config.yaml or a --configfile, with this folder's pa
 The workflow calls ``load_my_flow(checkpoint=path, device=device)`` in every rollout process. Noise comes
 from the row's key (never a global RNG) and each row is computed on its own, so the adapter passes the
 parallel and draw-0 oracles (tests/e2e/test_example_adapter.py runs both on the smoke design). It samples
-``flow_ode`` only, as the smoke design's flow cell does; a design with an SDE cell needs ``flow_sde`` too.
+``flow_ode`` only, as the smoke design's flow cell does, and declares just that: bound to an arm of a design
+with an SDE cell, which needs ``flow_sde`` too, it is refused before any episode, and phase 2, which needs
+trainable parameters and per-step log-probs, refuses to train it.
 """
 
 import numpy as np
 import torch
 
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.policies import PolicyOutput, RowDiagnostics
+from grpo_probe.policies import PolicyCapabilities, PolicyOutput, RowDiagnostics
 
 
 class MyFlowAdapter:
     head = "flow"
+    capabilities = PolicyCapabilities(kinds=("flow_ode",))  # no SDE, no log-probs, nothing to train
 
     def __init__(self, my_model, obs_dim):
         self.my_model = my_model  # (obs [1, obs_dim], noise [1, 50, 6], steps) -> chunk [1, 50, 6] in [-1, 1]

@@ -20,7 +20,7 @@ import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.policies import PolicyOutput, RowDiagnostics
+from grpo_probe.policies import PolicyCapabilities, PolicyOutput, RowDiagnostics
 
 
 class TinyChunkConfig(PretrainedConfig):
@@ -54,6 +54,8 @@ class TinyChunkModel(PreTrainedModel):
 
 class TinyFlowAdapter:
     head = "flow"
+    # The ODE only. The model has weights, but phase 2's trainer cannot reach them through this adapter.
+    capabilities = PolicyCapabilities(kinds=("flow_ode",))
 
     def __init__(self, model):
         self.model = model.eval()

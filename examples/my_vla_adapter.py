@@ -21,11 +21,13 @@ import hashlib
 import numpy as np
 
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.policies import PolicyOutput, RowDiagnostics
+from grpo_probe.policies import PolicyCapabilities, PolicyOutput, RowDiagnostics
 
 
 class MyVLA:
     head = "flow"
+    # Every flow kind, but no per-step log-probs (its SDE adds noise once, at the end) and nothing to train.
+    capabilities = PolicyCapabilities(kinds=("flow_ode", "flow_euler", "flow_sde"))
     input_keys = ("observation.images.overhead", "observation.state", "task")
 
     def __init__(self, weights, obs_dim, chunk=(50, 6)):

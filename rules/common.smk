@@ -4,7 +4,7 @@ from grpo_probe.prereg.names import check_one_folder_per_design
 from grpo_probe.prereg.run_config import config_sources, load_config
 from grpo_probe.user_code import env_code_files, policy_files
 
-# The merged config, checked against workflow/schemas/config.schema.yaml: an error names the field and the
+# The merged config, checked against the package's config.schema.yaml: an error names the field and the
 # place that set it (config/config.yaml, a --configfile or --config), which Snakemake's validate() cannot.
 RUN = load_config(
     config,

@@ -56,6 +56,8 @@ rule compute:
         json=f"{R}/compute.json",
     log:
         f"{R}/logs/compute.log",
+    # Bookkeeping: runs where Snakemake runs, not as a cluster job.
+    localrule: True
     conda:
         "../environment.yml"
     resources:

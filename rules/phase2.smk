@@ -16,6 +16,8 @@ checkpoint phase2_plan:
         f"{R}/logs/phase2/plan.log",
     benchmark:
         f"{R}/benchmarks/phase2_plan.tsv"
+    # Bookkeeping: runs where Snakemake runs, not as a cluster job.
+    localrule: True
     conda:
         "../environment.yml"
     resources:
@@ -164,6 +166,8 @@ rule phase2_compute:
         json=f"{R}/phase2.compute.json",
     log:
         f"{R}/logs/phase2/compute.log",
+    # Bookkeeping: runs where Snakemake runs, not as a cluster job.
+    localrule: True
     conda:
         "../environment.yml"
     resources:
@@ -186,6 +190,8 @@ rule phase2_root:
         **root_page("phase2"),
     log:
         f"{R}/logs/phase2/root.log",
+    # Bookkeeping: runs where Snakemake runs, not as a cluster job.
+    localrule: True
     conda:
         "../environment.yml"
     resources:
@@ -193,10 +199,3 @@ rule phase2_root:
         runtime=5,
     script:
         "../workflow/scripts/phase2_root.py"
-
-
-# Bookkeeping rules run where Snakemake runs, not as cluster jobs.
-localrules:
-    phase2_plan,
-    phase2_compute,
-    phase2_root,

@@ -7,6 +7,8 @@ rule prereg_check:
         f"{R}/logs/prereg_check.log",
     benchmark:
         f"{R}/benchmarks/prereg_check.tsv"
+    # Bookkeeping: runs where Snakemake runs, not as a cluster job.
+    localrule: True
     conda:
         "../environment.yml"
     resources:

@@ -10,6 +10,8 @@ rule root_decision:
         **root_page("decision"),
     log:
         f"{R}/logs/root_decision.log",
+    # Bookkeeping: runs where Snakemake runs, not as a cluster job.
+    localrule: True
     conda:
         "../environment.yml"
     resources:

@@ -1,9 +1,7 @@
-"""Clean copies of the repository, one smoke run shared by the workflow-level tests, and their processes.
+"""Clean copies of the repository, Snakemake and grpo-probe run in them, and the processes they start.
 
-Why one shared run: the smoke workflow takes minutes on a loaded 2-core machine, and the fault and
-audit tests only need a finished results tree to damage or rerun. The run lives under the session's
-base temp directory with a marker written when it completed, so the first conftest that asks runs
-it and any later one reuses it. Destructive tests work on copies.
+The smoke run the workflow-level tests share is in ``session_runs``; tests that damage a finished run
+work on a copy of it (``copy_run``).
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ SMOKE = ("--config", "prereg=prereg/smoke.yaml")
 RESULTS = Path("results/smoke")
 SHARD = RESULTS / "probe" / "c1_ar_t1_0" / "shard-0"
 """The smoke design's first probe shard (cell c1, its first seeds_per_shard seeds), without its suffix."""
-_DONE = ".smoke-run-complete"
 
 
 def copy_repo(dest: Path) -> Path:
@@ -95,28 +92,6 @@ def session_processes(session: int) -> dict[int, str]:
     return found
 
 
-def shared_smoke_run(base_temp: Path) -> Path:
-    """The repo copy in which the smoke workflow ran to decision.md, run once per test session.
-
-    ``GRPO_PROBE_SMOKE_RUN`` may name a finished run of the current code to use instead (read only:
-    tests that damage a run work on copies), which saves the run when iterating on one test.
-    """
-    given = os.environ.get("GRPO_PROBE_SMOKE_RUN")
-    if given:
-        return Path(given).resolve()
-    workdir = base_temp / "shared-smoke-run" / "repo"
-    if (workdir / _DONE).is_file():
-        return workdir
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    copy_repo(workdir)
-    proc = snakemake(workdir, "--cores", "2", *SMOKE, timeout=1200)
-    if proc.returncode != 0:
-        raise RuntimeError(f"smoke workflow failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    (workdir / _DONE).write_text("ok\n")
-    return workdir
-
-
 def run_design(workdir: Path, design: str, timeout: int = 900) -> Path:
     """Run ``prereg/<design>.yaml`` to its decision.md in ``workdir`` on 2 cores; its results folder.
 
@@ -144,5 +119,5 @@ def oracle_reports(run: Path) -> list[Path]:
 
 def copy_run(run: Path, dest: Path) -> Path:
     """A copy of a finished run (results and Snakemake's metadata, times kept) for a test to damage."""
-    shutil.copytree(run, dest, symlinks=True, ignore=shutil.ignore_patterns(_DONE))
+    shutil.copytree(run, dest, symlinks=True)
     return dest

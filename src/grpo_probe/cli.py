@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "grpo_probe.policies.policy_command",
     "grpo_probe.compute.estimate_command",
     "grpo_probe.audit.audit_command",
+    "grpo_probe.study.study_command",
 )
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json, atomic_write_text
+from grpo_probe.policies.protocol import declared_capabilities, policy_name
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.provenance import file_sha256, policy_sources, write_design_manifest
 from grpo_probe.user_code import checkpoint_files, factory_files, tree_sha256
@@ -183,8 +184,12 @@ def bind_checkpoint(
     The prereg may pin the checkpoint's sha256 (a folder's: :func:`grpo_probe.user_code.tree_sha256`).
     The bound policy must keep the act() contract for every mode the design runs it in
     (:func:`grpo_probe.policies.check.check_arm`, seconds): a policy that breaks it is refused here, with
-    each broken rule's cause and fix, before any episode runs. Every file of the checkpoint and of the
-    adapter's package is recorded among the manifest's sources, so ``verify`` names one edited later.
+    each broken rule's cause and fix, before any episode runs. So is a policy whose declared capabilities
+    (:class:`grpo_probe.policies.PolicyCapabilities`) lack a sampling kind the arm's anchor, cells or
+    oracles need (``capability-missing``, naming the arm, the policy's ``module:Class``, the kind and what
+    needs it). source.json records the policy's class and declaration, which phase 2 reads to refuse an
+    arm it cannot train. Every file of the checkpoint and of the adapter's package is recorded among the
+    manifest's sources, so ``verify`` names one edited later.
     """
     prereg = load_prereg(prereg_path)
     if arm not in prereg.arms:
@@ -195,23 +200,32 @@ def bind_checkpoint(
         raise FileNotFoundError(f"{checkpoint}: checkpoint folder bound to arm {arm!r} holds no file")
     sha = tree_sha256(checkpoint)
     _check_pin(prereg, arm, checkpoint, sha)
-    report = _check_bound_policy(prereg, arm, checkpoint, adapter, device)
-    atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter})
+    report, policy = _check_bound_policy(prereg, arm, checkpoint, adapter, device)
+    bound = {"policy": policy_name(policy), "head": policy.head, "capabilities": _declared(policy)}
+    atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": adapter, **bound})
     # The checkpoint lives outside the results tree, so it is recorded by hash rather than as an output.
     extra = {
         "arm": arm,
         "checkpoint": str(checkpoint),
         "checkpoint_sha256": sha,
         "policy_check": {"passed": report.passed, "checks": len(report.checks)},
+        **bound,
     }
     sources = [*checkpoint_files(checkpoint), *factory_files(adapter)]
     write_design_manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra, sources)
 
 
+def _declared(policy: Any) -> dict[str, Any] | None:
+    """The capabilities a bound policy declares, as source.json records them (None: it declares none)."""
+    declared = declared_capabilities(policy)  # the check has refused a malformed declaration
+    return None if declared is None else declared.to_dict()
+
+
 def _check_bound_policy(
     prereg: Prereg, arm: str, checkpoint: PathLike, adapter: str | None, device: str
-) -> Any:  # -> PolicyReport
-    """Build the bound policy as every rollout process will, and check it against the act() contract."""
+) -> tuple[Any, Any]:  # -> (PolicyReport, Policy)
+    """Build the bound policy as every rollout process will, and check it against the act() contract and
+    its declared capabilities against what the design needs of the arm; returns the report and the policy."""
     from types import SimpleNamespace
 
     from grpo_probe.policies.check import check_arm
@@ -224,7 +238,7 @@ def _check_bound_policy(
     report = check_arm(prereg, run, arm, policy=policy, device=device)
     print(report.format(), flush=True)
     report.raise_if_failed()
-    return report
+    return report, policy
 
 
 def _check_pin(prereg: Prereg, arm: str, checkpoint: PathLike, found: str) -> None:

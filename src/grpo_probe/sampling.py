@@ -1,93 +1,335 @@
-"""The one sampling-mode type: how a head turns its distribution into one action chunk.
+"""The sampling modes and their registry: how a head turns its distribution into one action chunk.
 
 Why a module of its own, below both the prereg and the policies: the registered design names the mode
 of every cell and oracle, and the policies sample it. One frozen type serves both, and it imports
 nothing heavy, so the workflow can read a design without loading torch.
+
+Why a registry: a sampling kind is read in many places (the design check, the prereg schema's enum, the
+text reports print, the rollout table's columns, the draw-0 oracle, the policy check, the head that
+samples it). Each of them asks the kind's one :class:`SamplerKind` declaration here instead of naming
+kinds itself, so a new sampler is its math (a module that registers its sampling entry with
+:func:`register_sampler_entry`), its declaration (:func:`register_sampler`, at the bottom of this file)
+and its test. ``docs/extending.md`` walks through it.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
-__all__ = ["HEAD_OF_MODE", "SAMPLING_KINDS", "SamplingMode"]
+__all__ = [
+    "HEAD_OF_MODE",
+    "PARAMETERS",
+    "SAMPLING_KINDS",
+    "Draw0",
+    "Parameter",
+    "SamplerKind",
+    "SamplingMode",
+    "kinds_of_head",
+    "mode_params",
+    "mode_schema_rules",
+    "mode_text",
+    "register_sampler",
+    "register_sampler_entry",
+    "sampler",
+    "sampler_entry",
+    "sampling_kinds",
+    "unregister_sampler",
+]
 
-HEAD_OF_MODE: dict[str, str] = {
-    "greedy": "ar",
-    "temperature": "ar",
-    "flow_ode": "flow",
-    "flow_sde": "flow",
-    "flow_euler": "flow",
+
+@dataclass(frozen=True)
+class Parameter:
+    """A field of :class:`SamplingMode` that a kind may take: its check, and how reports label it.
+
+    The set is closed: each parameter is a column of the rollout table (``temperature``, ``sde_a``,
+    ``sampler_steps``) and a property of the prereg schema's ``sampling_mode``, so a kind chooses among
+    them rather than adding its own.
+    """
+
+    name: str
+    label: str
+    """How :func:`mode_text` writes it (``T=1.6``, ``a=0.5``, ``steps=10``)."""
+    bound: str
+    """The rule in words, as the error message states it (``a finite number > 0``)."""
+    lowest: float
+    exclusive: bool
+    integer: bool = False
+    default: Any = None
+    """The value a design may leave out (None: a kind that takes the parameter requires it)."""
+
+    def problem(self, value: Any, kind: str) -> str | None:
+        """Why ``value`` is not a valid ``name`` of a mode of ``kind``, or None."""
+        if self.integer:
+            if isinstance(value, bool) or not isinstance(value, int) or value < self.lowest:
+                return f"SamplingMode.{self.name} must be {self.bound}, got {value!r}"
+            return None
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"SamplingMode.{self.name} must be a number for kind {kind!r}, got {value!r}"
+        below = value <= self.lowest if self.exclusive else value < self.lowest
+        if not math.isfinite(value) or below:
+            return f"SamplingMode.{self.name} must be {self.bound}, got {value!r}"
+        return None
+
+
+PARAMETERS: dict[str, Parameter] = {
+    p.name: p
+    for p in (
+        Parameter("temperature", "T", "a finite number > 0", 0.0, exclusive=True),
+        Parameter("sde_a", "a", "a finite number >= 0", 0.0, exclusive=False),
+        Parameter("steps", "steps", "a positive integer", 1, exclusive=False, integer=True, default=10),
+    )
 }
-"""The head each sampling kind belongs to."""
+"""The parameters a kind may take, in the order reports and records list them."""
 
-SAMPLING_KINDS: tuple[str, ...] = tuple(HEAD_OF_MODE)
+
+@dataclass(frozen=True)
+class Draw0:
+    """How the draw-0 oracle checks a cell of this kind: the instrument with its stochasticity off
+    reproduces a deterministic reference bit for bit (:func:`grpo_probe.rollout.oracles.run_draw0_oracle`).
+
+    A deterministic kind (``probe`` None) runs as it is and is compared with its arm's anchor rows, so
+    such a cell's mode must equal its arm's anchor (the design check says so). A stochastic kind names its
+    noise-off twin (``probe``) and the deterministic mode that twin reproduces (``twin_of``); ``against``
+    says where the reference rows come from: the arm's anchor table, or a sequential run of ``twin_of``.
+    """
+
+    probe: Callable[[SamplingMode], SamplingMode] | None = None
+    """The mode with its noise switched off (None: the kind is deterministic, its own probe)."""
+    twin_of: Callable[[SamplingMode], SamplingMode] | None = None
+    """The deterministic mode the noise-off twin reproduces (None for a deterministic kind)."""
+    against: Literal["anchor", "run"] = "anchor"
+    """``anchor``: the arm's anchor rows; ``run``: ``twin_of`` run on the sequential path."""
+    reference_name: str = "anchor"
+    """The reference's name in the report (``anchor``, ``euler``)."""
+    skip: tuple[str, ...] = ("cell",)
+    """Columns the comparison leaves out (labels, and values the twin legitimately keeps)."""
+    compared: str = "every column but cell against the anchor rows"
+    """What the report says was compared."""
+    actions_from_rerun: bool = False
+    """Whether the executed actions are compared with a rerun of ``twin_of`` on the probe path (the anchor
+    table holds no actions; needed where ``skip`` leaves out columns that pin them)."""
+    check_fields: tuple[str, ...] = ("actions",)
+    """What the policy check compares between the noise-off twin and ``twin_of``."""
+
+
+@dataclass(frozen=True)
+class SamplerKind:
+    """One sampling kind: the head it samples, what it takes, and how the rest of the package treats it."""
+
+    kind: str
+    head: str
+    takes: tuple[str, ...]
+    """The :data:`PARAMETERS` its modes set (the others stay None; ``steps`` keeps its default)."""
+    summary: str
+    """One sentence on what it does, for the docs and error messages."""
+    entry_module: str
+    """The module whose import registers the kind's sampling entry (:func:`register_sampler_entry`); the
+    head imports it by name, so the registry stays free of torch."""
+    draw0: Draw0 = field(default_factory=Draw0)
+    min_steps: int = 1
+    noise_switch: bool = False
+    """Whether ``SamplingMode.noise=False`` is defined for it (its noise-off twin sets it)."""
+    cell: bool = True
+    """Whether a probe cell may sample it: its K draws differ (greedy is the anchor's mode, flow_euler the
+    SDE oracle's reference)."""
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.takes if p not in PARAMETERS]
+        if unknown:
+            raise ValueError(
+                f"sampler {self.kind!r}: takes unknown parameter(s) {unknown} "
+                f"(known: {', '.join(PARAMETERS)})"
+            )
+        if list(self.takes) != [p for p in PARAMETERS if p in self.takes]:
+            raise ValueError(
+                f"sampler {self.kind!r}: list takes in the order of PARAMETERS ({tuple(PARAMETERS)})"
+            )
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether a chunk depends on nothing but the key's initial noise: what an anchor may use."""
+        return self.draw0.probe is None
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The parameters a design must give for this kind (those without a default)."""
+        return tuple(p for p in self.takes if PARAMETERS[p].default is None)
+
+
+_KINDS: dict[str, SamplerKind] = {}
+_ENTRIES: dict[str, Callable[..., Any]] = {}
+
+
+def register_sampler(kind: SamplerKind) -> SamplerKind:
+    """Add ``kind`` to the registry; a name registered twice is an error (a kind means one thing)."""
+    if kind.kind in _KINDS:
+        raise ValueError(f"sampling kind {kind.kind!r} is already registered")
+    _KINDS[kind.kind] = kind
+    return kind
+
+
+def unregister_sampler(kind: str) -> None:
+    """Remove a kind and its entry (tests add a kind for one test and take it out again)."""
+    _KINDS.pop(kind, None)
+    _ENTRIES.pop(kind, None)
+
+
+def sampling_kinds() -> tuple[str, ...]:
+    """Every registered kind, in registration order."""
+    return tuple(_KINDS)
+
+
+def sampler(kind: str) -> SamplerKind:
+    """The declaration of ``kind``; an unknown kind is an error listing the known ones."""
+    found = _KINDS.get(kind)
+    if found is None:
+        raise ValueError(f"SamplingMode.kind must be one of {sampling_kinds()}, got {kind!r}")
+    return found
+
+
+class _RegisteredKinds(Sequence[str]):
+    """The registered kinds as a live sequence: a kind registered later is in it too."""
+
+    def __getitem__(self, index: Any) -> Any:
+        return tuple(_KINDS)[index]
+
+    def __len__(self) -> int:
+        return len(_KINDS)
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in _KINDS
+
+    def __repr__(self) -> str:
+        return repr(tuple(_KINDS))
+
+
+class _HeadOfMode(Mapping[str, str]):
+    """Kind -> the head it samples, as a live read-only mapping over the registry."""
+
+    def __getitem__(self, kind: str) -> str:
+        if kind not in _KINDS:
+            raise KeyError(kind)
+        return _KINDS[kind].head
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tuple(_KINDS))
+
+    def __len__(self) -> int:
+        return len(_KINDS)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+SAMPLING_KINDS: Sequence[str] = _RegisteredKinds()
+"""Every registered kind, in registration order (live: :func:`sampling_kinds` as a sequence)."""
+
+HEAD_OF_MODE: Mapping[str, str] = _HeadOfMode()
+"""The head each registered kind samples (live)."""
+
+
+def kinds_of_head(head: str) -> tuple[str, ...]:
+    """The kinds that sample ``head``, in registration order."""
+    return tuple(k for k, s in _KINDS.items() if s.head == head)
+
+
+_Entry = TypeVar("_Entry", bound=Callable[..., Any])
+
+
+def register_sampler_entry(kind: str) -> Callable[[_Entry], _Entry]:
+    """Decorator: ``fn`` is how the head samples ``kind`` (each head defines the signature it calls).
+
+    The flow head calls ``fn(velocity, x, mode, noise) -> (x at t = 0, per-step log-probs or None)``
+    (:mod:`grpo_probe.policies.flow_sde`); the AR head calls ``fn(mode) -> (temperature, gumbel noise on)``
+    (:mod:`grpo_probe.policies.ar_head`).
+    """
+
+    def register(fn: _Entry) -> _Entry:
+        if kind in _ENTRIES and _ENTRIES[kind] is not fn:
+            raise ValueError(f"sampling kind {kind!r} already has a sampling entry ({_ENTRIES[kind]!r})")
+        _ENTRIES[kind] = fn
+        return fn
+
+    return register
+
+
+def sampler_entry(kind: str) -> Callable[..., Any]:
+    """The function the head calls to sample ``kind``, importing the kind's ``entry_module`` if needed."""
+    if kind not in _ENTRIES:
+        declared = sampler(kind)
+        importlib.import_module(declared.entry_module)
+        if kind not in _ENTRIES:
+            raise ValueError(
+                f"sampling kind {kind!r}: {declared.entry_module} registers no sampling entry for it "
+                f"(decorate its function with grpo_probe.sampling.register_sampler_entry({kind!r}))"
+            )
+    return _ENTRIES[kind]
+
+
+def _only_for(name: str) -> str:
+    kinds = [repr(k) for k, s in _KINDS.items() if name in s.takes]
+    if len(kinds) <= 1:
+        return f"kind {kinds[0] if kinds else 'none'}"
+    return f"kinds {', '.join(kinds[:-1])} or {kinds[-1]}"
 
 
 @dataclass(frozen=True)
 class SamplingMode:
-    """How a head turns its distribution into one chunk.
+    """How a head turns its distribution into one chunk: a registered ``kind`` and the parameters it takes.
 
-    ``greedy`` and ``temperature`` are AR modes (Gumbel-max at ``temperature``); ``flow_ode`` is the
-    Heun decode with ``steps`` steps (last step Euler) from keyed noise; ``flow_sde`` is the Flow-GRPO SDE
-    sampler with noise scale ``sde_a`` (``sde_a = 0`` reproduces the Euler sampler bit for bit);
-    ``flow_euler`` is that deterministic Euler sampler (same grid and keyed noise), the reference of the
-    SDE cells' draw-0 oracle.
+    The built-in kinds (declared at the bottom of this module): ``greedy`` and ``temperature`` are AR
+    modes (Gumbel-max at ``temperature``); ``flow_ode`` is the Heun decode with ``steps`` steps (last step
+    Euler) from keyed noise; ``flow_sde`` is the Flow-GRPO SDE sampler with noise scale ``sde_a``
+    (``sde_a = 0`` reproduces the Euler sampler bit for bit); ``flow_euler`` is that deterministic Euler
+    sampler (same grid and keyed noise), the reference of the SDE cells' draw-0 oracle.
 
     ``noise`` switches the Gumbel noise of kind ``temperature`` (default on). With it off, the same
     Gumbel-max code takes argmax(masked_logits / T), which picks greedy's ids (dividing by T > 0 keeps the
     order of the logits) while the recorded log-probs and entropies stay those of softmax(logits / T):
-    the AR draw-0 oracle runs a temperature cell this way against the greedy anchor. Only ``temperature``
-    takes ``noise=False``; the registered designs never set it.
+    the AR draw-0 oracle runs a temperature cell this way against the greedy anchor. Only kinds declared
+    with ``noise_switch`` take ``noise=False``; the registered designs never set it.
     """
 
-    kind: Literal["greedy", "temperature", "flow_ode", "flow_sde", "flow_euler"]
+    kind: str
     temperature: float | None = None
     sde_a: float | None = None
     steps: int = 10
     noise: bool = True
 
     def __post_init__(self) -> None:
-        if self.kind not in SAMPLING_KINDS:
-            raise ValueError(f"SamplingMode.kind must be one of {SAMPLING_KINDS}, got {self.kind!r}")
-        if self.kind == "temperature":
-            t = self.temperature
-            if t is None or isinstance(t, bool) or not isinstance(t, (int, float)):
+        declared = sampler(self.kind)
+        for name, parameter in PARAMETERS.items():
+            value = getattr(self, name)
+            if name in declared.takes or parameter.default is not None:
+                problem = parameter.problem(value, self.kind)
+                if problem is not None:
+                    raise ValueError(problem)
+            elif value is not None:
                 raise ValueError(
-                    f"SamplingMode.temperature must be a number for kind 'temperature', got {t!r}"
+                    f"SamplingMode.{name} is only allowed for {_only_for(name)} (kind={self.kind!r})"
                 )
-            if not math.isfinite(t) or t <= 0:
-                raise ValueError(f"SamplingMode.temperature must be a finite number > 0, got {t!r}")
-        elif self.temperature is not None:
+        if self.steps < declared.min_steps:
             raise ValueError(
-                f"SamplingMode.temperature is only allowed for kind 'temperature' (kind={self.kind!r})"
+                f"SamplingMode.steps must be >= {declared.min_steps} for kind {self.kind!r}, "
+                f"got {self.steps!r}"
             )
-        if self.kind == "flow_sde":
-            a = self.sde_a
-            if a is None or isinstance(a, bool) or not isinstance(a, (int, float)):
-                raise ValueError(f"SamplingMode.sde_a must be a number for kind 'flow_sde', got {a!r}")
-            if not math.isfinite(a) or a < 0:
-                raise ValueError(f"SamplingMode.sde_a must be a finite number >= 0, got {a!r}")
-        elif self.sde_a is not None:
-            raise ValueError(f"SamplingMode.sde_a is only allowed for kind 'flow_sde' (kind={self.kind!r})")
-        if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
-            raise ValueError(f"SamplingMode.steps must be a positive integer, got {self.steps!r}")
-        if self.kind == "flow_sde" and self.steps < 2:
-            raise ValueError(f"SamplingMode.steps must be >= 2 for kind 'flow_sde', got {self.steps!r}")
         if not isinstance(self.noise, bool):
             raise ValueError(f"SamplingMode.noise must be True or False, got {self.noise!r}")
-        if not self.noise and self.kind != "temperature":
+        if not self.noise and not declared.noise_switch:
+            switched = " or ".join(repr(k) for k, s in _KINDS.items() if s.noise_switch) or "none"
             raise ValueError(
-                f"SamplingMode.noise=False is only defined for kind 'temperature' (its Gumbel noise), "
+                f"SamplingMode.noise=False is only defined for kind {switched} (its Gumbel noise), "
                 f"got kind {self.kind!r}"
             )
 
     @property
     def head(self) -> str:
         """The head this mode samples."""
-        return HEAD_OF_MODE[self.kind]
+        return sampler(self.kind).head
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> SamplingMode:
@@ -96,5 +338,108 @@ class SamplingMode:
             kind=values["kind"],
             temperature=values.get("temperature"),
             sde_a=values.get("sde_a"),
-            steps=int(values.get("steps", 10)),
+            steps=int(values.get("steps", PARAMETERS["steps"].default)),
         )
+
+
+def mode_params(mode: SamplingMode) -> dict[str, Any]:
+    """The parameters ``mode``'s kind takes, with their values, in :data:`PARAMETERS` order: what a record
+    of the mode holds (decision.json's cell mode, the rollout table's parameter columns)."""
+    takes = sampler(mode.kind).takes
+    return {name: getattr(mode, name) for name in PARAMETERS if name in takes}
+
+
+def mode_text(mode: SamplingMode) -> str:
+    """``temperature(T=1.6, noise off)``, ``flow_sde(a=0.5, steps=10)``, ``greedy``: a mode as the oracle
+    reports, the policy check and error messages name it."""
+    shown = [f"{PARAMETERS[name].label}={value!r}" for name, value in mode_params(mode).items()]
+    if not mode.noise:
+        shown.append("noise off")
+    return f"{mode.kind}({', '.join(shown)})" if shown else mode.kind
+
+
+def mode_schema_rules() -> tuple[list[str], list[dict[str, Any]], list[str]]:
+    """The prereg schema's ``sampling_mode`` enum of kinds, its ``allOf`` of per-kind required parameters,
+    and the enum of ``cell_kind`` (the kinds a cell may sample), from the registry
+    (:func:`grpo_probe.prereg.schema.load_prereg_schema` fills them in)."""
+    rules = [
+        {"if": {"properties": {"kind": {"const": k}}}, "then": {"required": list(s.required)}}
+        for k, s in _KINDS.items()
+        if s.required
+    ]
+    return list(_KINDS), rules, [k for k, s in _KINDS.items() if s.cell]
+
+
+# The built-in kinds. Their sampling entries live in the head modules named by entry_module.
+
+register_sampler(
+    SamplerKind(
+        "greedy",
+        head="ar",
+        takes=(),
+        summary="argmax decode of the AR head's masked logits",
+        entry_module="grpo_probe.policies.ar_head",
+        cell=False,
+    )
+)
+register_sampler(
+    SamplerKind(
+        "temperature",
+        head="ar",
+        takes=("temperature",),
+        summary="Gumbel-max sampling from softmax(masked_logits / T)",
+        entry_module="grpo_probe.policies.ar_head",
+        noise_switch=True,
+        draw0=Draw0(
+            probe=lambda m: SamplingMode("temperature", temperature=m.temperature, noise=False),
+            twin_of=lambda m: SamplingMode("greedy"),
+            against="anchor",
+            skip=("cell", "mode", "temperature", "replan_logprob", "replan_entropy_mean"),
+            compared=(
+                "token ids, token counts, per-tick traces and outcomes against the anchor rows (every "
+                "column but the labels and the temperature-T log-probs and entropies); executed actions "
+                "against a greedy rerun on the probe path"
+            ),
+            actions_from_rerun=True,
+            check_fields=("token_ids", "actions"),
+        ),
+    )
+)
+register_sampler(
+    SamplerKind(
+        "flow_ode",
+        head="flow",
+        takes=("steps",),
+        summary="Heun decode with `steps` steps (last step Euler) from keyed noise",
+        entry_module="grpo_probe.policies.flow_sde",
+    )
+)
+register_sampler(
+    SamplerKind(
+        "flow_sde",
+        head="flow",
+        takes=("sde_a", "steps"),
+        summary="the Flow-GRPO SDE sampler with noise scale `sde_a` (a = 0 is the Euler sampler)",
+        entry_module="grpo_probe.policies.flow_sde",
+        min_steps=2,
+        draw0=Draw0(
+            probe=lambda m: SamplingMode("flow_sde", sde_a=0.0, steps=m.steps),
+            twin_of=lambda m: SamplingMode("flow_euler", steps=m.steps),
+            against="run",
+            reference_name="euler",
+            skip=("mode", "sde_a"),
+            compared="every column but the mode labels, and the executed actions, against the Euler sampler",
+            check_fields=("actions", "logprob"),
+        ),
+    )
+)
+register_sampler(
+    SamplerKind(
+        "flow_euler",
+        head="flow",
+        takes=("steps",),
+        summary="the deterministic Euler sampler on the SDE's grid, from the same keyed noise",
+        entry_module="grpo_probe.policies.flow_sde",
+        cell=False,
+    )
+)

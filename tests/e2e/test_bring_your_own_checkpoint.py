@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -36,16 +35,13 @@ def test_a_bound_checkpoint_replaces_training_in_the_dag(fresh_copy: Path, tmp_p
 
 
 def test_the_probe_on_a_bound_copy_of_the_trained_arm_decides_the_same(
-    smoke_run: Path, fresh_copy: Path, tmp_path: Path, snakemake
+    smoke_run: Path, bound_run: Path
 ) -> None:
-    workdir = fresh_copy
-    checkpoint = tmp_path / "user" / "ar.pt"
-    checkpoint.parent.mkdir()
-    shutil.copy(smoke_run / "results/smoke/arms/ar/policy.pt", checkpoint)
-    config = _bind_ar(workdir, checkpoint)
-    proc = snakemake(workdir, "--cores", "2", "--configfile", str(config), *SMOKE)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    bound = json.loads((workdir / "results/smoke/decision.json").read_text())
+    """The session's bound run (tests/e2e/conftest.py) binds both arms to the smoke run's checkpoints."""
+    results = bound_run / "results/elsewhere/smoke"
+    source = json.loads((results / "arms/ar/source.json").read_text())
+    assert source["factory"] == "grpo_probe.policies.checkpoint:load_policy"  # bound, not trained
+    bound = json.loads((results / "decision.json").read_text())
     trained = json.loads((smoke_run / "results/smoke/decision.json").read_text())
     assert bound["cells"] == trained["cells"]
     assert bound["outcome"] == trained["outcome"]

@@ -2,8 +2,8 @@
 
 Why: a results tree moved, or written under another ``results:``, must hold the same decision bytes, and
 the copy at the repository root (what ``snakemake decision.md`` builds) must link to figures, tables and
-compute.md that exist from where it is read. The run elsewhere binds the smoke run's trained checkpoints
-(as tests/e2e/test_seed_order.py does), so it runs rollouts and analysis only.
+compute.md that exist from where it is read. The run elsewhere is the session's bound run (``bound_run``,
+tests/e2e/conftest.py): the smoke run's trained checkpoints bound, so it runs rollouts and analysis only.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -30,20 +29,6 @@ def _file_paths(decision: dict) -> list[str]:
         paths += [cell[key] for key in ("probe_table", "anchor_table", "join_table") if cell.get(key)]
         paths += list(cell["figures"].values())
     return paths
-
-
-def _bind_trained_arms(workdir: Path, smoke_run: Path) -> Path:
-    arms = {
-        arm: {
-            "source": "checkpoint",
-            "path": str(smoke_run / RESULTS / "arms" / arm / "policy.pt"),
-            "adapter": "grpo_probe.policies.checkpoint:load_policy",
-        }
-        for arm in ("ar", "flow_teacher")
-    }
-    config = workdir / "bound.yaml"
-    config.write_text(yaml.safe_dump({"arms": arms}))
-    return config
 
 
 def test_decision_json_paths_are_relative_to_its_folder(smoke_run: Path) -> None:
@@ -84,25 +69,12 @@ def test_the_root_target_is_up_to_date_after_a_run(smoke_run: Path, snakemake) -
 
 
 def test_a_run_under_another_results_folder_writes_the_same_decision_bytes(
-    smoke_run: Path, fresh_copy: Path, snakemake
+    smoke_run: Path, bound_run: Path
 ) -> None:
-    config = _bind_trained_arms(fresh_copy, smoke_run)
-    proc = snakemake(
-        fresh_copy,
-        "decision.md",
-        "--cores",
-        "2",
-        "--configfile",
-        str(config),
-        "--config",
-        "prereg=prereg/smoke.yaml",
-        "results=results/elsewhere",
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ("decision.md", "decision.json"):
-        moved = (fresh_copy / "results/elsewhere/smoke" / name).read_bytes()
+        moved = (bound_run / "results/elsewhere/smoke" / name).read_bytes()
         assert moved == (smoke_run / RESULTS / name).read_bytes(), name
-    md = (fresh_copy / "decision.md").read_text()
+    md = (bound_run / "decision.md").read_text()
     assert "run in [`results/elsewhere/smoke/`]" in md.splitlines()[-1]
     for link in LINK.findall(md):
-        assert (fresh_copy / link).exists(), link
+        assert (bound_run / link).exists(), link

@@ -3,6 +3,9 @@
 Why: the probe must prove itself on an environment no one here wrote. The pusher design runs every
 stage through the environment protocol: scripted-expert demos, both heads trained, both oracles passing
 (Pusher-v5 bit-identical across processes), and a decision.md; every manifest names the environment.
+Then phase 2, gated by that decision: the flow arm's cell qualifies, so the pilot trains it under
+Flow-GRPO with the SDE sampler, its replay oracle passes before the first update, and phase2.md counts
+the Pusher's own guards.
 """
 
 from __future__ import annotations
@@ -17,10 +20,28 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 RESULTS = Path("results/pusher_smoke")
 
 
+@pytest.fixture(scope="module")
+def pusher_run(tmp_path_factory: pytest.TempPathFactory, workflow_tools) -> Path:
+    """A fresh copy of the repository in which the pusher design ran to its decision.md."""
+    repo = workflow_tools.copy_repo(tmp_path_factory.mktemp("pusher") / "repo")
+    workflow_tools.run_design(repo, "pusher_smoke")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def pusher_phase2(pusher_run: Path, workflow_tools) -> Path:
+    """The same copy, taken on to the root phase2.md (the command a fresh clone runs)."""
+    proc = workflow_tools.snakemake(
+        pusher_run, "phase2.md", "--cores", "2", "--config", "prereg=prereg/pusher_smoke.yaml", timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return pusher_run
+
+
 def test_the_pusher_design_runs_end_to_end_and_passes_both_oracles(
-    fresh_copy: Path, workflow_tools, grpo_probe
+    pusher_run: Path, workflow_tools, grpo_probe
 ):
-    run = workflow_tools.run_design(fresh_copy, "pusher_smoke")
+    run = pusher_run / RESULTS
     decision = json.loads((run / "decision.json").read_text())
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
     assert decision["env"]["id"] == "pusher" and "Pusher-v5" in decision["env"]["version"]
@@ -37,5 +58,25 @@ def test_the_pusher_design_runs_end_to_end_and_passes_both_oracles(
     for manifest in ("prereg/check.manifest.json", "demos/demos.manifest.json", "anchors/ar.manifest.json"):
         env = json.loads((run / manifest).read_text())["env"]
         assert env == {"id": "pusher", "version": decision["env"]["version"]}
-    verify = grpo_probe(fresh_copy, "verify", str(RESULTS / "decision.manifest.json"))
+    verify = grpo_probe(pusher_run, "verify", str(RESULTS / "decision.manifest.json"))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_the_pusher_pilot_trains_the_flow_arm_and_passes_its_replay_oracle(pusher_phase2: Path, grpo_probe):
+    run = pusher_phase2 / RESULTS
+    outcome = json.loads((run / "decision.json").read_text())["outcome"]
+    assert outcome["kind"] == "phase2_flow" and outcome["flow_arm"] == "flow_teacher"
+    record = json.loads((run / "phase2.json").read_text())
+    assert record["trained"] is True and [s["arm"] for s in record["stages"]] == ["flow_teacher"]
+    oracle = json.loads((run / "phase2/flow_teacher/replay_oracle.json").read_text())
+    assert oracle["passed"] is True and oracle["head"] == "flow"
+    assert oracle["entries"] == oracle["replans"] * 10 > 0  # every SDE step of every replan compared
+    for iteration in range(3):  # theta_1 and theta_2 written, iteration 1's rollouts recorded
+        assert (run / f"phase2/flow_teacher/iter-{iteration}").is_dir()
+    page = (pusher_phase2 / "phase2.md").read_text()
+    assert page.startswith("# Phase 2: the GRPO pilot of pusher_smoke")
+    assert "**Replay oracle** (before the first update)" in page and ": passed." in page
+    for guard in ("joint_limit", "off_table", "away_tail", "swat"):
+        assert guard in page
+    verify = grpo_probe(pusher_phase2, "verify", str(RESULTS / "phase2.manifest.json"))
     assert verify.returncode == 0, verify.stdout + verify.stderr

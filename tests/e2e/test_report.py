@@ -68,9 +68,9 @@ def test_the_report_opens_in_chromium_with_its_categories_and_figures(
     run_copy: Path, tmp_path: Path, snakemake
 ) -> None:
     browser = _chromium()
-    proc = snakemake(run_copy, *SMOKE, "--report", "report.html")
+    proc = snakemake(run_copy, *SMOKE, "--report", "results/smoke/report.html")  # as docs/workflow.md says
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    report = run_copy / "report.html"
+    report = run_copy / "results/smoke/report.html"
     assert report.stat().st_size > 100_000  # self-contained: scripts and figures embedded
     script = (Path(__file__).parent / "report_view.js").read_text().replace("CELL", CELL)
     text = report.read_text(encoding="utf-8")

@@ -4,7 +4,9 @@ Each planted violation is a small policy that breaks one rule the oracles would 
 rollout: rows that read the batch, noise from a global RNG, the noise-off switch ignored, a chunk of the
 wrong width, AR rows without their log-probs, SDE rows without the step log-probs phase 2 divides by. The
 correct ones are this package's reference heads (tiny, trained by this folder's conftest) and the worked
-adapters in examples/. check_arm derives the checks from the smoke design and a run config binding.
+adapters in examples/. check_arm derives the checks from the smoke design and a run config binding. A
+policy's declared capabilities decide what it is asked to sample: a kind the design needs that it does
+not declare, and a declaration that is not true, are findings of their own.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import torch
 import yaml
 
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.policies import PolicyOutput, RowDiagnostics, SamplingMode, load_policy
-from grpo_probe.policies.check import FINDING_CODES, check_arm, check_policy
+from grpo_probe.policies import PolicyCapabilities, PolicyOutput, RowDiagnostics, SamplingMode, load_policy
+from grpo_probe.policies.check import FINDING_CODES, check_arm, check_policy, phase2_refusal
+from grpo_probe.policies.checkpoint import OWN_FORMAT_CAPABILITIES
 from grpo_probe.prereg import load_config, load_prereg
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,12 +41,14 @@ GREEDY = SamplingMode("greedy")
 T1 = SamplingMode("temperature", temperature=1.0)
 ODE = SamplingMode("flow_ode", steps=10)
 SDE = SamplingMode("flow_sde", sde_a=0.5, steps=10)
+FLOW_KINDS = ("flow_ode", "flow_sde", "flow_euler")
 
 
 class KeyedFlow:
     """A correct stand-in flow policy: each row from its observation and keyed noise; SDE step log-probs."""
 
     head = "flow"
+    capabilities = PolicyCapabilities(FLOW_KINDS, logprobs="per_step")
 
     def __init__(self, obs_dim: int = 17, chunk: tuple[int, int] = CHUNK) -> None:
         self.obs_dim = obs_dim
@@ -108,7 +113,9 @@ class SevenDims(KeyedFlow):
 
 
 class NoStepLogprobs(KeyedFlow):
-    """Records an SDE chunk's summed log-prob but not the per-step log-probs phase 2 replays."""
+    """Records an SDE chunk's summed log-prob but not the per-step log-probs phase 2 replays (and says so)."""
+
+    capabilities = PolicyCapabilities(FLOW_KINDS)
 
     def act(self, obs: np.ndarray, keys: Any, mode: SamplingMode) -> PolicyOutput:
         out = super().act(obs, keys, mode)
@@ -218,8 +225,99 @@ def test_the_reference_heads_and_the_worked_flow_adapter_pass(
     adapter = check_policy(load_my_flow(flow_checkpoint), action_shape=CHUNK, modes=[ODE], run_key=7)
     assert adapter.passed, adapter.format()
     refused = check_policy(load_my_flow(flow_checkpoint), action_shape=CHUNK, modes=[SDE], run_key=7)
-    assert refused.codes == {"act-error"}
-    assert "samples only 'flow_ode'" in refused.findings[0].message
+    assert refused.codes == {"capability-missing"}, refused.format()
+    message = refused.findings[0].message
+    assert "kind 'flow_sde', which examples.my_flow_adapter:MyFlowAdapter does not declare" in message
+    assert "(it declares flow_ode)" in message
+    sampled = [c.name for c in refused.checks]
+    assert not any(name.startswith("flow_sde") for name in sampled), refused.format()  # never asked
+
+
+def test_the_package_heads_declare_every_kind_of_their_head_and_pass_on_each(
+    ar_checkpoint: Path, flow_checkpoint: Path
+) -> None:
+    """A checkpoint's heads declare all their kinds: the check samples those the caller does not ask for."""
+    ar, flow = load_policy(ar_checkpoint), load_policy(flow_checkpoint)
+    assert (
+        ar.capabilities
+        == OWN_FORMAT_CAPABILITIES["ar"]
+        == PolicyCapabilities(("greedy", "temperature"), "per_token", trainable=True)
+    )
+    assert flow.capabilities == PolicyCapabilities(FLOW_KINDS, "per_step", trainable=True)
+    report = check_policy(flow, action_shape=CHUNK, modes=[ODE], run_key=7)
+    assert report.passed, report.format()
+    names = [c.name for c in report.checks]
+    for extra in ("flow_sde(a=0.5, steps=10): output", "flow_euler(steps=10): output"):
+        assert extra in names, report.format()
+    assert next(c for c in report.checks if c.name == "declared per_step log-probs").status == "ok"
+    capabilities = next(c for c in report.checks if c.name == "declared capabilities")
+    assert capabilities.detail.endswith(
+        "FlowPolicy samples flow_ode, flow_sde, flow_euler; per-step log-probs of the SDE sampler; "
+        "trainable parameters"
+    )
+    ar_report = check_policy(ar, action_shape=CHUNK, modes=[GREEDY], run_key=7)
+    assert ar_report.passed, ar_report.format()
+    assert "temperature(T=1.0): output" in [c.name for c in ar_report.checks]
+
+
+class SdeOnPaper(KeyedFlow):
+    """Declares flow_sde, but its act raises for it: the declaration is false."""
+
+    def act(self, obs: np.ndarray, keys: Any, mode: SamplingMode) -> PolicyOutput:
+        if mode.kind == "flow_sde":
+            raise ValueError("the SDE sampler is not implemented yet")
+        return super().act(obs, keys, mode)
+
+
+class ClaimsStepLogprobs(NoStepLogprobs):
+    """Declares per-step log-probs but records none."""
+
+    capabilities = PolicyCapabilities(FLOW_KINDS, logprobs="per_step")
+
+
+class Undeclared(KeyedFlow):
+    capabilities = None
+
+
+def test_a_declared_kind_that_fails_to_sample_is_a_false_capability() -> None:
+    """Also when the design does not run that kind: the declaration is what a binding is judged by."""
+    unused = check_policy(SdeOnPaper(), action_shape=CHUNK, modes=[ODE], run_key=7)
+    assert unused.codes == {"capability-false"}, unused.format()
+    finding = unused.findings[0]
+    assert finding.mode == "flow_sde(a=0.5, steps=10)" and finding.fix == FINDING_CODES["capability-false"]
+    assert "the SDE sampler is not implemented yet, though the policy declares kind 'flow_sde'" in (
+        finding.message
+    )
+    used = check_policy(SdeOnPaper(), action_shape=CHUNK, modes=[SDE], run_key=7)
+    assert "capability-false" in used.codes and "act-error" not in used.codes, used.format()
+    undeclared = check_policy(Undeclared(), action_shape=CHUNK, modes=[ODE], run_key=7)
+    assert undeclared.passed, undeclared.format()  # nothing declared: only the modes asked for are sampled
+    assert not any(c.name.startswith("flow_sde") for c in undeclared.checks)
+    detail = next(c for c in undeclared.checks if c.name == "declared capabilities").detail
+    assert "declares none: taken to sample every kind of the flow head" in detail
+
+
+def test_declared_log_probs_that_are_not_recorded_are_a_false_capability() -> None:
+    report = check_policy(ClaimsStepLogprobs(), action_shape=CHUNK, modes=[ODE, SDE], run_key=7)
+    assert report.codes == {"capability-false"}, report.format()
+    assert "declares per_step log-probs, but row 0: step_logprobs is None" in report.findings[0].message
+    honest = check_policy(NoStepLogprobs(), action_shape=CHUNK, modes=[ODE, SDE], run_key=7)
+    assert honest.passed, honest.format()
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        ("flow_ode", "capabilities is a str, not a grpo_probe.policies.PolicyCapabilities"),
+        (PolicyCapabilities(("greedy",)), "declares kinds of the ar head (greedy), but the policy's head is"),
+    ],
+)
+def test_a_malformed_declaration_is_named(declared: Any, message: str) -> None:
+    policy = Undeclared()
+    policy.capabilities = declared  # type: ignore[assignment]
+    report = check_policy(policy, action_shape=CHUNK, modes=[ODE], run_key=7)
+    assert report.codes == {"capabilities"}, report.format()
+    assert message in report.findings[0].message
 
 
 def test_the_check_leaves_the_global_rngs_as_it_found_them() -> None:
@@ -269,10 +367,38 @@ def test_check_arm_reads_the_modes_the_design_runs(
         assert expected in names, ar.format()
     output = next(c for c in ar.checks if c.name == "temperature(T=1.0): output")
     assert output.detail.endswith("for cell c1_ar_t1_0, the parallel oracle")
+    phase2 = next(c for c in ar.checks if c.name == "phase 2")
+    assert phase2.status == "ok"
+    assert phase2.detail == "phase 2 can train this checkpoint under temperature(T=1.6)"
     flow = check_arm(prereg, config, "flow_teacher")
     assert flow.passed, flow.format()
-    assert not any("phase 2" in c.name for c in flow.checks)  # phase 2 trains no adapter's checkpoint
+    assert not any("log-probs for phase 2" in c.name for c in flow.checks)  # phase 2 trains no adapter's
     assert "environment 'boat_push': actions [B, 50, 6]" in flow.subject
+    note = flow.checks[-1]  # phase 2 refuses the arm when it starts; binding it for the probe is fine
+    assert (note.name, note.status) == ("phase 2", "skip")
+    assert note.detail == (
+        "phase 2 will refuse to train it: arm 'flow_teacher' is bound through adapter "
+        "examples.my_flow_adapter:load_my_flow to examples.my_flow_adapter:MyFlowAdapter, which lacks what "
+        "phase 2 needs to train a flow arm: per-step log-probs of the SDE sampler (capabilities.logprobs "
+        "'per_step'), trainable parameters (capabilities.trainable)"
+    )
+
+
+def test_phase_two_refuses_by_capability_and_then_by_format() -> None:
+    full = PolicyCapabilities(FLOW_KINDS, "per_step", trainable=True)
+    own = "grpo_probe.policies.checkpoint:load_policy"
+    assert phase2_refusal("f", "flow", own, "grpo_probe.policies.flow_head:FlowPolicy", full) is None
+    assert phase2_refusal("f", "flow", None, "grpo_probe.policies.flow_head:FlowPolicy", full) is None
+    undeclared = phase2_refusal("f", "flow", "lab.io:load", "lab.io:Mine", None)
+    assert undeclared is not None and "which declares no capabilities and so lacks" in undeclared
+    assert "trainable parameters (capabilities.trainable)" in undeclared
+    untrainable = PolicyCapabilities(FLOW_KINDS, "per_step")
+    lacking = phase2_refusal("f", "flow", "lab.io:load", "lab.io:Mine", untrainable)
+    assert lacking is not None and lacking.endswith("flow arm: trainable parameters (capabilities.trainable)")
+    ar = phase2_refusal("a", "ar", "lab.io:load", "lab.io:Tokens", PolicyCapabilities(("greedy",)))
+    assert ar is not None and "per-token log-probs (capabilities.logprobs 'per_token')" in ar
+    capable = phase2_refusal("f", "flow", "lab.io:load", "lab.io:Mine", full)
+    assert capable is not None and "only checkpoints in grpo-probe's own format" in capable
 
 
 def test_check_arm_passes_the_worked_ar_adapter_and_refuses_it_on_a_flow_arm(tmp_path: Path) -> None:

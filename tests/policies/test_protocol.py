@@ -32,3 +32,42 @@ def test_row_key_parts_must_be_non_negative_integers() -> None:
         RowKey(0, 1, 2, -1)
     with pytest.raises(ValueError, match=r"RowKey\.seed"):
         RowKey(0, True, 2, 0)  # type: ignore[arg-type]
+
+
+def test_capabilities_keep_to_one_head_and_its_log_probs() -> None:
+    from grpo_probe.policies import PolicyCapabilities
+
+    declared = PolicyCapabilities(["flow_sde", "flow_ode", "flow_sde"], "per_step")
+    assert declared.kinds == ("flow_ode", "flow_sde") and declared.head == "flow"  # registry order, once
+    assert PolicyCapabilities.from_dict(declared.to_dict()) == declared
+    with pytest.raises(ValueError, match="mixes the kinds of heads ar and flow"):
+        PolicyCapabilities(("greedy", "flow_ode"))
+    with pytest.raises(ValueError, match="must name at least one of"):
+        PolicyCapabilities(("beam",))
+    with pytest.raises(ValueError, match="must be a sequence of sampling kinds"):
+        PolicyCapabilities("flow_ode")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'per_token' are not the flow head's"):
+        PolicyCapabilities(("flow_ode", "flow_sde"), "per_token")
+    with pytest.raises(ValueError, match="recorded by the SDE sampler: declare 'flow_sde'"):
+        PolicyCapabilities(("flow_ode",), "per_step")
+    with pytest.raises(ValueError, match="trainable must be True or False"):
+        PolicyCapabilities(("greedy",), trainable="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"source\.json: capabilities: must be a mapping"):
+        PolicyCapabilities.from_dict({"kinds": ["greedy"]}, "source.json: capabilities")
+
+
+def test_a_policy_that_declares_nothing_samples_its_head_and_trains_nothing() -> None:
+    from grpo_probe.policies import PolicyCapabilities
+    from grpo_probe.policies.protocol import declared_capabilities, policy_capabilities
+
+    class Undeclared:
+        head = "ar"
+
+    assert declared_capabilities(Undeclared()) is None
+    assert policy_capabilities(Undeclared()) == PolicyCapabilities(("greedy", "temperature"))
+    lacking = policy_capabilities(Undeclared()).lacks(["greedy", "beam"], "per_token", trainable=True)
+    assert lacking == [
+        "sampling kind 'beam'",
+        "per-token log-probs (capabilities.logprobs 'per_token')",
+        "trainable parameters (capabilities.trainable)",
+    ]

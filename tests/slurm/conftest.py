@@ -1,9 +1,14 @@
-"""A one-node SLURM for the tests, and the smoke workflow run through it next to a local run.
+"""A one-node SLURM for the tests, and the smoke workflow run through it next to the session's local run.
 
 The SLURM tests run only when asked (GRPO_PROBE_SLURM=1; `.ci/run` asks), never merely because a SLURM
 node happens to answer on the machine: a cluster something else started would get the test's jobs and
 add minutes to the suite. When asked, they start their own one-node cluster with
 tools/slurm/start-slurm.sh (as root), and refuse one that script did not configure.
+
+The cluster's set-up and the run through it are mostly waiting (package installs, job-status polls), so
+they start in the background when the tests are collected (``session_runs.start_slurm_run``, from
+tests/conftest.py) and the fixtures here wait for them. The local run they are compared with is the
+session's shared smoke run, a clean copy of the same tree run to the same jobs.
 """
 
 from __future__ import annotations
@@ -11,26 +16,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from workflow_copies import copy_repo
+import session_runs
 
-REPO = Path(__file__).resolve().parents[2]
-START_SLURM = REPO / "tools" / "slurm" / "start-slurm.sh"
-OPT_IN = "GRPO_PROBE_SLURM"
-SLURM_CONF = Path("/etc/slurm/slurm.conf")
-CONF_MARKER = "# written by grpo-probe tools/slurm/start-slurm.sh"
-# The entry point a user types: the configured design's decision.md at the repository root.
-TARGET = ["decision.md"]
-SMOKE = ["--config", "prereg=prereg/smoke.yaml"]
-# A hung Snakemake ignores SIGTERM: `timeout -k` follows up with SIGKILL.
-WORKFLOW_TIMEOUT = ["timeout", "-k", "10", "900"]
+SETUP_TIMEOUT_S = 600
 READY_STATES = {"idle", "mixed", "allocated", "completing"}
-HOW_TO_RUN = f"set {OPT_IN}=1 and run as root (`sudo {OPT_IN}=1 .venv/bin/pytest tests/slurm`)"
+HOW_TO_RUN = (
+    f"set {session_runs.SLURM_OPT_IN}=1 and run as root "
+    f"(`sudo {session_runs.SLURM_OPT_IN}=1 .venv/bin/pytest tests/slurm`)"
+)
 
 
 def slurm_node_state() -> str | None:
@@ -50,49 +48,47 @@ def slurm_node_state() -> str | None:
     return states[0] if proc.returncode == 0 and states else None
 
 
-def slurm_asked() -> bool:
-    """Whether this test session asked for the SLURM tests (GRPO_PROBE_SLURM=1)."""
-    return os.environ.get(OPT_IN, "").strip().lower() in {"1", "true", "yes"}
-
-
-def _ours_or_none() -> None:
-    """Fail rather than put jobs on a SLURM that tools/slurm/start-slurm.sh did not configure."""
-    if SLURM_CONF.is_file() and CONF_MARKER not in SLURM_CONF.read_text(errors="replace"):
-        pytest.fail(
-            f"{SLURM_CONF} was not written by {START_SLURM.relative_to(REPO)}: the SLURM tests start "
-            "their own one-node cluster and will not submit jobs to another one"
-        )
+@pytest.fixture(scope="session")
+def slurm_run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of the session's SLURM run (started here if collection did not start it)."""
+    if not session_runs.slurm_asked():
+        pytest.skip(f"the SLURM tests run only when asked: {HOW_TO_RUN}")
+    refusal = session_runs.slurm_refusal()
+    if refusal is not None:
+        pytest.fail(refusal)
+    root = session_runs.session_root(tmp_path_factory.getbasetemp())
+    session_runs.start_slurm_run(root)
+    return session_runs.slurm_folder(root)
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster() -> str:
+def slurm_cluster(slurm_run_folder: Path) -> str:
     """The one-node SLURM of tools/slurm/start-slurm.sh on this host, started when the tests are asked."""
-    if not slurm_asked():
-        pytest.skip(f"the SLURM tests run only when asked: {HOW_TO_RUN}")
-    if os.geteuid() != 0:
-        pytest.fail(f"{OPT_IN}=1 asks for the SLURM tests, which start SLURM with {START_SLURM}: run as root")
-    _ours_or_none()
-    proc = subprocess.run(["bash", str(START_SLURM)], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.fail(f"{START_SLURM} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    script = session_runs.START_SLURM
+    setup_rc = slurm_run_folder / "setup.rc"
+    try:
+        session_runs.wait_for_file(slurm_run_folder, setup_rc, SETUP_TIMEOUT_S)
+    except RuntimeError as exc:
+        pytest.fail(f"{script}: {exc}")
+    setup_log = (slurm_run_folder / "setup.log").read_text(errors="replace")
+    if setup_rc.read_text().strip() != "0":
+        pytest.fail(f"{script} failed:\n{setup_log[-6000:]}")
     state = slurm_node_state()
     if state not in READY_STATES:
-        pytest.fail(f"{START_SLURM} returned but the node is {state}:\n{proc.stdout[-3000:]}")
+        pytest.fail(f"{script} returned but the node is {state}:\n{setup_log[-3000:]}")
     return state
 
 
 @dataclass(frozen=True)
 class SmokeRuns:
-    """The same smoke workflow run in two clean copies: through profiles/slurm, and locally."""
+    """The same smoke workflow run in two clean copies: through profiles/slurm, and locally; and what
+    squeue said of every job right after the SLURM run (slurmctld forgets a job 300 s after it ends)."""
 
     slurm_dir: Path
     slurm_log: str
     local_dir: Path
     local_log: str
-
-
-def _snakemake_command(*args: str) -> list[str]:
-    return [*WORKFLOW_TIMEOUT, sys.executable, "-m", "snakemake", *args, *SMOKE]
+    squeue: str
 
 
 def cancel_jobs_under(workdir: Path) -> None:
@@ -110,38 +106,26 @@ def cancel_jobs_under(workdir: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def smoke_runs(slurm_cluster: str, tmp_path_factory: pytest.TempPathFactory) -> SmokeRuns:
-    """Both runs at once, to save the suite's time; sharing the machine slows each, never its bytes."""
-    slurm_dir = copy_repo(tmp_path_factory.mktemp("slurm") / "repo").resolve()
-    local_dir = copy_repo(tmp_path_factory.mktemp("local") / "repo").resolve()
-    local_log = local_dir / "snakemake.out"
-    with local_log.open("w") as out:
-        local = subprocess.Popen(
-            _snakemake_command(*TARGET, "--cores", "2"), cwd=local_dir, stdout=out, stderr=subprocess.STDOUT
-        )
+def smoke_runs(slurm_cluster: str, slurm_run_folder: Path, smoke_run: Path) -> SmokeRuns:
+    """The SLURM run (to the root decision.md) and the session's local smoke run (its default target:
+    the same jobs, and the `all` rule, which runs locally)."""
+    slurm_dir = (slurm_run_folder / "repo").resolve()
     try:
-        slurm = subprocess.run(
-            # The profile as shipped: its job groups, and its polling (5 s, which the one-node cluster's
-            # MinJobAge of 300 s allows with squeue as the status command).
-            _snakemake_command(*TARGET, "--profile", "profiles/slurm"),
-            cwd=slurm_dir,
-            capture_output=True,
-            text=True,
-        )
-        local.wait(timeout=900)
+        rc, _ = session_runs.wait(slurm_run_folder, session_runs.SLURM_RUN_TIMEOUT_S + 120)
+    except RuntimeError as exc:
+        pytest.fail(f"smoke workflow through SLURM: {exc}")
     finally:
         cancel_jobs_under(slurm_dir)
-        if local.poll() is None:
-            local.kill()
-            local.wait()
+    local_log = session_runs.smoke_run_log(smoke_run)
+    if not local_log.is_file():
+        pytest.fail(f"{local_log}: the local smoke run's Snakemake output is missing")
     runs = SmokeRuns(
         slurm_dir=slurm_dir,
-        slurm_log=slurm.stdout + slurm.stderr,
-        local_dir=local_dir,
-        local_log=local_log.read_text(),
+        slurm_log=(slurm_run_folder / "run.log").read_text(errors="replace"),
+        local_dir=smoke_run.resolve(),
+        local_log=local_log.read_text(errors="replace"),
+        squeue=(slurm_run_folder / "squeue.txt").read_text(errors="replace"),
     )
-    if slurm.returncode != 0:
-        pytest.fail(f"smoke workflow through SLURM failed (rc {slurm.returncode}):\n{runs.slurm_log[-6000:]}")
-    if local.returncode != 0:
-        pytest.fail(f"local smoke workflow failed (rc {local.returncode}):\n{runs.local_log[-6000:]}")
+    if rc != 0:
+        pytest.fail(f"smoke workflow through SLURM failed (rc {rc}):\n{runs.slurm_log[-6000:]}")
     return runs

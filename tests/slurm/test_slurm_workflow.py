@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -90,18 +89,13 @@ def test_slurm_jobs_are_the_profile_s_groups_one_per_cell(smoke_runs) -> None:
 
 
 def test_slurm_reports_the_run_s_jobs_completed_in_its_work_directory(smoke_runs) -> None:
-    proc = subprocess.run(
-        ["squeue", "--states=all", "--noheader", "--format", "%i %T %Z"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
+    # `squeue --states=all --noheader --format "%i %T %Z"`, run as the SLURM run ended (see conftest.py)
     known = {
-        job_id: (state, Path(workdir)) for job_id, state, workdir in map(str.split, proc.stdout.splitlines())
+        job_id: (state, Path(workdir))
+        for job_id, state, workdir in map(str.split, smoke_runs.squeue.splitlines())
     }
     submitted = list(_submissions(smoke_runs.slurm_log))
-    # slurmctld forgets a job MinJobAge seconds after it ends; the last job ended seconds ago.
+    # slurmctld forgets a job MinJobAge seconds after it ends; the last job ended seconds before squeue ran.
     assert submitted[-1] in known
     for job_id in submitted:
         if job_id in known:

@@ -40,11 +40,11 @@ class GuardRate:
 
 
 def guard_trips(table: RolloutTable, spec: AnalysisNumbers) -> dict[str, NDArray[np.bool_]]:
-    """Per episode, whether each of the environment's guards tripped (``grpo_probe.envs.protocol.Guard``).
+    """Per episode, whether each of the environment's guards tripped.
 
-    The boat scene's: reset_strike: ``reset_strikes > 0``; knocked_off: ``knocked_off``; not_upright:
-    ``not final_upright``; away_tail: ``progress_final_cm < analysis.away_tail_cm``; swat:
-    ``max_boat_speed_m_s > analysis.swat_speed_m_s``.
+    Each guard is its environment's one declaration (:class:`grpo_probe.envs.protocol.Guard`: the column
+    it reads and when it trips; the boat's are :func:`grpo_probe.envs.boat.spec.boat_guards`), so a guard
+    added there is counted here, and in decision.md's reads and glossary, without a change to this module.
     """
     numbers = spec.to_dict()
     columns = {**table.columns, "progress_final_cm": table.progress_final_cm, "contact": table.contact}

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grpo_probe.envs.boat.spec import boat_spec
+
 __all__ = ["CHAOS_ROWS", "DECIMALS", "GUARDS", "READ_NAMES", "READ_ROWS", "ReadRow", "quantize", "read_rows"]
 
 DECIMALS = 4
 """Decimal places of every reported float (1e-4 cm is far below what the simulator resolves)."""
 
-GUARDS: tuple[str, ...] = ("reset_strike", "knocked_off", "not_upright", "away_tail", "swat")
-"""The boat scene's guard channels, in the order decision.md lists them (another environment's are its
-spec's ``guard_names``; a test pins these to ``grpo_probe.envs.boat.spec``)."""
+GUARDS: tuple[str, ...] = boat_spec().guard_names
+"""The boat scene's guard channels, in the order decision.md lists them, read off their declarations
+(:func:`grpo_probe.envs.boat.spec.boat_guards`; another environment's are its spec's ``guard_names``)."""
 
 
 def quantize(x: float) -> float:

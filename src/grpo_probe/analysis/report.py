@@ -60,6 +60,7 @@ from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import AnalysisNumbers, Cell, Prereg
 from grpo_probe.rollout.replay import read_replay_table
+from grpo_probe.sampling import mode_params
 
 __all__ = [
     "build_decision",
@@ -73,8 +74,15 @@ __all__ = [
 
 
 def default_template() -> Path:
-    """``reports/decision.md.j2`` of the source tree this package runs from (installed editable)."""
-    return Path(__file__).resolve().parents[3] / "reports" / "decision.md.j2"
+    """The package's ``templates/decision.md.j2``, found through :mod:`importlib.resources`.
+
+    Why package data: a non-editable install renders decision.md without the source tree; a path (not a
+    resource handle) because jinja2 loads the template's folder and errors name the file.
+    """
+    found = resources.files("grpo_probe.analysis").joinpath("templates", "decision.md.j2")
+    if not isinstance(found, Path):
+        raise RuntimeError(f"{found}: the template must be a file on disk (grpo_probe in an archive)")
+    return found
 
 
 def _q(x: float | None) -> float | None:
@@ -98,14 +106,7 @@ def _prereg_info(prereg: Prereg) -> dict[str, str]:
 
 def _mode_record(cell: Cell) -> dict[str, Any]:
     """The cell's sampling mode as a mapping of the fields its kind takes."""
-    mode: dict[str, Any] = {"kind": cell.mode.kind}
-    if cell.mode.temperature is not None:
-        mode["temperature"] = cell.mode.temperature
-    if cell.mode.sde_a is not None:
-        mode["sde_a"] = cell.mode.sde_a
-    if cell.head == "flow":
-        mode["steps"] = cell.mode.steps
-    return mode
+    return {"kind": cell.mode.kind, **mode_params(cell.mode)}
 
 
 def _check_table_keys(

@@ -4,7 +4,7 @@ Why through Snakemake: the job must run with the rule's own inputs, params, thre
 script, so the rerun is a Snakemake run of the workflow's own files, targeted at the job's manifest and
 restricted to the recorded rule (``--allowed-rules``): every upstream file is then treated as given,
 and nothing but that job can run. The scratch directory holds the workflow files of the audited tree
-(Snakefile, rules, scripts, schemas, config) and the recorded chain upstream of the job, at the same
+(Snakefile, rules, scripts, config) and the recorded chain upstream of the job, at the same
 root-relative paths, so the rerun writes its outputs (and its manifest) at the paths the manifest
 records. Before anything runs, the chain upstream of the job is verified: a rerun from inputs that no
 longer match their manifests would prove nothing.

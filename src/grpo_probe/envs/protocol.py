@@ -90,9 +90,13 @@ _OPS = (">", "<", "true", "false")
 class Guard:
     """One guard channel: an episode trips it when ``column`` satisfies ``trips_when`` (and the threshold).
 
-    ``threshold`` is a number, or the name of a registered ``analysis:`` number (``away_tail_cm``,
-    ``swat_speed_m_s``), so a threshold the decision page prints is always a registered one.
-    ``meaning`` is the glossary sentence; ``{threshold:g}`` in it is replaced by the threshold's value.
+    The one declaration of a guard; everything else reads it. ``name`` is the guard's key everywhere: the
+    reads ``sampled_<name>_rate`` / ``anchor_<name>_rate`` of decision.md and decision.json, the glossary
+    term, and the key of its phase-2 penalty (``phase2.reward.penalties.<name>``). ``column`` is a column
+    of the environment's episode record. ``threshold`` is a number, or the name of a registered
+    ``analysis:`` number (``away_tail_cm``, ``swat_speed_m_s``), so a threshold the decision page prints
+    is always a registered one. ``meaning`` is the glossary sentence; ``{threshold:g}`` in it is replaced
+    by the threshold's value.
     """
 
     name: str

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from grpo_probe.envs.observation import OBSERVATION_STATE
 from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
@@ -86,6 +87,15 @@ class HeldOutObservations:
     keys: tuple[RowKey, ...]
     obs: np.ndarray
     """float32 [replans over all held-out episodes, obs_dim], in (seed, replan) order."""
+    frames: Mapping[str, np.ndarray] | None = None
+    """Camera-fed policy: ``observation.images.<camera>`` -> uint8 [replans, H, W, 3], the frames it saw."""
+
+    def policy_input(self) -> np.ndarray | dict[str, np.ndarray]:
+        """What ``Policy.act`` reads: the state array, or the state and the frames as an observation
+        mapping for a camera-fed policy (the keys it declared)."""
+        if not self.frames:
+            return self.obs
+        return {OBSERVATION_STATE: self.obs, **self.frames}
 
 
 def evaluate_checkpoint(
@@ -116,6 +126,8 @@ def evaluate_checkpoint(
         draws=1,
         run_key=prereg.run_key,
         env=prereg.env,
+        observation=prereg.observation,
+        inputs=prereg.arms[arm].inputs,
     )
     remove_stale_temps(table)
     progress = RolloutProgress(len(job.episodes()), job.label)
@@ -128,6 +140,7 @@ def evaluate_checkpoint(
     write_rollout_table(group_table(job, results), table)
     keys: list[RowKey] = []
     seen: list[np.ndarray] = []
+    frames: dict[str, list[np.ndarray]] = {}
     for result in sorted(results, key=lambda r: r.spec):
         for replan, diag in enumerate(result.diagnostics):
             if not isinstance(diag, RecordedRow) or diag.obs is None:
@@ -136,7 +149,10 @@ def evaluate_checkpoint(
                 )
             keys.append(RowKey(prereg.run_key, result.spec.seed, replan, result.spec.draw))
             seen.append(diag.obs)
-    return HeldOutObservations(tuple(keys), np.stack(seen).astype(np.float32))
+            for key, frame in (diag.frames or {}).items():
+                frames.setdefault(key, []).append(frame)
+    stacked = {key: np.stack(values) for key, values in frames.items()} or None
+    return HeldOutObservations(tuple(keys), np.stack(seen).astype(np.float32), stacked)
 
 
 def _per_episode(

@@ -27,20 +27,34 @@ chunk and a position one SDE transition (Flow-GRPO treats each denoising step as
   (:func:`flow_kl_velocity_weight`).
 - Diagnostics (CleanRL): approx KL old -> new, ((r - 1) - log r), and the clip fraction, the share of
   entries where the clipped term is the one the loss takes (verl's ``pg_clipfrac``).
+
+Policy losses are registered by name (:func:`register_policy_loss`, verl's ``@register_policy_loss``); the
+trainer calls ``policy_loss(PILOT_POLICY_LOSS)`` with the batch's terms and the head's recipe.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
+if TYPE_CHECKING:
+    from grpo_probe.prereg.phase2 import HeadRecipe
+
 __all__ = [
+    "PILOT_POLICY_LOSS",
     "PolicyLoss",
+    "PolicyLossFn",
     "ar_kl_k3",
+    "clip_higher_loss",
     "clipped_policy_loss",
     "flow_kl_gaussian",
     "flow_kl_velocity_weight",
+    "policy_loss",
+    "policy_loss_names",
+    "register_policy_loss",
     "token_mean",
 ]
 
@@ -88,6 +102,55 @@ def clipped_policy_loss(
         approx_kl = token_mean((ratio - 1) - log_ratio, mask)  # http://joschu.net/blog/kl-approx.html
         ratio_mean = token_mean(ratio, mask)
     return PolicyLoss(pg_loss, float(clip_fraction), float(approx_kl), float(ratio_mean))
+
+
+PolicyLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, "HeadRecipe"], PolicyLoss]
+"""(logprob, old_logprob, advantages, mask, recipe) -> the loss and its diagnostics; tensors [rows,
+positions] as in :func:`clipped_policy_loss`, ``recipe`` the head's registered numbers."""
+
+_POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+
+
+def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
+    """Decorator: register ``fn`` as the policy loss ``name`` (a name registered twice is an error)."""
+
+    def register(fn: PolicyLossFn) -> PolicyLossFn:
+        if name in _POLICY_LOSSES and _POLICY_LOSSES[name] is not fn:
+            raise ValueError(f"policy loss {name!r} is already registered ({_POLICY_LOSSES[name]!r})")
+        _POLICY_LOSSES[name] = fn
+        return fn
+
+    return register
+
+
+def policy_loss(name: str) -> PolicyLossFn:
+    """The registered policy loss ``name``; an unknown name is an error listing the registered ones."""
+    if name not in _POLICY_LOSSES:
+        raise ValueError(f"no policy loss {name!r} is registered (registered: {', '.join(_POLICY_LOSSES)})")
+    return _POLICY_LOSSES[name]
+
+
+def policy_loss_names() -> tuple[str, ...]:
+    """The registered policy losses, in registration order."""
+    return tuple(_POLICY_LOSSES)
+
+
+@register_policy_loss("clip_higher")
+def clip_higher_loss(
+    logprob: torch.Tensor,
+    old_logprob: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    recipe: HeadRecipe,
+) -> PolicyLoss:
+    """DAPO's clipped surrogate with the recipe's decoupled epsilons (:func:`clipped_policy_loss`)."""
+    return clipped_policy_loss(
+        logprob, old_logprob, advantages, mask, recipe.clip_ratio_low, recipe.clip_ratio_high
+    )
+
+
+PILOT_POLICY_LOSS = "clip_higher"
+"""The policy loss the phase-2 pilot trains with (the memo's clip-higher GRPO)."""
 
 
 def ar_kl_k3(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:

@@ -133,8 +133,8 @@ def anchor_action_change(
     initial: Policy, final: Policy, held_out: HeldOutObservations, mode: SamplingMode
 ) -> float:
     """mean |a_N - a_0| of the anchor sampler on the held-out observations, keys as the episodes drew."""
-    a0 = initial.act(held_out.obs, list(held_out.keys), mode).actions.astype(np.float64)
-    an = final.act(held_out.obs, list(held_out.keys), mode).actions.astype(np.float64)
+    a0 = initial.act(held_out.policy_input(), list(held_out.keys), mode).actions.astype(np.float64)
+    an = final.act(held_out.policy_input(), list(held_out.keys), mode).actions.astype(np.float64)
     return float(np.mean(np.abs(an - a0)))
 
 

@@ -60,22 +60,47 @@ def _registered(prereg: Prereg) -> Phase2:
 
 
 def _initial_checkpoint(source: PathLike, checkpoint: PathLike, arm: str) -> str:
-    """theta_0: the checkpoint the arm is bound to, which must be in this package's format.
+    """theta_0: the checkpoint the arm is bound to, which phase 2 must be able to train.
 
     ``checkpoint`` is the file the rule declares (so Snakemake stages it); ``source`` is the arm's binding,
-    which must name that same file without a user adapter.
+    which must name that same file. An arm bound through a user's adapter is refused by what its policy
+    declares (the capabilities its source.json records, :func:`_capability_refusal`) before any phase-2
+    episode runs.
     """
     recipe = json.loads(Path(source).read_text())
-    if recipe.get("factory") not in OWN_CHECKPOINT_FACTORIES or not recipe.get("checkpoint"):
-        raise ValueError(
-            f"{source}: arm {arm!r} is bound through adapter {recipe.get('factory')!r}; phase 2 trains only "
-            "checkpoints in grpo-probe's own format (bind the arm with source: reference or load_policy)"
-        )
+    if recipe.get("factory") not in OWN_CHECKPOINT_FACTORIES:
+        raise ValueError(_capability_refusal(source, recipe, arm))
+    if not recipe.get("checkpoint"):
+        raise ValueError(f"{source}: arm {arm!r} records no checkpoint for phase 2 to start from")
     if Path(recipe["checkpoint"]).resolve() != Path(checkpoint).resolve():
         raise ValueError(
             f"{source}: arm {arm!r} is bound to {recipe['checkpoint']}, but the rule declares {checkpoint}"
         )
     return str(checkpoint)
+
+
+def _capability_refusal(source: PathLike, recipe: dict[str, Any], arm: str) -> str:
+    """Why phase 2 cannot train an arm bound through a user's adapter, in the words the binding step
+    printed (:func:`grpo_probe.policies.check.phase2_refusal`): the trainable parameters and log-probs
+    its policy lacks, or, for one that declares both, the checkpoint format phase 2's trainer reads."""
+    from grpo_probe.policies.check import phase2_refusal
+    from grpo_probe.policies.protocol import LOGPROBS_OF_HEAD, PolicyCapabilities
+
+    declared = recipe.get("capabilities")
+    capabilities = (
+        None if declared is None else PolicyCapabilities.from_dict(declared, f"{source}: capabilities")
+    )
+    head = recipe.get("head") or (capabilities.head if capabilities is not None else None)
+    factory = recipe.get("factory")
+    if head not in LOGPROBS_OF_HEAD:
+        return (
+            f"{source}: arm {arm!r} is bound through adapter {factory!r}, and its binding records neither "
+            "the policy's head nor its capabilities; phase 2 trains only checkpoints in grpo-probe's own "
+            "format (bind the arm again, or with source: reference or load_policy)"
+        )
+    policy = recipe.get("policy") or "a policy whose class the binding does not record"
+    refusal = phase2_refusal(arm, head, factory, policy, capabilities)
+    return f"{source}: {refusal}; phase 2 does not start"
 
 
 def _check_penalties(prereg: Prereg) -> None:

@@ -5,6 +5,12 @@ checkpoint rule whose output is this plan. The memo's routing (section 4) become
 registered order: ``phase2_ar`` trains the AR arm, ``phase2_flow`` the flow arm, ``ar_then_flow`` the AR
 arm first and the flow arm second; ``park`` trains nothing. A design without a ``phase2:`` section trains
 nothing either, and the plan says which of the two reasons applies, so phase2.md can state it.
+
+A validation design registers ``phase2.pilot: every_arm``: the same pilot then trains every arm an enabled
+cell uses (whose head has a recipe), each on its own, at the same registered compute, whatever the
+decision, because the study asks whether the probe's reads rank the arms as their gains do, and an arm the
+gate would skip is exactly the contrast it needs. The plan still records the decision's arms
+(``ar_arm``/``flow_arm``): they are the prediction under test.
 """
 
 from __future__ import annotations
@@ -105,6 +111,8 @@ def plan_from_decision(
                 f"{where}: outcome.{head}_arm {arm!r} has head {prereg.arms[arm].head!r} in {prereg.path}"
             )
     phase2 = prereg.phase2
+    if phase2 is not None and phase2.pilot == "every_arm":
+        return _every_arm_plan(prereg, kind, ar_arm, flow_arm)
     common = {
         "prereg_sha256": prereg.sha256,
         "outcome": kind,
@@ -133,6 +141,38 @@ def plan_from_decision(
         stages.append(Stage(head=head, arm=str(arms[head]), after=after))
     trained = " then ".join(f"{s.head} arm {s.arm}" for s in stages)
     return Phase2Plan(**common, stages=tuple(stages), reason=f"the decision is {kind}: GRPO on the {trained}")
+
+
+def _every_arm_plan(prereg: Prereg, kind: str, ar_arm: str | None, flow_arm: str | None) -> Phase2Plan:
+    """Every arm in use whose head has a recipe, one independent stage each, in registered arm order."""
+    phase2 = prereg.phase2
+    assert phase2 is not None
+    stages = tuple(
+        Stage(head=prereg.arms[arm].head, arm=arm)
+        for arm in prereg.arms_in_use()
+        if prereg.arms[arm].head in phase2.heads
+    )
+    if not stages:
+        raise ValueError(
+            f"{prereg.path}: phase2.pilot is every_arm, but no arm in use has a head that phase2.heads "
+            f"registers a recipe for (heads: {', '.join(phase2.heads)})"
+        )
+    named = [arm for arm in (ar_arm, flow_arm) if arm is not None]
+    prediction = f"the decision's arm(s) {', '.join(named)}" if named else "no arm (the decision parks)"
+    trained = ", ".join(f"{s.arm} ({s.head})" for s in stages)
+    reason = (
+        f"the design registers the pilot on every arm (phase2.pilot: every_arm), so GRPO trains {trained} "
+        f"at the same registered compute; the decision is {kind} and names {prediction}"
+    )
+    return Phase2Plan(
+        prereg_sha256=prereg.sha256,
+        outcome=kind,
+        ar_arm=ar_arm,
+        flow_arm=flow_arm,
+        registered=True,
+        stages=stages,
+        reason=reason,
+    )
 
 
 def write_plan(plan: Phase2Plan, path: str | os.PathLike[str]) -> None:

@@ -19,6 +19,12 @@ the oracle checks, and a mismatch stops training, naming seed, draw, replan and 
   The chain is regenerated in the sampler's blocks of 8 rows, so it is the sampled chain bit for bit;
   scoring runs in the loss's larger blocks, so it agrees with the record up to float32 rounding of the
   velocity network (registered tolerance ``phase2.heads.flow.replay_atol``).
+- Camera-fed flow head: the velocity network is conditioned on the state and the frames the policy saw,
+  stored with each replan. Before any log-prob is compared, the oracle hashes the stored frames
+  (:func:`grpo_probe.envs.observation.frame_sha256`) and compares the digest with the one the rollout
+  engine recorded when it rendered them, as the probe's oracles compare frames: a frame the update would
+  condition on that is not the frame the sampler saw fails as a frame mismatch, naming seed, draw, replan
+  and camera, before it can show up as a log-prob mismatch.
 """
 
 from __future__ import annotations
@@ -32,14 +38,16 @@ import numpy as np
 import torch
 from torch import nn
 
+from grpo_probe.envs.observation import camera_of, frame_sha256
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
 from grpo_probe.policies.ar_head import ROW_BLOCK, grammar_mask_table
 from grpo_probe.policies.ar_model import ARTransformer
 from grpo_probe.policies.checkpoint import Checkpoint, policy_from_checkpoint, read_checkpoint
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
-from grpo_probe.policies.flow_head import VelocityMLP, flow_noise, sde_step_noise
+from grpo_probe.policies.flow_head import VelocityMLP, flow_noise, padded_block, sde_step_noise
 from grpo_probe.policies.flow_sde import gaussian_logprob, sde_sigma, sde_step, time_grid
 from grpo_probe.policies.protocol import RowKey, SamplingMode
+from grpo_probe.policies.vision_flow import VisionVelocityNet
 
 __all__ = [
     "FlowReplay",
@@ -56,6 +64,7 @@ __all__ = [
     "replay_batch",
     "token_batch",
     "unit_chains",
+    "unit_frames",
 ]
 
 
@@ -74,6 +83,8 @@ class HeadModel:
     checkpoint: Checkpoint
     tokenizer: FastTokenizer | None = None
     mask_table: np.ndarray | None = field(default=None, repr=False)
+    frame_keys: tuple[str, ...] = ()
+    """The ``observation.images.<camera>`` keys a camera-fed head reads (empty: the state alone)."""
 
     def normalize(self, obs: np.ndarray) -> np.ndarray:
         """(obs - mean) / std in float32, the policies' observation conditioning."""
@@ -92,7 +103,8 @@ def load_head_model(path: str, *, trainable: bool = True) -> HeadModel:
         tokenizer: FastTokenizer = policy.tokenizer
         table = grammar_mask_table(tokenizer.coefficient_counts, tokenizer.n_coefficients, tokenizer.eos_id)
         return HeadModel("ar", model, policy.obs_mean, policy.obs_std, ckpt, tokenizer, table)
-    return HeadModel("flow", model, policy.obs_mean, policy.obs_std, ckpt)
+    frame_keys = tuple(k for k in getattr(policy, "input_keys", ()) if camera_of(k) is not None)
+    return HeadModel("flow", model, policy.obs_mean, policy.obs_std, ckpt, frame_keys=frame_keys)
 
 
 # -- AR head ---------------------------------------------------------------------------------------------
@@ -171,9 +183,25 @@ def _ar_temperature(mode: SamplingMode) -> float:
 
 
 # -- flow head -------------------------------------------------------------------------------------------
-def _velocity(model: VelocityMLP, x: torch.Tensor, t: float, cond: torch.Tensor) -> torch.Tensor:
+FlowNet = VelocityMLP | VisionVelocityNet
+"""A flow head's velocity network: the state-only MLP or the camera-fed one."""
+
+
+def _condition(model: FlowNet, obs: torch.Tensor, frames: torch.Tensor | None) -> torch.Tensor:
+    """What the velocity reads besides x_t and t: the normalized state, or the camera-fed network's
+    condition of the state and the frames (uint8 [B, H, W, 3]), as the sampler computes it per block."""
+    if isinstance(model, VisionVelocityNet):
+        if frames is None:
+            raise ValueError("the camera-fed flow head needs the frames its rollouts saw; none were given")
+        return model.condition(obs, frames)
+    return obs
+
+
+def _velocity(model: FlowNet, x: torch.Tensor, t: float, cond: torch.Tensor) -> torch.Tensor:
     """The sampler's velocity call: float32 network on a [ROW_BLOCK, ...] block, float64 out."""
     t_col = torch.full((x.shape[0],), t, dtype=torch.float32)
+    if isinstance(model, VisionVelocityNet):
+        return model.velocity(x.to(torch.float32), t_col, cond).to(torch.float64)
     return model(x.to(torch.float32), t_col, cond).to(torch.float64)
 
 
@@ -187,14 +215,19 @@ def _block(rows: torch.Tensor, start: int, fill_shape: tuple[int, ...], dtype: t
 
 @torch.no_grad()
 def flow_chains(
-    head_model: HeadModel, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode
+    head_model: HeadModel,
+    obs: np.ndarray,
+    keys: Sequence[RowKey],
+    mode: SamplingMode,
+    frames: np.ndarray | None = None,
 ) -> torch.Tensor:
     """The SDE chains the sampler drew for these rows, regenerated from their keys, [S, steps + 1, T, D].
 
     x_{t_0} is the row's keyed initial noise; x_{t_{i+1}} = mean_theta(x_{t_i}) + std_i * z_i with z_i the
-    row's keyed step noise: the sampler's draws, in its blocks of ROW_BLOCK rows.
+    row's keyed step noise: the sampler's draws, in its blocks of ROW_BLOCK rows. ``frames`` (camera-fed
+    head): uint8 [S, H, W, 3], each row's stored frame, conditioned on per block as the sampler did.
     """
-    model: VelocityMLP = head_model.model  # type: ignore[assignment]
+    model: FlowNet = head_model.model  # type: ignore[assignment]
     shape = model.chunk_shape
     grid = time_grid(mode.steps)
     cond_all = torch.from_numpy(head_model.normalize(obs))
@@ -203,6 +236,10 @@ def flow_chains(
         block_keys = list(keys[start : start + ROW_BLOCK])
         n = len(block_keys)
         cond = _block(cond_all, start, (cond_all.shape[1],), torch.float32)
+        frame_block = None
+        if frames is not None:
+            frame_block = torch.from_numpy(padded_block(frames[start : start + ROW_BLOCK]))
+        cond = _condition(model, cond, frame_block)
         x = torch.zeros((ROW_BLOCK, *shape), dtype=torch.float64)
         for r, key in enumerate(block_keys):
             x[r] = flow_noise(key, shape)
@@ -232,17 +269,20 @@ SCORE_BLOCK = 256
 
 
 def flow_step_logprobs(
-    model: VelocityMLP,
+    model: FlowNet,
     cond_all: torch.Tensor,
     chains: torch.Tensor,
     mode: SamplingMode,
     keep_means: bool = False,
+    frames: torch.Tensor | None = None,
 ) -> FlowReplay:
     """log N(x_{t_{i+1}}; mean_theta(x_{t_i}), std_i^2 I), summed over the chunk, per row and step.
 
     Differentiable in the model's weights; the chain is data. The loss and the replay oracle both call
     this, in blocks of SCORE_BLOCK rows; the sampler ran blocks of ROW_BLOCK, so the two agree up to
-    float32 rounding of the velocity network (``phase2.heads.flow.replay_atol``).
+    float32 rounding of the velocity network (``phase2.heads.flow.replay_atol``). ``frames`` (camera-fed
+    head): uint8 [S, H, W, 3]; the image encoder then runs once per block, differentiably, as the
+    sampler ran it once per block.
     """
     grid = time_grid(mode.steps)
     a = float(mode.sde_a)  # type: ignore[arg-type]
@@ -250,7 +290,8 @@ def flow_step_logprobs(
     means: list[list[torch.Tensor]] = [[] for _ in range(mode.steps)]
     stds = [0.0] * mode.steps
     for start in range(0, chains.shape[0], SCORE_BLOCK):
-        cond = cond_all[start : start + SCORE_BLOCK]
+        frame_block = None if frames is None else frames[start : start + SCORE_BLOCK]
+        cond = _condition(model, cond_all[start : start + SCORE_BLOCK], frame_block)
         for i in range(mode.steps):
             x = chains[start : start + SCORE_BLOCK, i]
             v = _velocity(model, x, grid[i], cond)
@@ -273,26 +314,40 @@ def flow_sigmas(mode: SamplingMode) -> list[float]:
 # -- the oracle ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ReplayMismatch:
-    """The first recomputed log-prob outside the tolerance, and where it is."""
+    """The first recomputed log-prob outside the tolerance, or the first frame that is not the one the
+    policy saw, and where it is."""
 
     seed: int
     draw: int
     replan: int
     position: int | None
-    """Token position (AR) or SDE step (flow); None for the replan's summed log-prob."""
+    """Token position (AR) or SDE step (flow); None for the replan's summed log-prob or a frame."""
     what: str
-    """``token``, ``step`` or ``replan sum``."""
-    recorded: float
-    recomputed: float
+    """``token``, ``step``, ``replan sum`` or ``frame``."""
+    recorded: float | None
+    """The recorded log-prob (None for a frame)."""
+    recomputed: float | None
+    camera: str | None = None
+    """``frame``: the ``observation.images.<camera>`` key(s) of the replan's frames."""
+    recorded_sha256: str | None = None
+    """``frame``: the digest the rollout engine recorded when it rendered the frames."""
+    replayed_sha256: str | None = None
+    """``frame``: the digest of the frames the recomputation reads (None: no frames were stored)."""
 
     def text(self) -> str:
         """``seed 20000, draw 3, replan 7, token 12: recorded -1.2 recomputed -1.5 (|diff| 0.3)``."""
         where = f"seed {self.seed}, draw {self.draw}, replan {self.replan}"
+        if self.what == "frame":
+            replayed = "no stored frame" if self.replayed_sha256 is None else f"sha256 {self.replayed_sha256}"
+            return (
+                f"{where}, frame of {self.camera}: the rollout recorded sha256 {self.recorded_sha256}, "
+                f"the replay reads {replayed} (frame mismatch: not the frame the policy saw)"
+            )
         if self.position is not None:
             where += f", {self.what} {self.position}"
         else:
             where += f", {self.what}"
-        diff = abs(self.recorded - self.recomputed)
+        diff = abs(float(self.recorded) - float(self.recomputed))  # type: ignore[arg-type]
         return f"{where}: recorded {self.recorded!r}, recomputed {self.recomputed!r} (|diff| {diff:.3g})"
 
 
@@ -308,6 +363,8 @@ class ReplayReport:
     tolerance: float
     max_abs_diff: float
     mean_abs_diff: float
+    frames: int
+    """Replans whose stored frames were hashed and compared with the recorded digest (0: no camera)."""
     first_mismatch: ReplayMismatch | None
     recomputed: dict[tuple[int, int, int], np.ndarray] = field(repr=False, compare=False)
     """(seed, draw, replan) -> recomputed per-token or per-step log-probs (float64)."""
@@ -318,12 +375,18 @@ class ReplayReport:
 
     def to_dict(self) -> dict[str, Any]:
         mismatch = self.first_mismatch
+        compared = (
+            "per token under softmax(masked_logits / T)"
+            if self.head == "ar"
+            else "per SDE step, Gaussian transition log-prob summed over the chunk"
+        )
+        if self.frames:
+            compared += ", on the stored frames, each hashed against the digest the rollout recorded"
         return {
             "head": self.head,
             "iteration": self.iteration,
-            "compared": "per token under softmax(masked_logits / T)"
-            if self.head == "ar"
-            else "per SDE step, Gaussian transition log-prob summed over the chunk",
+            "compared": compared,
+            "frames_compared": self.frames,
             "rows": self.rows,
             "replans": self.replans,
             "entries": self.entries,
@@ -341,6 +404,15 @@ class ReplayReport:
                 "what": mismatch.what,
                 "recorded": mismatch.recorded,
                 "recomputed": mismatch.recomputed,
+                **(
+                    {
+                        "camera": mismatch.camera,
+                        "recorded_sha256": mismatch.recorded_sha256,
+                        "replayed_sha256": mismatch.replayed_sha256,
+                    }
+                    if mismatch.what == "frame"
+                    else {}
+                ),
                 "text": mismatch.text(),
             },
         }
@@ -359,13 +431,33 @@ def _units(batch: RolloutBatch, episodes: Sequence[Episode] | None) -> list[tupl
     return [(e, r) for e in chosen for r in e.replans]
 
 
+def unit_frames(head_model: HeadModel, units: Sequence[tuple[Episode, Replan]]) -> np.ndarray | None:
+    """The stored frames a camera-fed head reads for ``units``, uint8 [len(units), H, W, 3]; None for a
+    head that reads the state alone. A unit without its frame is an error naming it."""
+    if not head_model.frame_keys:
+        return None
+    if len(head_model.frame_keys) != 1:
+        raise ValueError(f"the camera-fed flow head reads one camera, not {', '.join(head_model.frame_keys)}")
+    key = head_model.frame_keys[0]
+    frames = []
+    for episode, replan in units:
+        frame = None if replan.frames is None else replan.frames.get(key)
+        if frame is None:
+            raise ValueError(
+                f"seed {episode.seed}, draw {episode.draw}, replan {replan.replan}: no stored frame of "
+                f"{key}, which the camera-fed flow head reads"
+            )
+        frames.append(frame)
+    return np.stack(frames).astype(np.uint8, copy=False)
+
+
 def unit_chains(
     head_model: HeadModel, batch: RolloutBatch, units: Sequence[tuple[Episode, Replan]]
 ) -> torch.Tensor:
     """The regenerated SDE chains of ``units`` (flow), [len(units), steps + 1, T, D]."""
     obs = np.stack([r.obs for _, r in units])
     keys = [r.key(batch.run_key, e.seed, e.draw) for e, r in units]
-    return flow_chains(head_model, obs, keys, batch.mode)
+    return flow_chains(head_model, obs, keys, batch.mode, unit_frames(head_model, units))
 
 
 def recompute_logprobs(
@@ -393,7 +485,14 @@ def recompute_logprobs(
             if chains is None:
                 chains = unit_chains(head_model, batch, units)
             cond = torch.from_numpy(head_model.normalize(obs))
-            replay = flow_step_logprobs(head_model.model, cond, chains, batch.mode)  # type: ignore[arg-type]
+            frames = unit_frames(head_model, units)
+            replay = flow_step_logprobs(
+                head_model.model,  # type: ignore[arg-type]
+                cond,
+                chains,
+                batch.mode,
+                frames=None if frames is None else torch.from_numpy(frames),
+            )
             out = [row.numpy().copy() for row in replay.logprob]
     return out
 
@@ -417,9 +516,23 @@ def replay_batch(
             f"{batch.path}: rollouts of the {batch.head} head, model of the {head_model.head} head"
         )
     units = _units(batch, episodes)
+    first, frames = _frame_mismatch(head_model, units)
+    if first is not None and first.replayed_sha256 is None:  # no frame to recompute with
+        return ReplayReport(
+            head=batch.head,
+            iteration=batch.iteration,
+            rows=len({(e.seed, e.draw) for e, _ in units}),
+            replans=len(units),
+            entries=0,
+            tolerance=tolerance,
+            max_abs_diff=0.0,
+            mean_abs_diff=0.0,
+            frames=frames,
+            first_mismatch=first,
+            recomputed={},
+        )
     recomputed = recompute_logprobs(head_model, batch, units, chains)
     what = "token" if batch.head == "ar" else "step"
-    first: ReplayMismatch | None = None
     diffs: list[np.ndarray] = []
     by_key: dict[tuple[int, int, int], np.ndarray] = {}
     for (episode, replan), mine in zip(units, recomputed, strict=True):
@@ -454,17 +567,50 @@ def replay_batch(
         tolerance=tolerance,
         max_abs_diff=float(every.max()) if every.size else 0.0,
         mean_abs_diff=float(every.mean()) if every.size else 0.0,
+        frames=frames,
         first_mismatch=first,
         recomputed=by_key,
     )
 
 
+def _frame_mismatch(
+    head_model: HeadModel, units: Sequence[tuple[Episode, Replan]]
+) -> tuple[ReplayMismatch | None, int]:
+    """The first unit whose stored frames do not hash to the digest the rollout recorded; (it, compared).
+
+    Every unit of a camera-fed head is compared; a head that reads the state alone compares the units
+    whose rollout recorded a digest anyway (none, for the reference heads).
+    """
+    first: ReplayMismatch | None = None
+    compared = 0
+    for episode, replan in units:
+        if not head_model.frame_keys and replan.frame_sha256 is None:
+            continue
+        compared += 1
+        stored = dict(replan.frames or {})
+        replayed = frame_sha256(stored) if stored else None
+        if first is None and (replan.frame_sha256 is None or replayed != replan.frame_sha256):
+            cameras = ", ".join(sorted(stored) or head_model.frame_keys) or "no camera"
+            first = ReplayMismatch(
+                episode.seed, episode.draw, replan.replan, None, "frame", None, None,
+                camera=cameras, recorded_sha256=replan.frame_sha256, replayed_sha256=replayed,
+            )  # fmt: skip
+    return first, compared
+
+
 def check_replay(report: ReplayReport, where: str) -> None:
     """Raise :class:`ReplayMismatchError` naming ``where`` and the first mismatch, if there is one."""
-    if report.first_mismatch is not None:
+    mismatch = report.first_mismatch
+    if mismatch is not None and mismatch.what == "frame":
+        raise ReplayMismatchError(
+            f"{where}: replay oracle failed, the {report.head} head would be conditioned on a frame other "
+            f"than the one its policy saw, at {mismatch.text()}; nothing is trained",
+            report,
+        )
+    if mismatch is not None:
         raise ReplayMismatchError(
             f"{where}: replay oracle failed, the {report.head} head's recomputed log-prob differs from the "
             f"recorded one beyond the registered tolerance {report.tolerance:g} nats at "
-            f"{report.first_mismatch.text()}; nothing is trained",
+            f"{mismatch.text()}; nothing is trained",
             report,
         )

@@ -52,6 +52,7 @@ from grpo_probe.phase2.plan import Phase2Plan, Stage
 from grpo_probe.prereg import Prereg
 from grpo_probe.provenance import read_manifest
 from grpo_probe.provenance.manifest import relative_to_root
+from grpo_probe.sampling import SamplingMode, mode_params
 
 __all__ = [
     "build_phase2_report",
@@ -280,8 +281,8 @@ def _stage_markdown(number: int, record: dict[str, Any], figures_rel: str) -> li
     recipe = record["recipe"]
     mode = recipe["mode"]
     guards = record["guards"]
-    shown = ("temperature",) if record["head"] == "ar" else ("sde_a", "steps")
-    sampler = ", ".join([mode["kind"], *(f"{k}={mode[k]}" for k in shown)])
+    shown = mode_params(SamplingMode.from_dict(mode))  # the parameters the kind takes
+    sampler = ", ".join([mode["kind"], *(f"{k}={v}" for k, v in shown.items())])
     guard_head = "".join(f" {g} |" for g in guards)
     lines = [
         f"## Stage {number}: {'token-GRPO' if record['head'] == 'ar' else 'Flow-GRPO (SDE)'} on arm "
@@ -378,9 +379,30 @@ def _registered(prereg: Prereg) -> dict[str, Any] | None:
 
 
 def _answer(stages: list[dict[str, Any]], reason: str) -> tuple[str, str]:
-    """The overall verdict and the page's opening sentence."""
+    """The overall verdict and the page's opening sentence.
+
+    The verdict reads the stages the decision named (``predicted``); a validation design's pilot on every
+    arm also trains arms the decision did not name, which the sentence lists after the prediction's.
+    """
     if not stages:
         return "not tested", f"Not tested: nothing was trained, because {reason}."
+    predicted = [s for s in stages if s.get("predicted", True)]
+    others = [s for s in stages if not s.get("predicted", True)]
+    if not predicted:
+        lines = "; ".join(f"arm {s['arm']} ({s['head']} head): {s['sentence']}" for s in others)
+        return (
+            "not tested",
+            f"Not tested: the decision names no arm, so there is no prediction to test. The pilot on every "
+            f"arm: {lines}.",
+        )
+    verdict, sentence = _predicted_answer(predicted)
+    if others:
+        also = "; ".join(f"arm {s['arm']} ({s['head']} head): {s['sentence']}" for s in others)
+        sentence += f" Also trained, at the same compute (the decision did not name them): {also}."
+    return verdict, sentence
+
+
+def _predicted_answer(stages: list[dict[str, Any]]) -> tuple[str, str]:
     verdicts = [s["verdict"] for s in stages]
     if "did not hold" in verdicts:
         verdict = "did not hold"
@@ -431,6 +453,14 @@ def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) ->
             f"{reg['train_seeds']['last']}, fresh spawns every iteration); held-out seeds "
             f"{reg['eval_seeds']['first']}.."
             f"{reg['eval_seeds']['last']} ({reg['eval_seeds']['count']})",
+            *(
+                [
+                    "- on every arm an enabled cell uses, each at this compute, whatever the decision "
+                    "(phase2.pilot: every_arm, a validation design)"
+                ]
+                if reg.get("pilot") == "every_arm"
+                else []
+            ),
             f"- reward = progress_final_cm{penalties} (cm; [g] is 1 when the episode trips guard g, once "
             "per episode; guards of the environment not named cost nothing)",
             f"- advantage (r - mean) / (std, ddof 1, + {reg['advantage_epsilon']:g}) per group; groups with "
@@ -475,10 +505,12 @@ def build_phase2_report(
     iterations = 0 if prereg.phase2 is None else prereg.phase2.iterations
     stages: list[dict[str, Any]] = []
     figures: list[Path] = []
+    named = {plan.ar_arm, plan.flow_arm} - {None}
     for stage in plan.stages:
         stage_record, stage_figures = _stage_record(
             prereg, stage, StagePaths(str(phase2_dir), stage.arm, iterations), figures_path
         )
+        stage_record["predicted"] = stage.arm in named
         stages.append(stage_record)
         figures += stage_figures
     verdict, answer = _answer(stages, plan.reason)

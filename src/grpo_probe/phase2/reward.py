@@ -15,13 +15,17 @@ Read top to bottom against the papers:
 - dynamic sampling (DAPO, Yu et al., arXiv:2503.14476v1, Sec. 3.2; SimpleVLA-RL drops all-success and
   all-failure groups): with a dense reward a group is never exactly uniform, so the continuous analogue
   drops groups whose reward std is at or below the registered tolerance (the probe's "degenerate group").
+
+Advantage estimators are registered by name (:func:`register_adv_est`, verl's ``@register_adv_est``); the
+pilot's rollouts call ``adv_estimator(PILOT_ADV_ESTIMATOR)`` with the batch's rewards, groups and the
+registered ``phase2:`` section.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -29,7 +33,21 @@ from numpy.typing import ArrayLike, NDArray
 from grpo_probe.envs.protocol import Guard
 from grpo_probe.prereg.phase2 import PENALTIES_FIELD
 
-__all__ = ["GroupAdvantages", "group_advantages", "guard_trips", "shaped_rewards"]
+if TYPE_CHECKING:
+    from grpo_probe.prereg.phase2 import Phase2
+
+__all__ = [
+    "PILOT_ADV_ESTIMATOR",
+    "AdvEstimator",
+    "GroupAdvantages",
+    "adv_estimator",
+    "adv_estimator_names",
+    "group_advantages",
+    "grpo_outcome_advantages",
+    "guard_trips",
+    "register_adv_est",
+    "shaped_rewards",
+]
 
 
 def guard_trips(
@@ -104,3 +122,51 @@ def group_advantages(
     advantage = (r - mean) / (std + epsilon)
     kept = std > min_group_std
     return GroupAdvantages(group_mean=mean, group_std=std, advantage=advantage, kept=kept)
+
+
+AdvEstimator = Callable[[Sequence[float], Sequence[int], "Phase2"], GroupAdvantages]
+"""(rewards, groups, the registered phase2 section) -> per-episode advantages and the kept mask."""
+
+_ADV_ESTIMATORS: dict[str, AdvEstimator] = {}
+
+
+def register_adv_est(name: str) -> Callable[[AdvEstimator], AdvEstimator]:
+    """Decorator: register ``fn`` as the advantage estimator ``name`` (registering a name twice is an
+    error: a name means one estimator)."""
+
+    def register(fn: AdvEstimator) -> AdvEstimator:
+        if name in _ADV_ESTIMATORS and _ADV_ESTIMATORS[name] is not fn:
+            raise ValueError(
+                f"advantage estimator {name!r} is already registered ({_ADV_ESTIMATORS[name]!r})"
+            )
+        _ADV_ESTIMATORS[name] = fn
+        return fn
+
+    return register
+
+
+def adv_estimator(name: str) -> AdvEstimator:
+    """The registered estimator ``name``; an unknown name is an error listing the registered ones."""
+    if name not in _ADV_ESTIMATORS:
+        raise ValueError(
+            f"no advantage estimator {name!r} is registered (registered: {', '.join(_ADV_ESTIMATORS)})"
+        )
+    return _ADV_ESTIMATORS[name]
+
+
+def adv_estimator_names() -> tuple[str, ...]:
+    """The registered advantage estimators, in registration order."""
+    return tuple(_ADV_ESTIMATORS)
+
+
+@register_adv_est("grpo_outcome")
+def grpo_outcome_advantages(
+    rewards: Sequence[float], groups: Sequence[int], phase2: Phase2
+) -> GroupAdvantages:
+    """GRPO's outcome advantage with the registered epsilon and dynamic-sampling tolerance
+    (:func:`group_advantages`)."""
+    return group_advantages(rewards, groups, phase2.advantage_epsilon, phase2.min_group_std)
+
+
+PILOT_ADV_ESTIMATOR = "grpo_outcome"
+"""The advantage estimator the phase-2 pilot trains with."""

@@ -3,10 +3,12 @@
 Why a table of its own: GRPO's importance ratio divides by the log-probs the rollout recorded, and the
 replay oracle compares its recomputation against exactly those. The probe's rollout table keeps one
 summed log-prob per replan; this one adds, per replan, the observation, the per-token log-probs (AR) and
-the per-step log-probs (flow SDE), and per episode the reward, its group's std, the advantage and whether
-dynamic sampling kept the group. The flow head's x_t chain is not stored (50 x 6 x 11 floats per replan):
-the trainer regenerates it from the row's keys (:mod:`grpo_probe.phase2.replay`) and the oracle checks the
-log-probs of the regenerated chain against these recorded ones.
+the per-step log-probs (flow SDE), for a camera-fed policy the frames it saw (``replan_frames``, beside
+the digest the engine records in every table, ``replan_frame_sha256``), and per episode the reward, its
+group's std, the advantage and whether dynamic sampling kept the group. The flow head's x_t chain is not
+stored (50 x 6 x 11 floats per replan): the trainer regenerates it from the row's keys
+(:mod:`grpo_probe.phase2.replay`) and the oracle checks the log-probs of the regenerated chain against
+these recorded ones.
 
 Rows run through the rollout engine unchanged (:func:`grpo_probe.rollout.run_group`, sequential or on a
 worker pool), so an iteration's bytes do not depend on the path or the number of workers. The table's
@@ -17,8 +19,9 @@ on any environment; the columns phase 2 reads back are the same in every environ
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +29,7 @@ import pyarrow as pa
 from grpo_probe.envs.episode_table import read_episode_table, write_episode_table
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
-from grpo_probe.phase2.reward import group_advantages, guard_trips, shaped_rewards
+from grpo_probe.phase2.reward import PILOT_ADV_ESTIMATOR, adv_estimator, guard_trips, shaped_rewards
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, run_group
@@ -50,6 +53,18 @@ __all__ = [
     "write_iteration_table",
 ]
 
+FRAME_STRUCT = pa.struct(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("height", pa.int32(), nullable=False),
+        pa.field("width", pa.int32(), nullable=False),
+        pa.field("pixels", pa.binary(), nullable=False),
+    ]
+)
+"""One frame a camera-fed policy saw: its ``observation.images.<camera>`` key, its size, its uint8 RGB
+bytes (row-major [H, W, 3]). Stored, not re-rendered, so an update conditions on the very pixels the
+sampler saw; the replay oracle checks them against the engine's per-replan digest."""
+
 PHASE2_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("iteration", pa.int32(), nullable=False),
     pa.field("reward", pa.float64(), nullable=False),
@@ -59,6 +74,7 @@ PHASE2_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("replan_obs", pa.list_(pa.list_(pa.float32())), nullable=False),
     pa.field("replan_token_logprobs", pa.list_(pa.list_(pa.float64()))),
     pa.field("replan_step_logprobs", pa.list_(pa.list_(pa.float64()))),
+    pa.field("replan_frames", pa.list_(pa.list_(FRAME_STRUCT))),
 )
 """Columns a phase-2 rollout row adds to the probe's rollout table, in order."""
 
@@ -97,6 +113,11 @@ class Replan:
     """AR: float64 [n_tokens]."""
     step_logprobs: np.ndarray | None
     """flow: float64 [steps]."""
+    frames: Mapping[str, np.ndarray] | None = None
+    """Camera-fed policy: ``observation.images.<camera>`` -> uint8 [H, W, 3], the stored frames."""
+    frame_sha256: str | None = None
+    """Camera-fed policy: the digest of the frames the engine rendered for this replan
+    (:func:`grpo_probe.envs.observation.frame_sha256`), recorded when the policy saw them."""
 
     def key(self, run_key: int, seed: int, draw: int) -> RowKey:
         """The row key this replan's random draws were keyed by."""
@@ -156,6 +177,34 @@ def _list_or_none(values: np.ndarray | None) -> list[float] | None:
     return None if values is None else [float(v) for v in values]
 
 
+def _frame_entries(frames: Mapping[str, np.ndarray] | None) -> list[dict[str, Any]]:
+    """One replan's frames as :data:`FRAME_STRUCT` entries, in key order (the digest's order)."""
+    entries = []
+    for key in sorted(frames or {}):
+        frame = np.ascontiguousarray(frames[key])  # type: ignore[index]
+        if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+            found = f"{frame.dtype} {frame.shape}"
+            raise ValueError(f"{key}: a recorded frame must be uint8 [H, W, 3], not {found}")
+        entries.append(
+            {"key": key, "height": frame.shape[0], "width": frame.shape[1], "pixels": frame.tobytes()}
+        )
+    return entries
+
+
+def _frames_of(entries: list[dict[str, Any]] | None, at: str) -> dict[str, np.ndarray] | None:
+    """The frames of one replan's :data:`FRAME_STRUCT` entries; a size that does not fit is an error."""
+    if not entries:
+        return None
+    frames = {}
+    for entry in entries:
+        shape = (int(entry["height"]), int(entry["width"]), 3)
+        pixels = entry["pixels"]
+        if len(pixels) != shape[0] * shape[1] * 3:
+            raise ValueError(f"{at}: frame {entry['key']!r} holds {len(pixels)} bytes, not {shape} uint8")
+        frames[entry["key"]] = np.frombuffer(pixels, dtype=np.uint8).reshape(shape).copy()
+    return frames
+
+
 def iteration_table(
     prereg: Prereg, arm: str, iteration: int, mode: SamplingMode, results: Sequence[EpisodeResult]
 ) -> pa.Table:
@@ -165,9 +214,7 @@ def iteration_table(
         raise ValueError(f"{prereg.path}: the design registers no phase2 section")
     ordered = sorted(results, key=lambda r: r.spec)
     rewards = [float(r) for r in episode_rewards(prereg, ordered)]
-    adv = group_advantages(
-        rewards, [r.spec.seed for r in ordered], phase2.advantage_epsilon, phase2.min_group_std
-    )
+    adv = adv_estimator(PILOT_ADV_ESTIMATOR)(rewards, [r.spec.seed for r in ordered], phase2)
     rows = []
     for i, result in enumerate(ordered):
         row = result_row(result, cell=iteration_cell(iteration), arm=arm, mode=mode)
@@ -197,6 +244,8 @@ def iteration_table(
                 [_list_or_none(d.step_logprobs) for d in diagnostics] if result.head == "flow" else None
             ),
         )
+        if any(getattr(d, "frames", None) for d in diagnostics):
+            row["replan_frames"] = [_frame_entries(d.frames) for d in diagnostics]  # type: ignore[attr-defined]
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=prereg_rollout_schema(prereg))
 
@@ -227,6 +276,8 @@ def run_iteration(
         draws=phase2.rollouts_per_seed,
         run_key=prereg.run_key,
         env=prereg.env,
+        observation=prereg.observation,
+        inputs=prereg.arms[arm].inputs,
     )
     progress = RolloutProgress(len(job.episodes()), job.label, enabled=show_progress)
     try:
@@ -268,6 +319,8 @@ _BATCH_COLUMNS = (
     "replan_obs",
     "replan_token_logprobs",
     "replan_step_logprobs",
+    "replan_frame_sha256",
+    "replan_frames",
 )
 """The columns :func:`read_batch` reads: the same in every environment's phase-2 table."""
 
@@ -303,7 +356,10 @@ def read_batch(path: str | os.PathLike[str], run_key: int) -> RolloutBatch:
         token_ids = columns["replan_token_ids"][i] or [None] * len(obs)
         token_logps = columns["replan_token_logprobs"][i] or [None] * len(obs)
         step_logps = columns["replan_step_logprobs"][i] or [None] * len(obs)
-        if not len(obs) == len(logprobs) == len(token_ids) == len(token_logps) == len(step_logps):
+        digests = columns["replan_frame_sha256"][i] or [None] * len(obs)
+        frames = columns["replan_frames"][i] or [None] * len(obs)
+        lengths = {len(obs), len(logprobs), len(token_ids), len(token_logps), len(step_logps)}
+        if len(lengths | {len(digests), len(frames)}) != 1:
             raise ValueError(f"{at}: the per-replan columns have different lengths")
         replans = []
         for r in range(len(obs)):
@@ -317,6 +373,8 @@ def read_batch(path: str | os.PathLike[str], run_key: int) -> RolloutBatch:
                     token_ids=_array(token_ids[r], np.int64),
                     token_logprobs=_array(token_logps[r], np.float64),
                     step_logprobs=_array(step_logps[r], np.float64),
+                    frames=_frames_of(frames[r], f"{at}, replan {r}"),
+                    frame_sha256=digests[r],
                 )
             )
         episodes.append(

@@ -37,9 +37,10 @@ from tqdm import tqdm
 from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.losses import (
+    PILOT_POLICY_LOSS,
     ar_kl_k3,
-    clipped_policy_loss,
     flow_kl_gaussian,
+    policy_loss,
     token_mean,
 )
 from grpo_probe.phase2.replay import (
@@ -51,6 +52,7 @@ from grpo_probe.phase2.replay import (
     replay_batch,
     token_batch,
     unit_chains,
+    unit_frames,
 )
 from grpo_probe.phase2.reward import guard_trips
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
@@ -143,13 +145,29 @@ def _flow_terms(
     """Step-level terms of the flow head: one row per replan's chunk, one position per SDE transition."""
     obs = np.stack([r.obs for _, r in minibatch.units])
     cond = torch.from_numpy(policy.normalize(obs))
+    seen = unit_frames(policy, minibatch.units)  # a camera-fed head: the stored frames the policy saw
+    frames = None if seen is None else torch.from_numpy(seen)
     chain = torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in minibatch.units])
     keep_means = reference is not None
-    replay = flow_step_logprobs(policy.model, cond, chain, batch.mode, keep_means=keep_means)  # type: ignore[arg-type]
+    replay = flow_step_logprobs(
+        policy.model,  # type: ignore[arg-type]
+        cond,
+        chain,
+        batch.mode,
+        keep_means=keep_means,
+        frames=frames,
+    )
     kl = None
     if reference is not None:
         with torch.no_grad():
-            ref = flow_step_logprobs(reference.model, cond, chain, batch.mode, keep_means=True)  # type: ignore[arg-type]
+            ref = flow_step_logprobs(
+                reference.model,  # type: ignore[arg-type]
+                cond,
+                chain,
+                batch.mode,
+                keep_means=True,
+                frames=frames,
+            )
         kl = torch.stack(
             [
                 flow_kl_gaussian(m, m_ref, std)
@@ -189,14 +207,9 @@ def grpo_update(
                 terms = _ar_terms(policy, reference, batch, minibatch)
             else:
                 terms = _flow_terms(policy, reference, batch, minibatch, chains or {})
-            # DAPO's clipped surrogate, token-mean over the minibatch (losses.py has the equations)
-            pg = clipped_policy_loss(
-                terms.logprob,
-                terms.old_logprob,
-                terms.advantages,
-                terms.mask,
-                recipe.clip_ratio_low,
-                recipe.clip_ratio_high,
+            # the registered policy loss (DAPO's clipped surrogate, token-mean; losses.py has the equations)
+            pg = policy_loss(PILOT_POLICY_LOSS)(
+                terms.logprob, terms.old_logprob, terms.advantages, terms.mask, recipe
             )
             loss = pg.loss
             if terms.kl is not None:

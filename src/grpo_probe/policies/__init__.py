@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_probe.policies.protocol import (
     Policy,
+    PolicyCapabilities,
     PolicyOutput,
     RowDiagnostics,
     RowKey,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Policy",
+    "PolicyCapabilities",
     "PolicyOutput",
     "RowDiagnostics",
     "RowKey",

@@ -42,11 +42,14 @@ from grpo_probe.policies.ar_decoder import BlockDecoder, rows_keep_their_bytes, 
 from grpo_probe.policies.ar_model import ARTransformer
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode, check_obs_batch
+from grpo_probe.sampling import kinds_of_head, register_sampler_entry, sampler_entry
 
 __all__ = [
     "MASKED",
     "ROW_BLOCK",
+    "ARDecode",
     "ARPolicy",
+    "ar_decode",
     "grammar_mask_table",
     "gumbel_noise",
     "gumbel_noise_on",
@@ -169,13 +172,41 @@ def gumbel_noise(key: RowKey, position: int, n_ids: int) -> np.ndarray:
     return gumbel_rows(np.array([row_stream_key(key)], dtype=np.uint64), position, n_ids)[0]
 
 
+@dataclass(frozen=True)
+class ARDecode:
+    """How the AR decode samples a kind: the softmax temperature and whether Gumbel noise is added
+    (an AR kind's sampling entry, :func:`grpo_probe.sampling.register_sampler_entry`, returns one)."""
+
+    temperature: float
+    gumbel: bool
+
+
+@register_sampler_entry("greedy")
+def _greedy(mode: SamplingMode) -> ARDecode:
+    return ARDecode(temperature=1.0, gumbel=False)
+
+
+@register_sampler_entry("temperature")
+def _temperature(mode: SamplingMode) -> ARDecode:
+    return ARDecode(temperature=float(mode.temperature), gumbel=mode.noise)  # type: ignore[arg-type]
+
+
+def ar_decode(mode: SamplingMode) -> ARDecode:
+    """The decode settings of ``mode`` from its kind's registered entry; a non-AR kind is an error."""
+    if mode.head != "ar":
+        known = " or ".join(repr(k) for k in kinds_of_head("ar"))
+        raise ValueError(f"the AR head samples with kind {known}, got {mode.kind!r}")
+    decode: ARDecode = sampler_entry(mode.kind)(mode)
+    return decode
+
+
 def gumbel_noise_on(mode: SamplingMode) -> bool:
     """Whether a decode adds Gumbel noise: kind ``temperature`` with ``mode.noise`` on.
 
     The one switch between sampling at T and its noise-off twin, which the draw-0 oracle runs against the
     greedy anchor (a broken switch makes that oracle fail).
     """
-    return mode.kind == "temperature" and mode.noise
+    return ar_decode(mode).gumbel
 
 
 @dataclass
@@ -249,8 +280,7 @@ class ARPolicy:
         return self._shrinks[threads]
 
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
-        if mode.kind not in ("greedy", "temperature"):
-            raise ValueError(f"the AR head samples with kind 'greedy' or 'temperature', got {mode.kind!r}")
+        ar_decode(mode)  # refuses a kind of another head
         obs = check_obs_batch(obs, keys, self.obs_dim)
         actions = np.zeros(
             (len(keys), self.tokenizer.chunk_length, self.tokenizer.action_dims), dtype=np.float32
@@ -295,7 +325,7 @@ class ARPolicy:
         n_coef, n_ids, eos = self.tokenizer.n_coefficients, self.tokenizer.n_ids, self.tokenizer.eos_id
         sizes = shrinking_sizes(self.row_block) if self.shrinks() else (self.row_block,)
         size = min(m for m in sizes if m >= n_rows)
-        temperature = 1.0 if mode.kind == "greedy" else float(mode.temperature)  # type: ignore[arg-type]
+        temperature = ar_decode(mode).temperature
         rows = _Rows(
             ids=np.zeros((self.row_block, n_coef), dtype=np.int64),
             logps=np.zeros((self.row_block, n_coef), dtype=np.float64),

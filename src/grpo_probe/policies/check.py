@@ -22,7 +22,11 @@ rules (docs/your-policy.md, "The act() contract, in full"):
 - AR rows carry ``token_ids``, ``token_logprobs`` and ``entropy`` (``ar-diagnostics``), which the analysis
   and the oracles read; rows of a mode phase 2 trains under carry their log-probs (``logprob-missing``);
 - the policy fits the arm: its head, its observation width and the inputs it declares (``head``,
-  ``obs-dim``, ``inputs``); a mode the arm samples does not raise (``act-error``).
+  ``obs-dim``, ``inputs``); a mode the arm samples does not raise (``act-error``);
+- its declared capabilities (:class:`~grpo_probe.policies.protocol.PolicyCapabilities`) are well formed
+  (``capabilities``) and hold every sampling kind the design runs the arm under (``capability-missing``:
+  such a mode is not sampled); every declared kind samples, and the declared log-probs are recorded
+  (``capability-false``), also for kinds the design does not run.
 
 :func:`check_policy` runs the checks on a policy object; :func:`check_arm` derives them from a design and a
 run config for one arm (its cells' and oracles' modes, phase 2's, the environment's chunk) and builds the
@@ -52,7 +56,17 @@ from grpo_probe.envs.observation import (
     policy_input_keys,
 )
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.policies.protocol import Policy, RowKey, SamplingMode
+from grpo_probe.policies.protocol import (
+    LOGPROBS_OF_HEAD,
+    Policy,
+    PolicyCapabilities,
+    RowKey,
+    SamplingMode,
+    declared_capabilities,
+    policy_capabilities,
+    policy_name,
+)
+from grpo_probe.sampling import HEAD_OF_MODE, mode_text, sampler
 
 __all__ = [
     "FINDING_CODES",
@@ -63,6 +77,7 @@ __all__ = [
     "arm_modes",
     "check_arm",
     "check_policy",
+    "phase2_refusal",
 ]
 
 FINDING_CODES: dict[str, str] = {
@@ -73,6 +88,11 @@ FINDING_CODES: dict[str, str] = {
     "trained on this environment",
     "inputs": "declare in input_keys only keys the arm registers (arms.<id>.inputs) and the design can "
     "render (observation.cameras, observation.task)",
+    "capabilities": "declare capabilities as a grpo_probe.policies.PolicyCapabilities(kinds=..., "
+    "logprobs=..., trainable=...) whose kinds belong to the policy's head",
+    "capability-missing": "bind the arm to a policy that samples this kind and declares it in its "
+    "capabilities (declare it if act() samples it), or register the cell, anchor or oracle with a kind "
+    "the policy declares",
     "act-error": "sample this mode in act(): the design runs the arm under it (see the reasons listed)",
     "output-type": "return grpo_probe.policies.PolicyOutput(actions=..., diagnostics=[...]) from act()",
     "action-dtype": "return actions as a numpy float32 array (np.asarray(chunks, dtype=np.float32))",
@@ -104,6 +124,8 @@ FINDING_CODES: dict[str, str] = {
     "logprob-missing": "GRPO's importance ratio divides by the sampler's log-probs: fill "
     "RowDiagnostics.logprob and, for flow_sde, step_logprobs (float64 [steps], summing to logprob); for "
     "the AR head token_logprobs",
+    "capability-false": "make act() sample every kind its capabilities declare, recording the log-probs "
+    "they declare, or declare less: an arm is bound, and refused, by what its policy declares",
 }
 """Every finding's code and the fix it asks for, in the order the checks run."""
 
@@ -115,6 +137,17 @@ _EXTRA_DRAWS = 8
 """Draws of one observation sampled when the batch's two draws of it came out equal."""
 _OWN_FORMAT_ADAPTERS = (None, "grpo_probe.policies.checkpoint:load_policy")
 """Bindings whose checkpoint is in this package's format, which phase 2 can train."""
+_DECLARED = "its declared capabilities"
+"""Why a mode the design does not run is sampled: the policy declares its kind."""
+_DECLARED_MODES: dict[str, SamplingMode] = {
+    "greedy": SamplingMode("greedy"),
+    "temperature": SamplingMode("temperature", temperature=1.0),
+    "flow_ode": SamplingMode("flow_ode", steps=10),
+    "flow_sde": SamplingMode("flow_sde", sde_a=0.5, steps=10),
+    "flow_euler": SamplingMode("flow_euler", steps=10),
+}
+"""The mode a declared kind is sampled under when the design runs none of that kind (flow_sde: none with
+a > 0, the draws that carry per-step log-probs); another registered kind, under its defaults."""
 
 
 class PolicyContractError(ValueError):
@@ -189,30 +222,13 @@ class PolicyReport:
             raise PolicyContractError(self.format())
 
 
-def mode_text(mode: SamplingMode) -> str:
-    """``temperature(T=1.6, noise off)``, ``flow_sde(a=0.5, steps=10)``: a mode as reports name it."""
-    if mode.kind == "temperature":
-        return f"temperature(T={mode.temperature!r}{'' if mode.noise else ', noise off'})"
-    if mode.kind == "flow_sde":
-        return f"flow_sde(a={mode.sde_a!r}, steps={mode.steps})"
-    if mode.kind in ("flow_ode", "flow_euler"):
-        return f"{mode.kind}(steps={mode.steps})"
-    return mode.kind
-
-
 def _draw0_twins(mode: SamplingMode) -> tuple[SamplingMode, ...]:
-    """The modes a cell's draw-0 oracle runs beside it: T without noise and greedy; SDE at a = 0 and Euler."""
-    if mode.kind == "temperature" and mode.noise:
-        return (
-            SamplingMode("temperature", temperature=mode.temperature, noise=False),
-            SamplingMode("greedy"),
-        )
-    if mode.kind == "flow_sde" and mode.sde_a != 0:
-        return (
-            SamplingMode("flow_sde", sde_a=0.0, steps=mode.steps),
-            SamplingMode("flow_euler", steps=mode.steps),
-        )
-    return ()
+    """The modes a cell's draw-0 oracle runs beside it, as its kind declares them
+    (:class:`grpo_probe.sampling.Draw0`): T without noise and greedy; SDE at a = 0 and Euler."""
+    draw0 = sampler(mode.kind).draw0
+    if draw0.probe is None or draw0.twin_of is None or draw0.probe(mode) == mode:
+        return ()
+    return (draw0.probe(mode), draw0.twin_of(mode))
 
 
 def _noise_off(mode: SamplingMode) -> bool:
@@ -433,17 +449,24 @@ def _result(name: str, findings: list[Finding], detail: str = "") -> CheckResult
 
 
 def _structure(
-    call: _Call, mode: SamplingMode, action_shape: tuple[int, int], reasons: str
+    call: _Call, mode: SamplingMode, action_shape: tuple[int, int], reasons: str, declared: bool = False
 ) -> tuple[CheckResult, bool]:
-    """Output type, action dtype/shape/values and one diagnostics record per row; whether rows compare."""
+    """Output type, action dtype/shape/values and one diagnostics record per row; whether rows compare.
+
+    ``declared``: the policy declares the mode's kind, so an ``act`` that raises makes the declaration
+    false (``capability-false``) rather than only failing a mode (``act-error``)."""
     n = len(call.rows)
     want = (n, *action_shape)
     name = f"{mode_text(mode)}: output"
     if call.error is not None:
-        message = (
-            f"act() raised {type(call.error).__name__}: {call.error} (the design samples this mode for "
-            f"{reasons})"
-        )
+        error = f"act() raised {type(call.error).__name__}: {call.error}"
+        if declared:
+            message = (
+                f"{error}, though the policy declares kind {mode.kind!r} in its capabilities (sampled for "
+                f"{reasons})"
+            )
+            return _result(name, [_finding("capability-false", message, mode)]), False
+        message = f"{error} (the design samples this mode for {reasons})"
         return _result(name, [_finding("act-error", message, mode)]), False
     if call.actions is None or call.diagnostics is None:
         message = (
@@ -663,12 +686,13 @@ def _check_mode(
     action_shape: tuple[int, int],
     needs_token_diagnostics: bool,
     needs_logprobs: bool,
+    declared: bool = False,
 ) -> tuple[list[CheckResult], _Call | None]:
     """Every per-mode check; returns the results and the batch's first call when its rows can be compared."""
     label = mode_text(mode)
     n = len(rows.keys)
     first = _act(policy, rows, range(n), mode, _GLOBAL_SEEDS[0])
-    output, comparable = _structure(first, mode, action_shape, reasons)
+    output, comparable = _structure(first, mode, action_shape, reasons, declared)
     results = [output]
     if not comparable:
         if first.error is None:
@@ -711,14 +735,11 @@ def _noise_off_equals_deterministic(firsts: Mapping[SamplingMode, _Call | None])
     """Temperature with the noise off picks greedy's ids (and actions); SDE at a = 0 is Euler, bit for bit."""
     results = []
     for mode, call in firsts.items():
-        if mode.kind == "temperature" and not mode.noise:
-            reference = SamplingMode("greedy")
-            fields: tuple[str, ...] = ("token_ids", "actions")
-        elif mode.kind == "flow_sde" and mode.sde_a == 0:
-            reference = SamplingMode("flow_euler", steps=mode.steps)
-            fields = ("actions", "logprob")
-        else:
-            continue
+        draw0 = sampler(mode.kind).draw0
+        if draw0.probe is None or draw0.twin_of is None or draw0.probe(mode) != mode:
+            continue  # not a noise-off twin
+        reference = draw0.twin_of(mode)
+        fields: tuple[str, ...] = draw0.check_fields
         name = f"{mode_text(mode)} equals {mode_text(reference)}"
         other = firsts.get(reference)
         if call is None or other is None:
@@ -750,6 +771,9 @@ def _fit(
         return _result("fits the arm", findings), None
     if head is not None and policy.head != head:
         findings.append(_finding("head", f"the policy's head is {policy.head!r}, the arm's is {head!r}"))
+    elif policy.head not in HEAD_OF_MODE.values():
+        heads = " or ".join(repr(h) for h in dict.fromkeys(HEAD_OF_MODE.values()))
+        findings.append(_finding("head", f"the policy's head is {policy.head!r}, not {heads}"))
     if obs_dim is not None and policy.obs_dim != obs_dim:
         findings.append(
             _finding(
@@ -785,6 +809,98 @@ def _fit(
     return _result("fits the arm", findings, detail), (None if findings else declared)
 
 
+def _capabilities(
+    policy: Any, reasons: Mapping[SamplingMode, str], arm: str | None
+) -> tuple[CheckResult, PolicyCapabilities, bool]:
+    """The policy's declaration against the kinds of the modes it is asked to sample.
+
+    Returns the check, the capabilities the rest of the checks go by (the declaration, or for a policy
+    that declares none or a malformed one, every kind of its head) and whether the policy declared them.
+    """
+    name = "declared capabilities"
+    subject = policy_name(policy)
+    try:
+        declared = declared_capabilities(policy)
+    except ValueError as exc:
+        default = PolicyCapabilities.of_head(policy.head)
+        return _result(name, [_finding("capabilities", str(exc))]), default, False
+    capabilities = declared if declared is not None else policy_capabilities(policy)
+    needs: dict[str, list[tuple[SamplingMode, str]]] = {}
+    for mode, why in reasons.items():
+        if mode.kind not in capabilities.kinds:
+            needs.setdefault(mode.kind, []).append((mode, why))
+    findings = []
+    who = f"arm {arm!r}" if arm is not None else "the design"
+    for kind, uses in needs.items():
+        named = "; ".join(f"{why} samples {mode_text(mode)}" for mode, why in uses)
+        message = (
+            f"{who} needs sampling kind {kind!r}, which {subject} does not declare (it declares "
+            f"{', '.join(capabilities.kinds)}): {named}"
+        )
+        findings.append(_finding("capability-missing", message, uses[0][0]))
+    if declared is not None:
+        detail = f"{subject} {capabilities.describe()}"
+    else:
+        detail = (
+            f"{subject} declares none: taken to sample every kind of the {capabilities.head} head (each one "
+            "the design runs is sampled below), with no log-probs for phase 2 and no trainable parameters"
+        )
+    return _result(name, findings, detail), capabilities, declared is not None
+
+
+def _declared_modes(
+    capabilities: PolicyCapabilities, reasons: Mapping[SamplingMode, str]
+) -> dict[SamplingMode, str]:
+    """A mode for each declared kind the design samples no mode of (flow_sde: none with a > 0)."""
+    covered = {m.kind for m in reasons if m.kind != "flow_sde" or (m.sde_a or 0.0) > 0}
+    modes = {}
+    for kind in capabilities.kinds:
+        if kind in covered:
+            continue
+        try:
+            modes[_DECLARED_MODES.get(kind) or SamplingMode(kind)] = _DECLARED  # type: ignore[arg-type]
+        except ValueError:
+            continue  # a kind that needs parameters no default gives: sampled only as the design runs it
+    return modes
+
+
+def _declared_logprobs(
+    policy: Any,
+    capabilities: PolicyCapabilities,
+    calls: Mapping[SamplingMode, _Call | None],
+    trained: set[SamplingMode],
+) -> list[CheckResult]:
+    """The declared log-probs on the rows of a stochastic mode of the head (the phase-2 check's rules).
+
+    Skipped where a mode phase 2 trains under was checked for them already (``logprob-missing``).
+    """
+    if capabilities.logprobs is None:
+        return []
+    want = "flow_sde" if capabilities.logprobs == "per_step" else "temperature"
+    candidates = [
+        (m, c)
+        for m, c in calls.items()
+        if m.kind == want and c is not None and (m.kind != "flow_sde" or (m.sde_a or 0.0) > 0)
+    ]
+    name = f"declared {capabilities.logprobs} log-probs"
+    if not candidates:
+        return [CheckResult(name, "skip", f"no {want} mode gave rows to read them from")]
+    if any(m in trained for m, _ in candidates):
+        return []
+    mode, call = candidates[0]
+    result = _phase2_logprobs(call, mode)
+    findings = [
+        _finding(
+            "capability-false",
+            f"{policy_name(policy)} declares {capabilities.logprobs} log-probs, but "
+            + f.message.removesuffix(" (phase 2 trains under this mode)"),
+            mode,
+        )
+        for f in result.findings
+    ]
+    return [_result(name, findings, f"{result.detail} of {mode_text(mode)} rows")]
+
+
 def check_policy(
     policy: Policy,
     *,
@@ -802,6 +918,7 @@ def check_policy(
     batch: int = 4,
     run_key: int = 0,
     subject: str | None = None,
+    arm: str | None = None,
 ) -> PolicyReport:
     """Check ``policy`` against the ``act()`` contract with a handful of ``act`` calls; never raises for a
     broken rule (see :meth:`PolicyReport.raise_if_failed`).
@@ -817,6 +934,12 @@ def check_policy(
     registered size stands in for them). ``needs_token_diagnostics`` (default: the policy's head is
     'ar'): AR rows must carry token ids, log-probs and entropies. ``needs_logprobs``: modes whose rows must
     carry log-probs (those phase 2 trains under). The global RNG states are restored afterwards.
+
+    The policy's capabilities (:func:`~grpo_probe.policies.protocol.policy_capabilities`) decide what is
+    sampled: a mode whose kind it does not declare is a ``capability-missing`` finding (naming ``arm``
+    when given) and is not sampled; a declared kind that no mode covers is sampled once under a mode of
+    its own, and a declared kind that raises, or declared log-probs that are not recorded, are
+    ``capability-false`` findings.
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 3:
         raise ValueError(f"check_policy: batch must be an integer >= 3, got {batch!r}")
@@ -835,6 +958,12 @@ def check_policy(
     if declared is None:
         report.checks.append(CheckResult("sampling modes", "skip", "skipped until the policy fits the arm"))
         return report
+    trained = set(needs_logprobs)
+    why = {mode: ", ".join(dict.fromkeys(texts)) for mode, texts in reasons.items()}
+    capable, capabilities, explicit = _capabilities(policy, why, arm)
+    report.checks.append(capable)
+    sampled = {mode: text for mode, text in why.items() if mode.kind in capabilities.kinds}
+    extra = _declared_modes(capabilities, sampled) if explicit else {}
     width = int(obs_dim if obs_dim is not None else policy.obs_dim)
     n_obs = batch - 1
     if states is None:
@@ -850,16 +979,23 @@ def check_policy(
         )
     rows = _observation_rows(declared, str(policy.head), states, seeds, observation, run_key, batch)
     ar_rows = (policy.head == "ar") if needs_token_diagnostics is None else needs_token_diagnostics
-    trained = set(needs_logprobs)
     firsts: dict[SamplingMode, _Call | None] = {}
+    extras: dict[SamplingMode, _Call | None] = {}
     with _global_rngs_kept():
-        for mode, why in reasons.items():
+        for mode, text in sampled.items():
             results, first = _check_mode(
-                policy, rows, mode, ", ".join(dict.fromkeys(why)), action_shape, ar_rows, mode in trained
+                policy, rows, mode, text, action_shape, ar_rows, mode in trained, explicit
             )
             report.checks += results
             firsts[mode] = first
+        for mode, text in extra.items():  # declared, not run by the design: it must sample all the same
+            call = _act(policy, rows, range(len(rows.keys)), mode, _GLOBAL_SEEDS[0])
+            output, comparable = _structure(call, mode, action_shape, text, declared=True)
+            report.checks.append(output)
+            extras[mode] = call if comparable else None
     report.checks += _noise_off_equals_deterministic(firsts)
+    if explicit:
+        report.checks += _declared_logprobs(policy, capabilities, {**firsts, **extras}, trained)
     return report
 
 
@@ -897,6 +1033,50 @@ def arm_modes(
         add(mode, "phase 2")
         trained = (mode,)
     return {mode: ", ".join(dict.fromkeys(reasons)) for mode, reasons in why.items()}, trained
+
+
+def phase2_refusal(
+    arm: str, head: str, adapter: str | None, policy: str, capabilities: PolicyCapabilities | None
+) -> str | None:
+    """Why phase 2 cannot train arm ``arm`` (of ``head``) bound through ``adapter`` to a policy of class
+    ``policy`` (``module:Class``) that declares ``capabilities`` (None: declares none); None when it can.
+
+    Phase 2 needs trainable parameters and the log-probs its head's loss divides by
+    (:data:`~grpo_probe.policies.protocol.LOGPROBS_OF_HEAD`); its trainer reads and writes this package's
+    checkpoint format, so an adapter that declares both is refused too, for that reason. The binding
+    step reports it and phase 2 raises it, in the same words.
+    """
+    if adapter in _OWN_FORMAT_ADAPTERS:
+        return None
+    bound = f"arm {arm!r} is bound through adapter {adapter} to {policy}"
+    effective = capabilities if capabilities is not None else PolicyCapabilities.of_head(head)
+    lacking = effective.lacks(logprobs=LOGPROBS_OF_HEAD[head], trainable=True)
+    if lacking:
+        declares = "which declares no capabilities and so lacks" if capabilities is None else "which lacks"
+        return f"{bound}, {declares} what phase 2 needs to train a {head} arm: {', '.join(lacking)}"
+    return (
+        f"{bound}, which declares trainable parameters and {effective.logprobs} log-probs, but phase 2's "
+        "trainer reads and writes only checkpoints in grpo-probe's own format (bind the arm with source: "
+        "reference or adapter grpo_probe.policies.checkpoint:load_policy)"
+    )
+
+
+def _phase2_readiness(prereg: Any, arm_id: str, adapter: str | None, policy: Any) -> CheckResult | None:
+    """Whether phase 2 could train the arm as bound, for a design whose phase 2 trains its head (a note:
+    phase 2 refuses it when it starts, not the binding)."""
+    head = prereg.arms[arm_id].head
+    section = getattr(prereg, "phase2", None)
+    if section is None or head not in section.heads:
+        return None
+    try:
+        declared = declared_capabilities(policy)
+    except ValueError:
+        return None  # the capabilities check reports it
+    refusal = phase2_refusal(arm_id, head, adapter, policy_name(policy), declared)
+    mode = mode_text(section.heads[head].mode)
+    if refusal is None:
+        return CheckResult("phase 2", "ok", f"phase 2 can train this checkpoint under {mode}")
+    return CheckResult("phase 2", "skip", f"phase 2 will refuse to train it: {refusal}")
 
 
 def _build(adapter: str | None, checkpoint: str, device: str, row_block: int | None) -> Policy:
@@ -947,6 +1127,9 @@ def check_arm(
     package's format, the only kind phase 2 trains), the chunk shape and observation width from the
     environment's spec, the observations from resets of the design's environment on its seeds. ``policy``
     replaces building the bound one (a caller holding a ``PolicySource`` passes ``source.build()``).
+    A mode whose kind the policy's capabilities lack is a ``capability-missing`` finding naming the arm,
+    the policy's class and the cells, anchor or oracles that need it; for a design with a phase 2 a last
+    check says whether phase 2 could train the arm as bound (:func:`phase2_refusal`).
 
     A reference arm (trained by the workflow) is checked once its checkpoint exists under the run's
     results folder; before that the report says it skipped. Raises ``ValueError`` for an arm the design
@@ -985,7 +1168,7 @@ def check_arm(
         policy = _build(adapter, checkpoint, device, arm.row_block if adapter is None else None)
     modes, trained = arm_modes(prereg, arm_id, phase2=adapter in _OWN_FORMAT_ADAPTERS)
     states, seeds = _design_states(prereg, batch - 1)
-    return check_policy(
+    report = check_policy(
         policy,
         action_shape=(spec.chunk_length, spec.action_dims),
         modes=modes,
@@ -1001,4 +1184,9 @@ def check_arm(
         batch=batch,
         run_key=prereg.run_key,
         subject=subject,
+        arm=arm_id,
     )
+    readiness = _phase2_readiness(prereg, arm_id, adapter, policy)
+    if readiness is not None and report.checks[-1].name != "sampling modes":
+        report.checks.append(readiness)
+    return report

@@ -11,6 +11,11 @@ stores the camera's name beside the numeric training config: ``{"camera": "overh
 
 Reading a checkpoint back into a policy (:func:`load_policy`) needs the heads and the builders of
 :mod:`grpo_probe.policies.models`, never the trainer: training depends on this module, not the reverse.
+
+A policy read from a checkpoint declares :data:`OWN_FORMAT_CAPABILITIES` of its head: every sampling kind
+of the head, the head's log-probs, and trainable parameters. Trainability is declared here rather than on
+the head classes because it belongs to the format: phase 2's trainer reads and writes these files, so a
+head built in memory (or wrapped by a user's adapter) does not inherit it.
 """
 
 from __future__ import annotations
@@ -38,13 +43,14 @@ from grpo_probe.policies.models import (
     build_flow_model,
     build_vision_flow_model,
 )
-from grpo_probe.policies.protocol import Policy
+from grpo_probe.policies.protocol import Policy, PolicyCapabilities
 from grpo_probe.policies.vision_flow import VisionFlowPolicy
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_KINDS",
     "FORMAT_VERSION",
+    "OWN_FORMAT_CAPABILITIES",
     "Checkpoint",
     "file_sha256",
     "load_policy",
@@ -57,6 +63,11 @@ __all__ = [
 CHECKPOINT_FORMAT = "grpo-probe-policy-checkpoint"
 FORMAT_VERSION = 1
 CHECKPOINT_KINDS = ("ar", "flow", "vision_flow")
+OWN_FORMAT_CAPABILITIES: dict[str, PolicyCapabilities] = {
+    head: PolicyCapabilities.of_head(head, logprobs=True, trainable=True) for head in ("ar", "flow")
+}
+"""What a policy read from this format can do, by head: sample every kind of its head, record its head's
+log-probs, and be trained by phase 2."""
 NORM_KEYS = ("obs_mean", "obs_std", "action_low", "action_high")
 _REQUIRED = (
     "format",
@@ -242,8 +253,9 @@ def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu", row_block: int
     except RuntimeError as exc:
         raise ValueError(f"{where}: weights do not fit the configured model: {exc}") from exc
     norm = ckpt.norm
+    policy: ARPolicy | VisionFlowPolicy | FlowPolicy
     if ckpt.kind == "ar":
-        return ARPolicy(
+        policy = ARPolicy(
             model,  # type: ignore[arg-type]
             tokenizer,
             norm["obs_mean"],
@@ -251,8 +263,8 @@ def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu", row_block: int
             device,
             row_block=ROW_BLOCK if row_block is None else row_block,
         )
-    if ckpt.kind == "vision_flow":
-        return VisionFlowPolicy(
+    elif ckpt.kind == "vision_flow":
+        policy = VisionFlowPolicy(
             model,  # type: ignore[arg-type]
             camera,
             norm["obs_mean"],
@@ -261,14 +273,17 @@ def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu", row_block: int
             norm["action_high"],
             device,
         )
-    return FlowPolicy(
-        model,  # type: ignore[arg-type]
-        norm["obs_mean"],
-        norm["obs_std"],
-        norm["action_low"],
-        norm["action_high"],
-        device,
-    )
+    else:
+        policy = FlowPolicy(
+            model,  # type: ignore[arg-type]
+            norm["obs_mean"],
+            norm["obs_std"],
+            norm["action_low"],
+            norm["action_high"],
+            device,
+        )
+    policy.capabilities = OWN_FORMAT_CAPABILITIES[policy.head]  # type: ignore[union-attr]
+    return policy
 
 
 def load_policy(checkpoint: str | Path, device: str = "cpu", row_block: int | None = None) -> Policy:

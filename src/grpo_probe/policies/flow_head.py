@@ -29,12 +29,12 @@ from torch import nn
 
 from grpo_probe.keyed_rng import tag
 from grpo_probe.policies.ar_head import ROW_BLOCK
-from grpo_probe.policies.flow_sde import euler_sample, heun_sample, sde_sample
+from grpo_probe.policies.flow_sde import FlowSampler
 from grpo_probe.policies.keyed_torch import torch_generator
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode, check_obs_batch
+from grpo_probe.sampling import kinds_of_head, sampler_entry
 
 __all__ = [
-    "FLOW_MODES",
     "BlockCondition",
     "BlockNet",
     "FlowPolicy",
@@ -111,8 +111,6 @@ BlockNet = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 BlockCondition = Callable[[int, int], BlockNet]
 """(start, stop) -> the network conditioned on rows [start, stop) of the batch, padded to ROW_BLOCK rows."""
 
-FLOW_MODES = ("flow_ode", "flow_sde", "flow_euler")
-
 
 def padded_block(rows: np.ndarray) -> np.ndarray:
     """``rows`` [n <= ROW_BLOCK, ...] in a zero array of ``ROW_BLOCK`` rows, same dtype: every block a
@@ -123,11 +121,10 @@ def padded_block(rows: np.ndarray) -> np.ndarray:
 
 
 def check_flow_mode(mode: SamplingMode) -> None:
-    """``ValueError`` unless ``mode`` is one of the flow head's sampling kinds."""
-    if mode.kind not in FLOW_MODES:
-        raise ValueError(
-            f"the flow head samples with 'flow_ode', 'flow_sde' or 'flow_euler', got {mode.kind!r}"
-        )
+    """``ValueError`` unless ``mode`` is one of the flow head's kinds (:mod:`grpo_probe.sampling`)."""
+    if mode.head != "flow":
+        known = ", ".join(repr(k) for k in kinds_of_head("flow"))
+        raise ValueError(f"the flow head samples with {known}, got {mode.kind!r}")
 
 
 def sample_flow_chunks(
@@ -179,18 +176,15 @@ def _sample_block(
         v = net(x_t.to(device=device, dtype=torch.float32), t_col)
         return v.to(device="cpu", dtype=torch.float64)
 
-    if mode.kind == "flow_ode":
-        return heun_sample(velocity, x, mode.steps)[:n_rows].numpy(), None
-    if mode.kind == "flow_euler":
-        return euler_sample(velocity, x, mode.steps)[:n_rows].numpy(), None
-
     def noise(step: int) -> torch.Tensor:
         out = torch.zeros((ROW_BLOCK, *shape), dtype=torch.float64)
         for r, key in enumerate(keys):
             out[r] = sde_step_noise(key, step, shape)
         return out
 
-    x0, step_logprobs = sde_sample(velocity, x, mode.steps, float(mode.sde_a), noise)  # type: ignore[arg-type]
+    # the kind's registered entry (grpo_probe.policies.flow_sde for the built-in kinds)
+    sample: FlowSampler = sampler_entry(mode.kind)
+    x0, step_logprobs = sample(velocity, x, mode, noise)
     logprobs = None if step_logprobs is None else step_logprobs[:n_rows].numpy()
     return x0[:n_rows].numpy(), logprobs
 

@@ -11,6 +11,10 @@ mean is exactly the Euler step and its std is 0, so :func:`euler_sample` and :fu
 the same :func:`sde_step`, and the SDE sampler at a = 0 reproduces the Euler sampler bit for bit.
 
 All sampler arithmetic is float64; the velocity network sees float32 inputs.
+
+Each flow kind's sampling entry is registered here (:func:`grpo_probe.sampling.register_sampler_entry`):
+the flow head calls ``entry(velocity, x, mode, noise)`` for the mode's kind and gets the chunk at t = 0 and
+its per-step log-probs (None where the sampler defines none).
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from collections.abc import Callable
 
 import torch
 
+from grpo_probe.sampling import SamplingMode, register_sampler_entry
+
 __all__ = [
+    "FlowSampler",
     "Velocity",
     "euler_sample",
     "gaussian_logprob",
@@ -36,6 +43,12 @@ Velocity = Callable[[torch.Tensor, float], torch.Tensor]
 
 NoiseFn = Callable[[int], torch.Tensor]
 """step index -> standard normal noise with x's shape (float64), keyed per row by the caller."""
+
+FlowSampler = Callable[
+    [Velocity, torch.Tensor, SamplingMode, NoiseFn], tuple[torch.Tensor, torch.Tensor | None]
+]
+"""A flow kind's sampling entry: (velocity, x at t = 1, mode, step noise) -> (x at t = 0, per-step log-probs
+float64 [B, steps] or None)."""
 
 
 def time_grid(steps: int) -> list[float]:
@@ -124,3 +137,24 @@ def heun_sample(velocity: Velocity, x: torch.Tensor, steps: int) -> torch.Tensor
             v_next = velocity(x_euler, t_next)
             x = x - (t - t_next) * (0.5 * (v + v_next))
     return x
+
+
+@register_sampler_entry("flow_ode")
+def _flow_ode(
+    velocity: Velocity, x: torch.Tensor, mode: SamplingMode, noise: NoiseFn
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return heun_sample(velocity, x, mode.steps), None
+
+
+@register_sampler_entry("flow_euler")
+def _flow_euler(
+    velocity: Velocity, x: torch.Tensor, mode: SamplingMode, noise: NoiseFn
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return euler_sample(velocity, x, mode.steps), None
+
+
+@register_sampler_entry("flow_sde")
+def _flow_sde(
+    velocity: Velocity, x: torch.Tensor, mode: SamplingMode, noise: NoiseFn
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return sde_sample(velocity, x, mode.steps, float(mode.sde_a), noise)  # type: ignore[arg-type]

@@ -34,7 +34,7 @@ from grpo_probe.prereg.phase2 import Phase2, parse_phase2, penalty_problems
 from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problems
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
 from grpo_probe.prereg.schema import load_prereg_schema, validate_against
-from grpo_probe.sampling import HEAD_OF_MODE, SamplingMode
+from grpo_probe.sampling import PARAMETERS, SamplingMode, mode_params, sampler, sampling_kinds
 
 __all__ = [
     "Amendment",
@@ -99,11 +99,9 @@ class Cell:
     description: str
 
     def mode_text(self) -> str:
-        """``temperature (temperature=1.6)``: the sampling mode as decision.md prints it."""
-        params = {"temperature": self.mode.temperature, "sde_a": self.mode.sde_a}
-        if self.head == "flow":
-            params["steps"] = self.mode.steps
-        shown = ", ".join(f"{k}={v}" for k, v in sorted(params.items()) if v is not None)
+        """``temperature (temperature=1.6)``: the sampling mode as decision.md prints it (the parameters
+        its kind takes, :func:`grpo_probe.sampling.mode_params`, by name)."""
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(mode_params(self.mode).items()))
         return f"{self.mode.kind} ({shown})" if shown else self.mode.kind
 
 
@@ -220,19 +218,22 @@ def split_seeds(seeds: Sequence[int], seeds_per_shard: int) -> list[tuple[int, .
 
 
 def _mode_problems(mode: Mapping[str, Any], at: str) -> list[str]:
+    """A parameter the mode's kind does not take (:mod:`grpo_probe.sampling` declares what each takes)."""
     kind = mode["kind"]
+    takes = sampler(kind).takes
     problems = []
-    if "temperature" in mode and kind != "temperature":
-        problems.append(f"{at}.temperature: only allowed for kind 'temperature' (kind is {kind!r})")
-    if "sde_a" in mode and kind != "flow_sde":
-        problems.append(f"{at}.sde_a: only allowed for kind 'flow_sde' (kind is {kind!r})")
-    if "steps" in mode and HEAD_OF_MODE[kind] != "flow":
-        problems.append(f"{at}.steps: only allowed for flow kinds (kind is {kind!r})")
+    for name in PARAMETERS:
+        if name in mode and name not in takes:
+            allowed = [k for k in sampling_kinds() if name in sampler(k).takes]
+            problems.append(
+                f"{at}.{name}: only allowed for kind {' or '.join(map(repr, allowed))} (kind is {kind!r})"
+            )
     return problems
 
 
-_ANCHOR_KINDS = ("greedy", "flow_ode", "flow_euler")
-"""Deterministic samplers an anchor may use: AR greedy; flow draw 0 of the keyed noise (Heun or Euler)."""
+def _anchor_kinds() -> tuple[str, ...]:
+    """Deterministic samplers an anchor may use: AR greedy; flow draw 0 of the keyed noise (Heun or Euler)."""
+    return tuple(k for k in sampling_kinds() if sampler(k).deterministic)
 
 
 def _duplicate_problems(seeds: Sequence[int], at: str) -> list[str]:
@@ -267,15 +268,15 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
         at = f"arms.{arm_id}.anchor"
         problems += _mode_problems(arm["anchor"], at)
         kind = arm["anchor"]["kind"]
-        if HEAD_OF_MODE[kind] != arm["head"]:
+        if sampler(kind).head != arm["head"]:
             problems.append(
-                f"{at}.kind: {kind!r} samples the {HEAD_OF_MODE[kind]} head, "
+                f"{at}.kind: {kind!r} samples the {sampler(kind).head} head, "
                 f"but the arm's head is {arm['head']!r}"
             )
-        elif kind not in _ANCHOR_KINDS:
+        elif not sampler(kind).deterministic:
             problems.append(
                 f"{at}.kind: an anchor is deterministic; {kind!r} is not "
-                f"(use one of {', '.join(_ANCHOR_KINDS)})"
+                f"(use one of {', '.join(_anchor_kinds())})"
             )
 
     problems += _environment_section_problems(raw)
@@ -292,17 +293,18 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
         else:
             head = arms[cell["arm"]]["head"]
             kind = cell["mode"]["kind"]
-            if HEAD_OF_MODE[kind] != head:
+            if sampler(kind).head != head:
                 problems.append(
-                    f"{at}.mode.kind: {kind!r} samples the {HEAD_OF_MODE[kind]} head, "
+                    f"{at}.mode.kind: {kind!r} samples the {sampler(kind).head} head, "
                     f"but arm {cell['arm']!r} has head {head!r}"
                 )
         problems += _mode_problems(cell["mode"], f"{at}.mode")
-        if cell["arm"] in arms and cell["mode"]["kind"] == "flow_ode":
+        kind = cell["mode"]["kind"]
+        if cell["arm"] in arms and sampler(kind).deterministic:
             anchor = SamplingMode.from_dict(arms[cell["arm"]]["anchor"])
             if anchor != SamplingMode.from_dict(cell["mode"]):
                 problems.append(
-                    f"{at}.mode: the draw-0 oracle compares draw 0 of a flow_ode cell with its arm's anchor "
+                    f"{at}.mode: the draw-0 oracle compares draw 0 of a {kind} cell with its arm's anchor "
                     f"rows, so the mode must equal arms.{cell['arm']}.anchor ({anchor.kind}, "
                     f"steps={anchor.steps})"
                 )
@@ -333,7 +335,7 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
     for i, mode in enumerate(parallel["modes"]):
         at = f"oracles.parallel.modes[{i}]"
         problems += _mode_problems(mode, at)
-        if HEAD_OF_MODE[mode["kind"]] not in oracle_heads:
+        if sampler(mode["kind"]).head not in oracle_heads:
             problems.append(
                 f"{at}.kind: {mode['kind']!r} fits none of the oracle's arms ({', '.join(parallel['arms'])})"
             )
@@ -375,10 +377,14 @@ def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"arms.{arm_id}.inputs: the AR head reads the state only; a camera-fed arm has head 'flow'"
             )
-    if raw.get("phase2") is not None and any(
-        k != OBSERVATION_STATE for arm in raw["arms"].values() for k in arm.get("inputs", [])
-    ):
-        problems.append("phase2: the phase-2 pilot trains state-only heads; no arm may read frames or a task")
+    if raw.get("phase2") is not None:  # the pilot trains the state-only heads and the one-camera flow head
+        for arm_id, arm in raw["arms"].items():
+            frames = [k for k in arm.get("inputs", []) if k.startswith("observation.images.")]
+            if len(frames) > 1:
+                problems.append(
+                    f"phase2: arm {arm_id} reads {len(frames)} cameras ({', '.join(frames)}); the phase-2 "
+                    "pilot trains the camera-fed flow head, which reads one"
+                )
     return problems
 
 

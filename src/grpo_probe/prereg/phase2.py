@@ -12,7 +12,7 @@ The reward's penalties are keyed by the guards the design's environment declares
 ``joint_limit``, ``off_table``, ...), so the pilot penalises exactly what the analysis counts, in any
 environment; :func:`penalty_problems` refuses a penalty on a guard the environment does not declare.
 
-The JSON schema (``workflow/schemas/prereg.schema.yaml``, property ``phase2``) checks each field; the
+The JSON schema (``prereg/schemas/prereg.schema.yaml``, property ``phase2``) checks each field; the
 rules that relate fields (seed sets disjoint, enough training seeds for every iteration, a sampling mode
 with log-probs for each head) live here. Errors name the prereg and the field.
 """
@@ -29,6 +29,7 @@ from grpo_probe.sampling import SamplingMode
 __all__ = [
     "PENALTIES_FIELD",
     "PHASE2_HEADS",
+    "PILOT_SCOPES",
     "HeadRecipe",
     "Phase2",
     "Phase2Error",
@@ -42,6 +43,11 @@ PENALTIES_FIELD = "phase2.reward.penalties"
 
 PHASE2_HEADS: tuple[str, ...] = ("ar", "flow")
 """Heads a phase-2 pilot trains: token-GRPO on the AR head, Flow-GRPO (SDE) on the flow head."""
+
+PILOT_SCOPES: tuple[str, ...] = ("gated", "every_arm")
+"""Which arms the pilot trains: ``gated``, the arms the decision names (none on park); ``every_arm``, every
+arm an enabled cell uses whose head has a recipe, whatever the decision (a validation design: the study
+compares the probe's reads of every arm with what the same pilot gains on it)."""
 
 _TRAINABLE_KIND = {"ar": "temperature", "flow": "flow_sde"}
 """The sampler each head trains under: the one that records the log-probs GRPO's ratio divides by."""
@@ -107,6 +113,8 @@ class Phase2:
     cpu_hours: float
     """The registered compute gate of the pilot (all phase-2 rules of one design together)."""
     gate_description: str = ""
+    pilot: str = "gated"
+    """:data:`PILOT_SCOPES`: the decision's arms only, or every arm at the same registered compute."""
 
     def recipe(self, head: str) -> HeadRecipe:
         """The recipe of ``head``; a ``KeyError`` names the registered heads."""
@@ -241,4 +249,5 @@ def parse_phase2(raw: Mapping[str, Any], where: str) -> Phase2 | None:
         heads=heads,
         cpu_hours=float(gate["cpu_hours"]),
         gate_description=str(gate.get("description", "")),
+        pilot=str(section.get("pilot", "gated")),
     )

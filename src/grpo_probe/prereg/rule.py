@@ -2,7 +2,7 @@
 
 Why here and not in the analysis: every number the decision depends on is registered (the prereg's
 ``analysis:`` and ``decision_rule:`` sections, their shape fixed by
-``workflow/schemas/prereg.analysis.schema.yaml``), so these sections are parsed and checked with the rest
+``prereg/schemas/prereg.analysis.schema.yaml``), so these sections are parsed and checked with the rest
 of the design, once, and the analysis only reads them. Each section validates itself: the schema fragment
 for the field shapes, then what a schema cannot say (every criterion named in ``qualifies`` is defined).
 Errors name the prereg and the field.

@@ -1,10 +1,12 @@
-"""The JSON schemas under ``workflow/schemas/`` and error messages that name the file and the field.
+"""The JSON schemas (package data in ``grpo_probe/prereg/schemas/``) and error messages that name the file
+and the field.
 
-Why: the Snakefile validates config and prereg with the same schema files this module reads, so there is
-one definition of what a valid design is. The prereg schema is assembled from two files: the base
-(``prereg.schema.yaml``, every section but the analysis) and the analysis fragment
-(``prereg.analysis.schema.yaml``, whose ``properties`` hold the ``analysis`` and ``decision_rule``
-sections, which :mod:`grpo_probe.prereg.rule` also validates on their own).
+Why package data: the workflow validates config and prereg through this module, so the schemas ship with
+the package and a non-editable install reads the same files an editable one does; there is one definition
+of what a valid design is, and no copy of it in the workflow's folder. The prereg schema is assembled
+from two files: the base (``prereg.schema.yaml``, every section but the analysis) and the analysis
+fragment (``prereg.analysis.schema.yaml``, whose ``properties`` hold the ``analysis`` and
+``decision_rule`` sections, which :mod:`grpo_probe.prereg.rule` also validates on their own).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Iterable, Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
 from grpo_probe.prereg.canonical import read_yaml
+from grpo_probe.sampling import mode_schema_rules
 
 __all__ = [
     "ANALYSIS_FRAGMENT",
@@ -45,8 +49,15 @@ class SchemaError(ValueError):
 
 
 def default_schema_dir() -> Path:
-    """``workflow/schemas`` of the source tree this package runs from (the package is installed editable)."""
-    return Path(__file__).resolve().parents[3] / "workflow" / "schemas"
+    """The package's ``schemas`` folder, found through :mod:`importlib.resources`.
+
+    Why a path and not a resource handle: error messages name the schema file a reader can open, and the
+    package is always installed as files (pip unpacks wheels); a zipped install is refused by name.
+    """
+    found = resources.files("grpo_probe.prereg").joinpath("schemas")
+    if not isinstance(found, Path):
+        raise RuntimeError(f"{found}: the schemas must be files on disk (grpo_probe installed as an archive)")
+    return found
 
 
 def _schema_file(schema_dir: str | os.PathLike[str] | None, name: str) -> Path:
@@ -60,7 +71,8 @@ def analysis_fragment_path(schema_dir: str | os.PathLike[str] | None = None) -> 
 
 
 def load_prereg_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The base prereg schema with the analysis fragment's ``properties`` (and ``$defs``) merged in."""
+    """The base prereg schema with the analysis fragment's ``properties`` (and ``$defs``) merged in, and
+    the sampling kinds of :mod:`grpo_probe.sampling`'s registry as ``sampling_mode``'s enum."""
     base_path = _schema_file(schema_dir, PREREG_SCHEMA)
     schema = read_yaml(base_path)
     fragment_path = analysis_fragment_path(schema_dir)
@@ -76,6 +88,11 @@ def load_prereg_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict
         if key in schema.setdefault("$defs", {}):
             raise SchemaError(f"{fragment_path}: $defs.{key} is already defined in {base_path}")
         schema["$defs"][key] = sub
+    # The sampling kinds and the parameters each requires come from the sampler registry.
+    kinds, required, cell_kinds = mode_schema_rules()
+    schema["$defs"]["sampling_mode"]["properties"]["kind"]["enum"] = kinds
+    schema["$defs"]["sampling_mode"]["allOf"] = required
+    schema["$defs"]["cell_kind"]["enum"] = cell_kinds
     return schema
 
 

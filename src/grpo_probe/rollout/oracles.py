@@ -50,7 +50,7 @@ from grpo_probe.rollout.perturb import Replay
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.rollout.table import ANCHOR_CELL, read_rollout_table, rollout_schema, table_bytes
-from grpo_probe.sampling import SAMPLING_KINDS, SamplingMode
+from grpo_probe.sampling import SamplingMode, mode_text, sampler
 
 __all__ = [
     "EULER_KIND",
@@ -85,32 +85,21 @@ def anchor_mode(head: str, steps: int = 10) -> SamplingMode:
 
 
 def draw0_probe_mode(mode: SamplingMode) -> SamplingMode:
-    """The probe's mode with its stochasticity switched off: T -> T without Gumbel noise, SDE a -> 0,
-    greedy and ODE unchanged (an ODE cell's draw 0 is the anchor's keyed noise)."""
-    if mode.kind == "temperature":
-        return SamplingMode("temperature", temperature=mode.temperature, noise=False)
-    if mode.kind == "flow_sde":
-        return SamplingMode("flow_sde", sde_a=0.0, steps=mode.steps)
-    return mode
+    """The probe's mode with its stochasticity switched off, as its kind declares it
+    (:class:`grpo_probe.sampling.Draw0`): T -> T without Gumbel noise, SDE a -> 0, greedy and ODE
+    unchanged (an ODE cell's draw 0 is the anchor's keyed noise)."""
+    probe = sampler(mode.kind).draw0.probe
+    return mode if probe is None else probe(mode)
 
 
-def _euler_mode(steps: int) -> SamplingMode:
-    if EULER_KIND not in SAMPLING_KINDS:
+def _twin_mode(mode: SamplingMode) -> SamplingMode:
+    """The deterministic mode a stochastic cell's noise-off probe reproduces (SDE -> the Euler sampler)."""
+    twin_of = sampler(mode.kind).draw0.twin_of
+    if twin_of is None:
         raise ValueError(
-            f"the draw-0 oracle of an SDE cell compares against the Euler sampler, but the policy protocol "
-            f"has no {EULER_KIND!r} sampling kind (known: {', '.join(SAMPLING_KINDS)})"
+            f"the draw-0 oracle: kind {mode.kind!r} declares no deterministic twin to compare with"
         )
-    return SamplingMode(EULER_KIND, steps=steps)  # type: ignore[arg-type]
-
-
-def _mode_text(mode: SamplingMode) -> str:
-    if mode.kind == "temperature":
-        return f"temperature(T={mode.temperature!r}{'' if mode.noise else ', noise off'})"
-    if mode.kind == "flow_sde":
-        return f"flow_sde(a={mode.sde_a!r}, steps={mode.steps})"
-    if mode.kind == "flow_ode":
-        return f"flow_ode(steps={mode.steps})"
-    return mode.kind
+    return twin_of(mode)
 
 
 def _job_dict(job: GroupJob) -> dict[str, Any]:
@@ -165,7 +154,7 @@ def _compare_groups(
     """Compare episode by episode in (seed, draw) order; the first divergence is the earliest episode's."""
     counts = ComparisonCounts()
     found: Divergence | None = None
-    mode = _mode_text(job.mode)
+    mode = mode_text(job.mode)
     for seed, draw in sorted(set(first) | set(second)):
         if (seed, draw) not in first or (seed, draw) not in second:
             side = names[0] if (seed, draw) not in first else names[1]
@@ -329,10 +318,6 @@ def _on_probe_path(
     return results
 
 
-_AR_LABELS_AND_DISTRIBUTION = ("cell", "mode", "temperature", "replan_logprob", "replan_entropy_mean")
-"""Columns an AR temperature cell's noise-off probe legitimately differs from its greedy anchor in."""
-
-
 def _table_columns(job: GroupJob) -> tuple[str, ...]:
     """Every column of the job's rollout table: skipping them all leaves only the executed actions."""
     return tuple(rollout_schema(job.spec.episode_schema).names)
@@ -356,9 +341,9 @@ def run_draw0_oracle(
     must match, actions included; at a = 0 the SDE sampler defines no log-prob, like Euler).
 
     Against the anchor table every column but ``cell`` must match, except for an AR temperature cell,
-    whose noise-off probe keeps its temperature-T log-probs, entropies and mode labels
-    (:data:`_AR_LABELS_AND_DISTRIBUTION` are left out): its token ids, token counts, traces and outcomes
-    must match, and its executed actions must match those of a greedy rerun on the probe path
+    whose noise-off probe keeps its temperature-T log-probs, entropies and mode labels (the columns its
+    kind's :class:`grpo_probe.sampling.Draw0` skips are left out): its token ids, token counts, traces
+    and outcomes must match, and its executed actions must match those of a greedy rerun on the probe path
     (``action_reference`` in the report). ``workers``/``pool`` choose the probe path as in
     :func:`run_group`. The report's ``compared`` says which fields were compared with which reference.
     """
@@ -370,39 +355,31 @@ def run_draw0_oracle(
     probe, probe_bytes = _episodes(probe_job, on_probe_path(probe_job, "draw-0 probe", probe_hook))
     action_reference: dict[str, Any] | None = None
     action_divergence: Divergence | None = None
-    if job.mode.kind == "flow_sde":
-        reference_job = job.replace(mode=_euler_mode(job.mode.steps), draws=1)
+    draw0 = sampler(job.mode.kind).draw0  # how the kind declares its draw-0 check
+    reference_name = draw0.reference_name
+    skip: tuple[str, ...] = draw0.skip
+    compared = draw0.compared
+    if draw0.against == "run":
+        reference_job = job.replace(mode=_twin_mode(job.mode), draws=1)
         reference, reference_bytes = _episodes(reference_job, run_sequential(reference_job))
-        reference_name = "euler"
-        skip: tuple[str, ...] = ("mode", "sde_a")
-        compared = "every column but the mode labels, and the executed actions, against the Euler sampler"
     else:
         if anchor_table is None:
             raise ValueError(
                 f"draw-0 oracle of cell {job.cell!r}: an anchor table is required for mode {job.mode.kind!r}"
             )
         reference, reference_bytes = _anchor_episodes(probe_job, anchor_table)
-        reference_name = "anchor"
-        skip = ("cell",)
-        compared = "every column but cell against the anchor rows"
-        if job.mode.kind == "temperature":
-            skip = _AR_LABELS_AND_DISTRIBUTION
-            compared = (
-                "token ids, token counts, per-tick traces and outcomes against the anchor rows (every "
-                "column but the labels and the temperature-T log-probs and entropies); executed actions "
-                "against a greedy rerun on the probe path"
-            )
-            greedy_job = probe_job.replace(mode=anchor_mode("ar"))
-            greedy, greedy_bytes = _episodes(
-                greedy_job, on_probe_path(greedy_job, "draw-0 greedy rerun", None)
+        if draw0.actions_from_rerun:
+            rerun_job = probe_job.replace(mode=_twin_mode(job.mode))
+            rerun, rerun_bytes = _episodes(
+                rerun_job, on_probe_path(rerun_job, f"draw-0 {rerun_job.mode.kind} rerun", None)
             )
             action_divergence, action_counts = _compare_groups(
-                probe_job, probe, greedy, ("probe", "greedy"), skip=_table_columns(probe_job)
+                probe_job, probe, rerun, ("probe", rerun_job.mode.kind), skip=_table_columns(probe_job)
             )
             action_reference = {
-                "kind": "greedy",
+                "kind": rerun_job.mode.kind,
                 "compared": "executed actions",
-                "tables_sha256": hashlib.sha256(greedy_bytes).hexdigest(),
+                "tables_sha256": hashlib.sha256(rerun_bytes).hexdigest(),
                 "counts": vars(action_counts),
             }
     names = ("probe", reference_name)

@@ -24,6 +24,7 @@ from grpo_probe.envs.episode_table import EPISODE_SCHEMA, read_episode_table
 from grpo_probe.envs.protocol import METRIC_COLUMNS
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout.results import EpisodeResult
+from grpo_probe.sampling import mode_params
 
 __all__ = [
     "ANCHOR_CELL",
@@ -93,7 +94,7 @@ def result_row(result: EpisodeResult, *, cell: str, arm: str, mode: SamplingMode
         mode=mode.kind,
         temperature=mode.temperature,
         sde_a=mode.sde_a,
-        sampler_steps=None if mode.kind in ("greedy", "temperature") else mode.steps,
+        sampler_steps=mode_params(mode).get("steps"),  # null for a kind that takes no steps
         draw=result.spec.draw,
         replan_logprob=[None if d.logprob is None else float(d.logprob) for d in diagnostics],
         replan_entropy_mean=[_mean_or_none(d.entropy) for d in diagnostics] if has_tokens else None,

@@ -1,0 +1,198 @@
+"""The registered validation study: which designs, which arms, which read should predict which gain.
+
+Why a registered file of its own: the study tests the probe's prediction, so what counts as the prediction
+(the read, the cell that stands for each arm, the gain, the bootstrap) is fixed and locked before any
+member runs, as a design is. Its members are ordinary registered designs whose pilot runs on every arm
+(``phase2.pilot: every_arm``), so each arm gets the same registered compute whatever the gate would say.
+
+The lock (``<file>.lock``) holds the sha256 of the study's canonical content; a study that no longer
+matches it is refused with the command that locks it again. A member design carries its own lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.analysis.reads import READ_NAMES
+from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.prereg import Prereg, load_prereg
+from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
+from grpo_probe.prereg.lock import utc_now_iso
+from grpo_probe.prereg.schema import validate_against
+
+__all__ = [
+    "LOCK_FORMAT",
+    "ROLES",
+    "Member",
+    "Study",
+    "StudyError",
+    "load_study",
+    "lock_study",
+    "study_lock_path",
+]
+
+LOCK_FORMAT = "grpo-probe-study-lock/1"
+ROLES: tuple[str, ...] = ("subject", "positive_control", "negative_control")
+
+
+class StudyError(ValueError):
+    """The study file, its lock or a member breaks a rule; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """One registered design of the study, and the cell whose reads stand for each of its arms."""
+
+    design: Prereg
+    role: str
+    cells: dict[str, str]
+    """arm -> cell id, in the order the study registers them."""
+
+
+@dataclass(frozen=True)
+class Study:
+    """A locked validation study (``prereg/studies/*.yaml``)."""
+
+    path: Path
+    sha256: str
+    lock_date: str
+    name: str
+    description: str
+    members: tuple[Member, ...]
+    predictor: str
+    reads: tuple[str, ...]
+    gain: str
+    resamples: int
+    confidence: float
+    seed: int
+
+    def folder(self, results: str | os.PathLike[str]) -> Path:
+        """Where the study's page and record go: ``<results>/studies/<name>/``."""
+        return Path(results) / "studies" / self.name
+
+
+def study_lock_path(path: str | os.PathLike[str]) -> Path:
+    """``<study>.lock``, beside the study file."""
+    return Path(f"{path}.lock")
+
+
+def _schema() -> dict[str, Any]:
+    return read_yaml(resources.files("grpo_probe.study").joinpath("study.schema.yaml"))
+
+
+def _raw(path: Path) -> dict[str, Any]:
+    try:
+        raw = read_yaml(path)
+    except FileNotFoundError:
+        raise StudyError(f"{path}: study file not found") from None
+    validate_against(raw, _schema(), str(path))
+    return raw
+
+
+def lock_study(path: str | os.PathLike[str]) -> Path:
+    """Validate the study (schema and members) and write its lock; returns the lock's path."""
+    path = Path(path)
+    raw = _raw(path)
+    _members(path, raw)
+    lock = study_lock_path(path)
+    atomic_write_json(
+        lock, {"format": LOCK_FORMAT, "sha256": canonical_sha256(raw), "locked_at": utc_now_iso()}
+    )
+    return lock
+
+
+def _read_lock(path: Path, sha256: str) -> str:
+    lock = study_lock_path(path)
+    try:
+        recorded = json.loads(lock.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StudyError(
+            f"{path}: not locked (no {lock}); lock it with `grpo-probe study lock {path}`"
+        ) from None
+    except ValueError as exc:
+        raise StudyError(f"{lock}: not a study lock ({exc})") from None
+    if not isinstance(recorded, dict) or recorded.get("format") != LOCK_FORMAT:
+        raise StudyError(f"{lock}: not a study lock (format is not {LOCK_FORMAT!r})")
+    if recorded.get("sha256") != sha256:
+        raise StudyError(
+            f"{path}: its content (sha256 {sha256}) differs from the one locked in {lock} "
+            f"({recorded.get('sha256')}); a registered study is not edited after the fact. If no member "
+            f"has run under it yet, lock it again: `grpo-probe study lock {path}`"
+        )
+    return str(recorded.get("locked_at", ""))
+
+
+def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
+    problems: list[str] = []
+    members: list[Member] = []
+    for i, entry in enumerate(raw["members"]):
+        at = f"{path}: members[{i}]"
+        try:
+            design = load_prereg(entry["design"])
+        except (OSError, ValueError) as exc:
+            problems.append(f"{at}.design: {entry['design']} does not load ({exc})")
+            continue
+        phase2 = design.phase2
+        if phase2 is None or phase2.pilot != "every_arm":
+            problems.append(
+                f"{at}.design: {entry['design']} must register the pilot on every arm "
+                "(phase2.pilot: every_arm), so each arm gets the same compute whatever its decision"
+            )
+        cells = {str(arm): str(cell) for arm, cell in entry["cells"].items()}
+        for arm, cell_id in cells.items():
+            if arm not in design.arms:
+                problems.append(f"{at}.cells.{arm}: {entry['design']} has no arm {arm!r}")
+                continue
+            if phase2 is not None and design.arms[arm].head not in phase2.heads:
+                problems.append(
+                    f"{at}.cells.{arm}: the pilot of {entry['design']} has no recipe for the "
+                    f"{design.arms[arm].head} head"
+                )
+            cell = next((c for c in design.enabled_cells if c.id == cell_id), None)
+            if cell is None:
+                problems.append(f"{at}.cells.{arm}: {entry['design']} has no enabled cell {cell_id!r}")
+            elif cell.arm != arm:
+                problems.append(f"{at}.cells.{arm}: cell {cell_id!r} samples arm {cell.arm!r}, not {arm!r}")
+        members.append(Member(design=design, role=str(entry["role"]), cells=cells))
+    for field, name in [("predictor", raw["predictor"])] + [
+        (f"reads[{i}]", r) for i, r in enumerate(raw["reads"])
+    ]:
+        if name not in READ_NAMES:
+            problems.append(f"{path}: {field}: {name!r} is not a probe read (reads: {', '.join(READ_NAMES)})")
+    if raw["predictor"] not in raw["reads"]:
+        problems.append(f"{path}: predictor: {raw['predictor']!r} must be one of reads")
+    designs = [str(Path(m["design"])) for m in raw["members"]]
+    if len(set(designs)) != len(designs):
+        problems.append(f"{path}: members: a design is listed twice")
+    if problems:
+        raise StudyError("\n".join(problems))
+    return tuple(members)
+
+
+def load_study(path: str | os.PathLike[str]) -> Study:
+    """The typed, locked study; every problem (schema, lock, members) is named with its file and field."""
+    path = Path(path)
+    raw = _raw(path)
+    sha256 = canonical_sha256(raw)
+    lock_date = _read_lock(path, sha256)
+    members = _members(path, raw)
+    boot = raw["bootstrap"]
+    return Study(
+        path=path,
+        sha256=sha256,
+        lock_date=lock_date,
+        name=str(raw["name"]),
+        description=str(raw["description"]),
+        members=members,
+        predictor=str(raw["predictor"]),
+        reads=tuple(str(r) for r in raw["reads"]),
+        gain=str(raw["gain"]),
+        resamples=int(boot["resamples"]),
+        confidence=float(boot["confidence"]),
+        seed=int(boot["seed"]),
+    )

@@ -1,0 +1,76 @@
+"""A guard is one declaration (:class:`grpo_probe.envs.protocol.Guard`): a toy guard added to the boat's
+spec here is counted, named in the reads and the glossary, and priced by phase 2's reward, with no other
+file changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from grpo_probe.analysis.glossary import glossary
+from grpo_probe.analysis.guards import guard_rates
+from grpo_probe.analysis.reads import GUARDS, read_rows
+from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
+from grpo_probe.envs.boat.spec import boat_spec
+from grpo_probe.envs.protocol import EnvSpec, Guard
+from grpo_probe.phase2.reward import guard_trips, shaped_rewards
+from grpo_probe.prereg.phase2 import penalty_problems
+
+from .rollout_factory import anchor_rows, as_prereg, rollout_row, write_table
+
+TILTED = Guard(
+    "tilted",
+    "final_tilt_deg",
+    ">",
+    "the boat ended more than {threshold:g} degrees from upright",
+    threshold=10.0,
+)
+
+
+def _with_tilted() -> EnvSpec:
+    boat = boat_spec()
+    return dataclasses.replace(boat, guards=(*boat.guards, TILTED))
+
+
+def test_the_boats_guard_names_are_read_off_its_declarations() -> None:
+    assert boat_spec().guard_names == GUARDS
+    assert GUARDS == ("reset_strike", "knocked_off", "not_upright", "away_tail", "swat")
+
+
+def test_a_toy_guard_flows_through_counting_reads_glossary_and_the_phase2_reward(
+    tmp_path: Path, prereg: dict
+) -> None:
+    spec = _with_tilted()
+    tilted = {(0, 0), (1, 2)}  # (seed, draw) of the sampled episodes that end tilted
+    rows = [
+        rollout_row("c1", "ar", "ar", seed, draw, 1.0, final_tilt_deg=20.0 if (seed, draw) in tilted else 1.0)
+        for seed in (0, 1)
+        for draw in range(3)
+    ]
+    probe = read_probe_table(write_table(tmp_path / "probe.parquet", rows), "c1", "ar", "ar", 1, env=spec)
+    anchor = read_anchor_table(
+        write_table(tmp_path / "anchor.parquet", anchor_rows("ar", "ar", {0: 1.0, 1: 1.0})),
+        "ar",
+        "ar",
+        env=spec,
+    )
+    design = as_prereg(prereg)
+    rates = {r.guard: r for r in guard_rates(probe, anchor, design.analysis)}
+    assert list(rates) == [*GUARDS, "tilted"]
+    toy = rates["tilted"]
+    assert (toy.sampled_count, toy.sampled_n, toy.anchor_count, toy.anchor_n) == (2, 6, 0, 2)
+
+    assert {"term": "tilted", "meaning": "the boat ended more than 10 degrees from upright"} in glossary(
+        design, env=spec
+    )
+    assert "sampled_tilted_rate" in [row.read for row in read_rows(spec.guard_names)]
+
+    columns = {"final_tilt_deg": [20.0, 1.0, 12.0]}
+    trips = guard_trips(columns, [TILTED], design.analysis.to_dict())
+    assert trips["tilted"].tolist() == [True, False, True]
+    rewards = shaped_rewards(np.array([5.0, 5.0, 5.0]), trips, {"tilted": 3.0})
+    assert rewards.tolist() == [2.0, 5.0, 2.0]
+    assert penalty_problems({"tilted": 3.0}, spec) == []
+    assert penalty_problems({"tilted": 3.0}, boat_spec()) != []  # the boat without it refuses the key

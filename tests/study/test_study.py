@@ -1,0 +1,153 @@
+"""A registered validation study: its file and lock are checked, and its page ranks the arms' reads
+against their gains, from the members' records alone, with the same bytes every time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from grpo_probe.study.design import StudyError, load_study, lock_study
+from grpo_probe.study.report import build_study_report
+
+from .study_cases import CELLS, loaded, member_design, member_records, study_file
+
+
+@pytest.fixture()
+def members(tmp_path: Path) -> dict[str, Path]:
+    designs = tmp_path / "designs"
+    return {
+        "scene": member_design(designs / "a", "scene_a"),
+        "positive": member_design(designs / "b", "smooth_b"),
+        "negative": member_design(designs / "c", "luck_c"),
+    }
+
+
+def _entries(members: dict[str, Path]) -> list[dict]:
+    roles = {"scene": "subject", "positive": "positive_control", "negative": "negative_control"}
+    return [{"design": str(path), "role": roles[key], "cells": dict(CELLS)} for key, path in members.items()]
+
+
+def test_a_locked_study_loads_and_an_edited_one_is_refused(tmp_path: Path, members: dict[str, Path]) -> None:
+    path = study_file(tmp_path / "study.yaml", _entries(members))
+    with pytest.raises(StudyError, match=r"not locked .*grpo-probe study lock"):
+        load_study(path)
+    lock_study(path)
+    study = load_study(path)
+    assert [m.role for m in study.members] == ["subject", "positive_control", "negative_control"]
+    assert study.members[0].cells == CELLS and study.predictor == "median_choice_std_cm"
+    study_file(path, _entries(members), predictor="chaos_fraction")
+    with pytest.raises(StudyError, match=r"differs from the one locked in .*study\.yaml\.lock"):
+        load_study(path)
+
+
+def test_member_problems_are_named_with_file_and_field(tmp_path: Path, members: dict[str, Path]) -> None:
+    gated = member_design(tmp_path / "g", "gated_g", pilot="gated")
+    entries = _entries(members)
+    entries[0]["cells"] = {"ar": "c3_teacher_ode", "flow_teacher": "no_such_cell"}
+    entries.append({"design": str(gated), "role": "subject", "cells": {"ghost": "c1_ar_t1_0"}})
+    path = study_file(
+        tmp_path / "bad.yaml", entries, predictor="median_group_std_progress_cm", reads=["not_a_read"]
+    )
+    with pytest.raises(StudyError) as caught:
+        lock_study(path)
+    message = str(caught.value)
+    assert "members[0].cells.ar: cell 'c3_teacher_ode' samples arm 'flow_teacher', not 'ar'" in message
+    assert "members[0].cells.flow_teacher:" in message and "no enabled cell 'no_such_cell'" in message
+    assert "members[3].design:" in message and "phase2.pilot: every_arm" in message
+    assert "members[3].cells.ghost:" in message and "has no arm 'ghost'" in message
+    assert "reads[0]: 'not_a_read' is not a probe read" in message
+    assert "predictor: 'median_group_std_progress_cm' must be one of reads" in message
+    assert not Path(f"{path}.lock").exists()
+
+
+def test_a_schema_error_names_the_field(tmp_path: Path, members: dict[str, Path]) -> None:
+    entries = _entries(members)
+    entries[1]["role"] = "control"
+    with pytest.raises(ValueError, match=r"bad\.yaml: members\[1\]\.role"):
+        lock_study(study_file(tmp_path / "bad.yaml", entries))
+
+
+def _records(tmp_path: Path, members: dict[str, Path]) -> tuple[list[Path], list[Path]]:
+    # Subject: the flow arm reads more signal and gains more; positive control: both arms gain, in the
+    # order of their reads; negative control: no signal, no gain.
+    cases = {
+        "scene": (
+            {"ar": 0.4, "flow_teacher": 2.5},
+            {"ar": (0.1, -0.5, 0.7), "flow_teacher": (1.2, 0.2, 2.1)},
+        ),
+        "positive": (
+            {"ar": 1.5, "flow_teacher": 3.0},
+            {"ar": (0.8, 0.1, 1.4), "flow_teacher": (2.0, 1.1, 3.0)},
+        ),
+        "negative": (
+            {"ar": 0.05, "flow_teacher": 0.02},
+            {"ar": (-0.2, -0.9, 0.5), "flow_teacher": (-0.3, -0.7, 0.1)},
+        ),
+    }
+    decisions, phase2s = [], []
+    for key, (choice, gains) in cases.items():
+        reads = {
+            arm: {
+                "median_group_std_progress_cm": value * 1.5,
+                "median_choice_std_cm": value,
+                "chaos_fraction": 0.9 if key == "negative" else 0.05,
+                "mean_progress_delta_cm": -value,
+            }
+            for arm, value in choice.items()
+        }
+        d, p = member_records(tmp_path / "results" / key, loaded(members[key]), reads, gains)
+        decisions.append(d)
+        phase2s.append(p)
+    return decisions, phase2s
+
+
+def test_the_page_ranks_reads_against_gains_and_judges_the_controls(
+    tmp_path: Path, members: dict[str, Path]
+) -> None:
+    path = study_file(tmp_path / "study.yaml", _entries(members))
+    lock_study(path)
+    study = load_study(path)
+    decisions, phase2s = _records(tmp_path, members)
+    out = tmp_path / "out"
+    files = [out / "validation.md", out / "validation.json", out / "arms.parquet", out / "probe_vs_gain.png"]
+    record = build_study_report(study, decisions, phase2s, *files)
+    assert [r["arm"] for r in record["rows"]] == ["ar", "flow_teacher"] * 3
+    primary = next(c for c in record["correlations"] if c["read"] == "median_choice_std_cm")
+    assert primary["n"] == 6 and primary["rho"] == pytest.approx(1.0)
+    assert record["answer"].startswith("Yes, the probe's ordering matches the gains'")
+    controls = " ".join(record["controls"])
+    assert "Positive control smooth_b: the pilot resolved a gain above zero on ar, flow_teacher" in controls
+    assert (
+        "Negative control luck_c: the probe qualified no arm, as it must; the pilot resolved no gain"
+        in controls
+    )
+    table = pq.read_table(files[2]).to_pandas()
+    assert list(table["gain"]) == [0.1, 1.2, 0.8, 2.0, -0.2, -0.3]
+    page = files[0].read_text()
+    assert "![probe read against pilot gain](probe_vs_gain.png)" in page
+    assert "| median_choice_std_cm (the registered predictor) | 6 | +1.00 |" in page
+    first = {f.name: f.read_bytes() for f in files}
+    build_study_report(study, decisions, phase2s, *files)
+    assert {f.name: f.read_bytes() for f in files} == first, "the study's outputs must be byte-identical"
+    assert json.loads(files[1].read_text())["study"]["sha256"] == study.sha256
+
+
+def test_a_member_record_of_another_design_version_is_refused(
+    tmp_path: Path, members: dict[str, Path]
+) -> None:
+    path = study_file(tmp_path / "study.yaml", _entries(members))
+    lock_study(path)
+    study = load_study(path)
+    decisions, phase2s = _records(tmp_path, members)
+    record = json.loads(phase2s[1].read_text())
+    record["design"]["prereg_sha256"] = "0" * 64
+    phase2s[1].write_text(json.dumps(record))
+    with pytest.raises(
+        ValueError, match=r"phase2\.json: written for prereg sha256 0{64}, but .*smooth_b\.yaml"
+    ):
+        build_study_report(
+            study, decisions, phase2s, *(tmp_path / n for n in ("a.md", "a.json", "a.parquet", "a.png"))
+        )
