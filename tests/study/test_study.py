@@ -151,3 +151,22 @@ def test_a_member_record_of_another_design_version_is_refused(
         build_study_report(
             study, decisions, phase2s, *(tmp_path / n for n in ("a.md", "a.json", "a.parquet", "a.png"))
         )
+
+
+def test_an_unmoved_pilot_has_no_gain_to_rank(tmp_path: Path, members: dict[str, Path]) -> None:
+    path = study_file(tmp_path / "study.yaml", _entries(members))
+    lock_study(path)
+    study = load_study(path)
+    decisions, phase2s = _records(tmp_path, members)
+    record = json.loads(phase2s[2].read_text())  # the negative control: the flow pilot did not move it
+    stage = next(s for s in record["stages"] if s["arm"] == "flow_teacher")
+    stage["movement"]["moved"], stage["verdict"] = False, "not tested"
+    stage["eval"]["changes"][0].update(delta=1.3, ci_low=0.5, ci_high=1.9)  # a lucky held-out draw
+    phase2s[2].write_text(json.dumps(record))
+    out = [tmp_path / n for n in ("v.md", "v.json", "v.parquet", "v.png")]
+    result = build_study_report(study, decisions, phase2s, *out)
+    primary = next(c for c in result["correlations"] if c["read"] == "median_choice_std_cm")
+    assert primary["n"] == 5 and primary["rho"] == pytest.approx(1.0)
+    negative = next(line for line in result["controls"] if line.startswith("Negative control"))
+    assert "the pilot resolved no gain, as it must not" in negative
+    assert "did not move flow_teacher, so the held-out change there is the draws' luck" in negative

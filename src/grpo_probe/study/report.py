@@ -133,9 +133,15 @@ def arm_rows(
 
 
 def _correlations(study: Study, rows: Sequence[ArmRow]) -> list[RankCorrelation]:
+    """One rank correlation per read, over the arms whose pilot moved the policy.
+
+    Why only those: the held-out change of a policy the pilot did not move measures the held-out draws'
+    luck, not learning (on a chaotic scene a change below the movement floor still reshuffles outcomes),
+    so an unmoved arm has no gain to rank; the page counts the arms left out.
+    """
     out = []
     for read in study.reads:
-        usable = [r for r in rows if r.reads[read] is not None]
+        usable = [r for r in rows if r.reads[read] is not None and r.moved]
         out.append(
             rank_correlation(
                 read,
@@ -155,8 +161,9 @@ def _controls(rows: Sequence[ArmRow]) -> list[str]:
     for design in dict.fromkeys(r.design for r in rows if r.role != "subject"):
         arms = [r for r in rows if r.design == design]
         role = arms[0].role
+        gained = [r.arm for r in arms if r.pilot_verdict == "held"]
+        unmoved = [r.arm for r in arms if not r.moved]
         if role == "positive_control":
-            gained = [r.arm for r in arms if r.gain_ci_low > 0]
             lines.append(
                 f"Positive control {design}: "
                 + (
@@ -169,7 +176,6 @@ def _controls(rows: Sequence[ArmRow]) -> list[str]:
             )
         else:
             said_yes = [r.arm for r in arms if r.qualifies]
-            gained = [r.arm for r in arms if r.gain_ci_low > 0]
             probe = (
                 f"the probe qualified {', '.join(said_yes)} (it must not)"
                 if said_yes
@@ -181,6 +187,11 @@ def _controls(rows: Sequence[ArmRow]) -> list[str]:
                 else "the pilot resolved no gain, as it must not"
             )
             lines.append(f"Negative control {design}: {probe}; {pilot}.")
+        if unmoved:
+            lines[-1] += (
+                f" The pilot did not move {', '.join(unmoved)}, so the held-out change there is the draws' "
+                'luck, not learning ("not tested"; left out of the rank correlation).'
+            )
     return lines
 
 
@@ -191,8 +202,8 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 def _answer(study: Study, primary: RankCorrelation) -> str:
     if primary.rho is None:
         return (
-            f"Not answered: {primary.n} arm(s) with a {study.predictor} read and a gain leave no ordering to "
-            "compare (it needs three arms and neither column constant)."
+            f"Not answered: {primary.n} arm(s) whose pilot moved the policy, with a {study.predictor} read, "
+            "leave no ordering to compare (it needs three arms and neither column constant)."
         )
     interval = (
         f"{primary.confidence:.0%} interval {_fmt(primary.ci_low)} to {_fmt(primary.ci_high)}"
@@ -309,7 +320,8 @@ def study_markdown(record: Mapping[str, Any]) -> str:
         "## Rank correlation of each read with the gain",
         "",
         f"Spearman's rho over arms, {study['confidence']:.0%} percentile bootstrap over arms "
-        f"({study['resamples']} resamples, seed {study['seed']}); resamples with a constant column have no "
+        f"({study['resamples']} resamples, seed {study['seed']}), over the arms whose pilot moved the policy "
+        "(an unmoved arm's held-out change is luck, not a gain); resamples with a constant column have no "
         "rank correlation and are left out (counted).",
         "",
         "| read | arms | rho | interval | resamples left out |",
