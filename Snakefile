@@ -23,6 +23,14 @@ if "study" in config:
 
     include: "rules/study.smk"
 
+    # The study's page is the default target; defined here, not in the included file, because Snakemake
+    # keeps the default target of the main Snakefile only.
+    rule study:
+        default_target: True
+        input:
+            f"{S}/validation.md",
+        localrule: True
+
 else:
 
     include: "rules/common.smk"

@@ -1,21 +1,13 @@
 # A registered validation study (config `study:`, e.g. prereg/studies/validation.yaml): every member
 # design runs as its own module of this workflow (its rules prefixed with the design's name), each up to
 # its phase-2 pilot on every arm; then one rule puts each arm's probe reads beside its held-out gain.
-# `snakemake study --cores 2 --config study=prereg/studies/validation_smoke.yaml` builds the page.
+# `snakemake --cores 2 --config study=prereg/studies/validation_smoke.yaml` builds the page.
 from grpo_probe.study.design import load_study
 
 STUDY = load_study(config["study"])
 STUDY_RESULTS = config.get("results", "results")
 S = str(STUDY.folder(STUDY_RESULTS))
 MEMBER_CONFIG = {k: v for k, v in config.items() if k != "study"}
-
-
-# The study's page is the default target (the first rule, before the members' modules).
-rule study:
-    default_target: True
-    input:
-        f"{S}/validation.md",
-    localrule: True
 
 
 for member in STUDY.members:
