@@ -39,8 +39,8 @@ OWN_CHECKPOINT_FACTORIES = (None, "grpo_probe.policies.checkpoint:load_policy")
 """Bindings phase 2 can train: this package's checkpoint format (a user adapter's weights it cannot see)."""
 
 
-def _load(prereg_path: PathLike, plan_json: PathLike, arm: str) -> tuple[Prereg, Phase2Plan]:
-    """The prereg and the plan; the plan must be this design's and must train ``arm``."""
+def _design_and_plan(prereg_path: PathLike, plan_json: PathLike) -> tuple[Prereg, Phase2Plan]:
+    """The prereg and the plan; the plan must be this design's (written for its sha256)."""
     prereg = load_prereg(prereg_path)
     plan = read_plan(plan_json)
     if plan.prereg_sha256 != prereg.sha256:
@@ -48,6 +48,12 @@ def _load(prereg_path: PathLike, plan_json: PathLike, arm: str) -> tuple[Prereg,
             f"{plan_json}: written for prereg sha256 {plan.prereg_sha256}, "
             f"but {prereg.path} is {prereg.sha256}"
         )
+    return prereg, plan
+
+
+def _load(prereg_path: PathLike, plan_json: PathLike, arm: str) -> tuple[Prereg, Phase2Plan]:
+    """The prereg and the plan; the plan must be this design's and must train ``arm``."""
+    prereg, plan = _design_and_plan(prereg_path, plan_json)
     plan.stage(arm)
     return prereg, plan
 
@@ -376,13 +382,7 @@ def phase2_report(
     """
     from grpo_probe.phase2.report import build_phase2_report
 
-    prereg = load_prereg(prereg_path)
-    plan = read_plan(plan_json)
-    if plan.prereg_sha256 != prereg.sha256:
-        raise ValueError(
-            f"{plan_json}: written for prereg sha256 {plan.prereg_sha256}, "
-            f"but {prereg.path} is {prereg.sha256}"
-        )
+    prereg, plan = _design_and_plan(prereg_path, plan_json)
     figures = build_phase2_report(
         prereg, plan, decision_json, Path(plan_json).parent, upstream, out_md, out_json, figures_dir
     )

@@ -64,7 +64,7 @@ def verify_study(manifest_path: PathLike, root: PathLike | None = None) -> Study
     """
     root_path = Path(root) if root is not None else Path.cwd()
     manifest = read_manifest(manifest_path)
-    study_rel = manifest.get("extra", {}).get("study_path") or manifest.get("study_path")
+    study_rel = manifest.get("extra", {}).get("study_path")
     if not study_rel:
         raise BrokenLinkError(str(manifest_path), None, "not a study manifest (no study_path)", None, None)
     study = load_study(root_path / study_rel)

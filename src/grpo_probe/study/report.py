@@ -258,21 +258,7 @@ def _figure(study: Study, rows: Sequence[ArmRow], primary: RankCorrelation) -> b
 
 
 def _table(study: Study, rows: Sequence[ArmRow]) -> pa.Table:
-    columns: dict[str, list[Any]] = {
-        "design": [r.design for r in rows],
-        "role": [r.role for r in rows],
-        "arm": [r.arm for r in rows],
-        "head": [r.head for r in rows],
-        "cell": [r.cell for r in rows],
-        **{read: [r.reads[read] for r in rows] for read in study.reads},
-        "qualifies": [r.qualifies for r in rows],
-        "predicted": [r.predicted for r in rows],
-        "gain": [r.gain for r in rows],
-        "gain_ci_low": [r.gain_ci_low for r in rows],
-        "gain_ci_high": [r.gain_ci_high for r in rows],
-        "pilot_verdict": [r.pilot_verdict for r in rows],
-        "moved": [r.moved for r in rows],
-    }
+    """One row per arm: its identity, each registered read, the probe's and the pilot's verdicts."""
     schema = pa.schema(
         [
             *(pa.field(n, pa.string(), nullable=False) for n in ("design", "role", "arm", "head", "cell")),
@@ -284,6 +270,10 @@ def _table(study: Study, rows: Sequence[ArmRow]) -> pa.Table:
             pa.field("moved", pa.bool_(), nullable=False),
         ]
     )
+    columns = {
+        name: [r.reads[name] if name in study.reads else getattr(r, name) for r in rows]
+        for name in schema.names
+    }
     return pa.Table.from_pydict(columns, schema=schema)
 
 
