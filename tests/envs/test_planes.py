@@ -21,12 +21,15 @@ import numpy as np
 import pytest
 import yaml
 
+import session_runs
 from grpo_probe.envs.planes import (
     GOAL_XY,
     LUCK_HALF_EXTENT_M,
     LUCK_ID,
+    LUCK_KEYS,
     SMOOTH_ID,
     STEP_M,
+    LuckPlane,
     PlaneExpert,
     make_luck_plane,
     make_smooth_plane,
@@ -103,17 +106,20 @@ def test_an_expert_episode_is_bit_identical_in_fresh_processes(which: str) -> No
     assert digests == {hashlib.sha256(here.canonical_bytes()).hexdigest()}
 
 
-def test_the_luck_plane_is_the_documented_hash_of_the_executed_bytes() -> None:
-    """Recomputed from the module docstring's recipe: SHA-256 over each tick's two little-endian float32
-    numbers, the digest's first 8 bytes (little-endian) seeding default_rng, a uniform offset from the
-    spawn; and a change of one action's last bit gives a fresh spot from that tick on."""
-    env = make_luck_plane(replans=1, chunk_length=3, executed_actions=3)
+@pytest.mark.parametrize("key", ["actions", "seed_and_actions"])
+def test_the_luck_plane_is_the_documented_hash_of_the_executed_bytes(key: str) -> None:
+    """Recomputed from the module docstring's recipe: SHA-256 over the seed (as a little-endian uint64,
+    with ``key: seed_and_actions``) and each tick's two little-endian float32 numbers, the digest's first
+    8 bytes (little-endian) seeding default_rng, a uniform offset from the spawn; and a change of one
+    action's last bit gives a fresh spot from that tick on."""
+    env = make_luck_plane(key=key, replans=1, chunk_length=3, executed_actions=3)
+    assert env.spec.version == LUCK_KEYS[key]
     chunk = np.array([[0.5, -0.25], [0.125, 1.0], [-1.0, 0.0]], dtype=np.float32)
     env.reset(11)
     env.execute(chunk, 3)
     record = env.record()
     spawn = numpy_generator(tag("plane_spawn"), 11).uniform(-0.02, 0.02, 2)
-    digest = hashlib.sha256()
+    digest = hashlib.sha256((11).to_bytes(8, "little") if key == "seed_and_actions" else b"")
     expected = []
     for action in chunk:
         digest.update(action.astype("<f4").tobytes())
@@ -128,6 +134,43 @@ def test_the_luck_plane_is_the_documented_hash_of_the_executed_bytes() -> None:
     again = env.record()
     assert again.object_x_trace_m[:2] == record.object_x_trace_m[:2]
     assert again.object_x_trace_m[2] != record.object_x_trace_m[2]
+
+
+def _offsets(env: LuckPlane, chunk: np.ndarray, seeds: range) -> set[tuple[float, float]]:
+    """The object's final offset from its spawn on each seed, for the same executed bytes."""
+    out = set()
+    for seed in seeds:
+        env.reset(seed)
+        env.execute(chunk, chunk.shape[0])
+        record = env.record()
+        out.add(
+            (
+                record.object_x_trace_m[-1] - record.object_x_trace_m[0],
+                record.object_y_trace_m[-1] - record.object_y_trace_m[0],
+            )
+        )
+    return out
+
+
+def test_the_seed_keyed_luck_differs_per_seed_for_the_same_bytes() -> None:
+    """The flaw the seed key mends: keyed by the actions alone, one action sequence lands at the same
+    offset on every seed (a lucky sequence learnt on training seeds carries to held-out ones); keyed by
+    the seed as well, each seed draws its own."""
+    chunk = np.full((4, 2), 0.25, dtype=np.float32)
+    seeds = range(3000, 3012)
+    by_actions = _offsets(
+        make_luck_plane(key="actions", replans=1, chunk_length=4, executed_actions=4), chunk, seeds
+    )
+    by_seed = _offsets(
+        make_luck_plane(key="seed_and_actions", replans=1, chunk_length=4, executed_actions=4), chunk, seeds
+    )
+    assert len(by_actions) == 1
+    assert len(by_seed) == len(seeds)
+
+
+def test_an_unknown_luck_key_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"make_luck_plane: env.params.key must be one of"):
+        make_luck_plane(key="seed")
 
 
 # -- the expert -----------------------------------------------------------------------------------------
@@ -173,11 +216,17 @@ def test_the_expert_gains_nothing_on_the_luck_plane() -> None:
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_the_luck_plane_design_reads_chaos_not_signal_in_every_cell(
-    fresh_copy: Path, workflow_tools: Any
+    study_run: Path, workflow_tools: Any
 ) -> None:
     """prereg/luck_plane_smoke.yaml from a fresh copy to decision.md: every cell's chaos fraction near 1,
-    no cell shows signal, and the outcome parks GRPO."""
-    run = workflow_tools.run_design(fresh_copy, DESIGNS["luck"])
+    no cell shows signal, and the outcome parks GRPO. Read from the suite's tiny study, whose luck member
+    is this design with a shorter pilot (tests/session_runs.py: the probe's part is the same)."""
+    run = study_run / "results" / session_runs.tiny_member(DESIGNS["luck"])
+    registered = _design("luck")
+    tiny = yaml.safe_load((study_run / "prereg" / f"{run.name}.yaml").read_text())
+    assert {k: v for k, v in tiny.items() if k not in ("name", "phase2", "amendments")} == {
+        k: v for k, v in registered.items() if k not in ("name", "phase2", "amendments")
+    }
     decision = json.loads((run / "decision.json").read_text())
     assert decision["env"]["id"] == LUCK_ID
     assert decision["outcome"]["kind"] == "park"

@@ -15,12 +15,20 @@ differ only in how an action moves the object:
   executed action (a 1e-3 nudge as much as another draw's choice) gives a fresh, unrelated draw, so the
   chaos fraction is near 1 and no policy can do better than luck.
 
-The luck plane's key, exactly: a SHA-256 hash is started at reset; each tick it is updated with that
-tick's action as two little-endian float32 numbers (8 bytes, the values the engine executes); the first 8
-bytes of the digest so far, read as a little-endian unsigned integer, seed NumPy's ``default_rng``
-(PCG64), whose ``uniform(-LUCK_HALF_EXTENT_M, LUCK_HALF_EXTENT_M, 2)`` is the object's offset from its
-spawn after that tick. So an episode is a pure function of the seed and the executed bytes, on any
-machine.
+The luck plane's key, exactly: a SHA-256 hash is started at reset, fed first with the seed as a
+little-endian unsigned 64-bit integer when ``env.params.key`` is ``seed_and_actions``; each tick it is
+updated with that tick's action as two little-endian float32 numbers (8 bytes, the values the engine
+executes); the first 8 bytes of the digest so far, read as a little-endian unsigned integer, seed NumPy's
+``default_rng`` (PCG64), whose ``uniform(-LUCK_HALF_EXTENT_M, LUCK_HALF_EXTENT_M, 2)`` is the object's
+offset from its spawn after that tick. So an episode is a pure function of the seed and the executed
+bytes, on any machine.
+
+Why the seed is in the key: with ``key: actions`` (the first registration's key, kept so that its results
+rebuild) a policy that executes the same bytes on every seed, as a greedy AR head whose tokens do not
+depend on the observation does, draws the same luck on every seed. GRPO can then learn one lucky action
+sequence on its training seeds that carries to held-out seeds: the luck is learnable, and the control is
+no control (its AR pilot read "held" at +4.05 cm on 12 held-out seeds). Keyed by the seed as well, a
+held-out seed's luck is unrelated to any training seed's, whatever the policy executes.
 
 Both scenes spawn the object uniformly within ``SPAWN_HALF_EXTENT_M`` of the origin (keyed by the seed)
 with the goal at ``GOAL_XY``, 15 cm away along x. Each offers a scripted expert (``env.expert(noise)``,
@@ -49,6 +57,7 @@ __all__ = [
     "GOAL_XY",
     "LUCK_HALF_EXTENT_M",
     "LUCK_ID",
+    "LUCK_KEYS",
     "OBS_DIM",
     "REPLANS",
     "SMOOTH_ID",
@@ -84,6 +93,9 @@ ENGAGED_M = 1e-3
 """Engagement: the object moved more than this from its spawn."""
 NOISE_KNOTS = 4
 """The expert's noise: this many keyed control points per dimension, interpolated over the chunk."""
+
+LUCK_KEYS = {"actions": "luck/1", "seed_and_actions": "luck/2"}
+"""What may key the luck plane (``env.params.key``), with the scene version each gives."""
 
 SMOOTH_ID = "grpo_probe.envs.planes:make_smooth_plane"
 LUCK_ID = "grpo_probe.envs.planes:make_luck_plane"
@@ -295,11 +307,14 @@ class LuckPlane(_Plane):
     """Each tick the object lands where a generator keyed by the bytes of every executed action says
     (the key is spelled out in the module docstring)."""
 
-    def __init__(self, replans: int, chunk_length: int, executed_actions: int) -> None:
-        super().__init__(LUCK_ID, "luck/1", replans, chunk_length, executed_actions)
+    def __init__(self, key: str, replans: int, chunk_length: int, executed_actions: int) -> None:
+        super().__init__(LUCK_ID, LUCK_KEYS[key], replans, chunk_length, executed_actions)
+        self.key = key
 
     def _start(self) -> None:
         self._hash = hashlib.sha256()
+        if self.key == "seed_and_actions":
+            self._hash.update(int(self._seed).to_bytes(8, "little"))
 
     def _move(self, action: np.ndarray) -> np.ndarray:
         self._hash.update(np.ascontiguousarray(action, dtype="<f4").tobytes())
@@ -323,8 +338,18 @@ def make_smooth_plane(
 
 
 def make_luck_plane(
-    replans: int = REPLANS, chunk_length: int = CHUNK_LENGTH, executed_actions: int = EXECUTED_ACTIONS
+    key: str = "actions",
+    replans: int = REPLANS,
+    chunk_length: int = CHUNK_LENGTH,
+    executed_actions: int = EXECUTED_ACTIONS,
 ) -> LuckPlane:
-    """The luck plane (``env.params``: the chunk geometry; no state perturbation: its spawn is beside the
-    point, every tick's position is luck)."""
-    return LuckPlane(replans, chunk_length, executed_actions)
+    """The luck plane (``env.params``: what keys the luck, and the chunk geometry; no state perturbation:
+    its spawn is beside the point, every tick's position is luck).
+
+    ``key``: ``seed_and_actions`` for a negative control; ``actions`` (the default, so that the first
+    registration rebuilds as it ran) lets a policy that executes the same bytes on every seed learn luck
+    that carries to held-out seeds (the module docstring says how).
+    """
+    if key not in LUCK_KEYS:
+        raise ValueError(f"{LUCK_ID}: env.params.key must be one of {sorted(LUCK_KEYS)}, got {key!r}")
+    return LuckPlane(key, replans, chunk_length, executed_actions)
