@@ -170,3 +170,24 @@ def test_an_unmoved_pilot_has_no_gain_to_rank(tmp_path: Path, members: dict[str,
     negative = next(line for line in result["controls"] if line.startswith("Negative control"))
     assert "the pilot resolved no gain, as it must not" in negative
     assert "did not move flow_teacher, so the held-out change there is the draws' luck" in negative
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "prereg/studies").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_registered_study_loads_locked_with_every_arm_piloted(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The studies under prereg/studies/ match their locks, and so does every member design (each loads
+    through its own lock), each piloting every arm; the validation study has its two subjects and both
+    controls."""
+    monkeypatch.chdir(REPO)  # members are named relative to the workflow's folder
+    study = load_study(path.relative_to(REPO))
+    assert all(m.design.phase2 is not None and m.design.phase2.pilot == "every_arm" for m in study.members)
+    roles = sorted(m.role for m in study.members)
+    assert {"positive_control", "negative_control"} <= set(roles)
+    if study.name == "validation":
+        assert roles == ["negative_control", "positive_control", "subject", "subject"]
+        luck = next(m.design for m in study.members if m.role == "negative_control")
+        assert luck.env.params_dict()["key"] == "seed_and_actions"
