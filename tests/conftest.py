@@ -26,14 +26,12 @@ import session_runs
 import workflow_copies
 
 LONGEST_FIRST = (
-    # a minute or more each, without the shared smoke run: they run while it runs in the background
-    "study/test_study_workflow.py",
+    # a minute or more each, without a shared run: they run while the shared runs run in the background
     "e2e/test_vision_workflow.py",
     "e2e/test_user_code_in_dag.py",
     "e2e/test_pusher_workflow.py",
     "envs/test_point_maze_workflow.py",
     "envs/test_reacher.py",
-    "envs/test_planes.py",
     # a minute or more each, reading the shared smoke run
     "e2e/test_generated_unit_tests.py",
     "e2e/test_installed_package.py",
@@ -44,11 +42,14 @@ LONGEST_FIRST = (
     "e2e/test_example_adapter.py",
     "e2e/test_bring_your_own_checkpoint.py",
     "slurm/test_slurm_workflow.py",
+    # reading the shared tiny study, which takes longest of the shared runs
+    "study/test_study_workflow.py",
+    "envs/test_planes.py",
 )
 """Test files that take a minute or more (the slowest in ``--durations`` of a whole suite, and the
-whole-design runs added since): first those that do not read the shared smoke run, which starts in the
-background meanwhile, then those that do, longest first in each group. The other slow-marked files
-follow, then the rest, each group in collection order."""
+whole-design runs added since), or that wait for a shared run: first those that read none, while the
+shared runs run in the background, then the smoke run's readers, longest first, then the tiny study's.
+The other slow-marked files follow, then the rest, each group in collection order."""
 
 _TESTS = Path(__file__).parent
 
@@ -72,8 +73,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _background_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Start the shared smoke run, and the SLURM set-up and run, in the background when any collected
-    test reads them (the SLURM ones only when asked: tests/slurm/conftest.py)."""
+    """Start the shared smoke run, the tiny study, and the SLURM set-up and run, in the background when
+    any collected test reads them (the SLURM ones only when asked: tests/slurm/conftest.py)."""
     root = session_runs.session_root(tmp_path_factory.getbasetemp())
     slurm = session_runs.slurm_asked()  # the SLURM tests skip when not asked: they start nothing
     used = {
@@ -86,6 +87,8 @@ def _background_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
         session_runs.start_smoke_run(root)
     if "smoke_runs" in used:
         session_runs.start_slurm_run(root)
+    if "study_run" in used:
+        session_runs.start_study_run(root)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -105,6 +108,15 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The repo copy in which the smoke workflow ran to decision.md; read only (damage a copy)."""
     try:
         return session_runs.shared_smoke_run(session_runs.session_root(tmp_path_factory.getbasetemp()))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def study_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repo copy in which the suite's tiny validation study ran (tests/session_runs.py); read only."""
+    try:
+        return session_runs.shared_study_run(session_runs.session_root(tmp_path_factory.getbasetemp()))
     except RuntimeError as exc:
         pytest.fail(str(exc))
 

@@ -173,6 +173,90 @@ def smoke_run_log(run: Path) -> Path:
     return run.parent / "log"
 
 
+STUDY_TIMEOUT_S = 1800
+"""Longest the shared tiny study may take (about 4 minutes alone)."""
+
+TINY_STUDY = "prereg/studies/validation_tiny.yaml"
+"""The study the suite runs, written into the copy by :func:`write_tiny_study`."""
+
+TINY_PHASE2 = {
+    "train_seeds": {"first": 2000, "count": 2},
+    "eval_seeds": {"first": 3000, "count": 3},
+    "iterations": 1,
+    "seeds_per_iteration": 2,
+    "rollouts_per_seed": 2,
+}
+"""The tiny study's pilot budget: one GRPO iteration of 2 seeds x K = 2, 3 held-out seeds."""
+
+
+def tiny_member(design: str) -> str:
+    """The name of the tiny study's copy of a registered member design (``luck_plane_smoke`` ->
+    ``luck_plane_tiny``)."""
+    return design.removesuffix("_smoke") + "_tiny"
+
+
+def write_tiny_study(workdir: Path) -> Path:
+    """Write and lock, in ``workdir``, the registered tiny study (prereg/studies/validation_smoke.yaml)
+    with each member's pilot cut to ``TINY_PHASE2``; its path.
+
+    Why a copy: the registered study pilots each of its four arms for 6 iterations on 12 held-out seeds
+    (its members' amendment 1), twelve minutes on 2 cores. The suite tests the study's machinery, which
+    one iteration exercises as well. Everything else of each member is its registered content, so the
+    members' probe reads are the registered designs' own numbers (tests/envs/test_planes.py reads the
+    luck plane's from here).
+    """
+    from grpo_probe.prereg import lock_prereg
+    from grpo_probe.study.design import lock_study
+
+    study = yaml.safe_load((workdir / "prereg/studies/validation_smoke.yaml").read_text())
+    for member in study["members"]:
+        raw = yaml.safe_load((workdir / member["design"]).read_text())
+        name = tiny_member(raw["name"])
+        raw.update(name=name, amendments=[])
+        raw["phase2"].update(TINY_PHASE2)
+        path = workdir / "prereg" / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+        lock_prereg(path)
+        member["design"] = f"prereg/{name}.yaml"
+    study["name"] = "validation_tiny"
+    path = workdir / TINY_STUDY
+    path.write_text(yaml.safe_dump(study, sort_keys=False))
+    with contextlib.chdir(workdir):  # member designs are named relative to the workflow's folder
+        lock_study(TINY_STUDY)
+    return path
+
+
+def _study_folder(root: Path) -> Path:
+    return root / "shared-study-run"
+
+
+def _write_study_copy(workdir: Path) -> None:
+    copy_repo(workdir)
+    write_tiny_study(workdir)
+
+
+def start_study_run(root: Path) -> None:
+    """Start the session's tiny study run (``TINY_STUDY``) in a clean copy, unless it was started."""
+    folder = _study_folder(root)
+    command = ["timeout", "-k", "10", str(STUDY_TIMEOUT_S), sys.executable, "-m", "snakemake"]
+    start(
+        folder,
+        [*command, "--cores", "2", "--config", f"study={TINY_STUDY}"],
+        cwd=folder / "repo",
+        prepare=lambda: _write_study_copy(folder / "repo"),
+    )
+
+
+def shared_study_run(root: Path) -> Path:
+    """The repo copy in which the tiny study ran to its page, once per test session (read only)."""
+    start_study_run(root)
+    folder = _study_folder(root)
+    rc, log = wait(folder, STUDY_TIMEOUT_S + 60)
+    if rc != 0:
+        raise RuntimeError(f"the tiny study failed (exit status {rc}):\n{log[-6000:]}")
+    return folder / "repo"
+
+
 REPO = Path(__file__).resolve().parents[1]
 START_SLURM = REPO / "tools" / "slurm" / "start-slurm.sh"
 SLURM_OPT_IN = "GRPO_PROBE_SLURM"

@@ -12,9 +12,13 @@ from grpo_probe.rollout import (
     EpisodeSpec,
     PolicySource,
     RolloutPool,
+    engine,
     group_table,
+    run_group,
+    run_in_process,
     run_lockstep,
     run_sequential,
+    worker_count,
 )
 from grpo_probe.rollout.engine import single_torch_thread
 from grpo_probe.rollout.table import table_bytes
@@ -46,6 +50,30 @@ def test_parallel_rollouts_match_sequential_bytes_for_keyed_test_policies(
     parallel = pool.run(job, envs_per_worker=4)  # batches of 4 cut across seed groups
     _assert_same_episodes(sequential, parallel)
     assert table_bytes(group_table(job, sequential)) == table_bytes(group_table(job, parallel))
+
+
+@pytest.mark.parametrize(("head", "mode"), HEAD_MODES, ids=IDS)
+def test_a_job_of_one_task_runs_in_process_with_the_parallel_bytes(
+    pool: RolloutPool, head: str, mode: SamplingMode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job of one task starts no worker (run_group runs it in process) and writes the bytes the
+    workers and the sequential path write; with tasks to share, no more workers start than tasks."""
+    job = make_job(keyed_source(head), mode, seeds=(0, 1, 2), draws=2)
+    parallel = pool.run(job, envs_per_worker=4)
+    started: list[int] = []
+
+    def no_pool(workers: int, **_: object) -> None:
+        started.append(workers)
+        raise AssertionError("a job of one task started worker processes")
+
+    monkeypatch.setattr(engine, "RolloutPool", no_pool)
+    in_process = run_group(job, workers=2, envs_per_worker=8)  # 6 episodes: one task
+    _assert_same_episodes(parallel, in_process)
+    _assert_same_episodes(run_sequential(job), run_in_process(job, envs_per_worker=4))
+    assert table_bytes(group_table(job, in_process)) == table_bytes(group_table(job, parallel))
+    assert started == []
+    assert [worker_count(n, 2, 8) for n in (1, 8, 9, 16, 40)] == [0, 0, 2, 2, 2]
+    assert [worker_count(n, 4, 8) for n in (9, 17, 40)] == [2, 3, 4]
 
 
 @pytest.mark.parametrize(("head", "mode"), HEAD_MODES, ids=IDS)

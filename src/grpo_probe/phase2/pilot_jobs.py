@@ -237,7 +237,7 @@ def phase2_train(
         write_iteration_table,
     )
     from grpo_probe.phase2.trainer import IterationOutput, deterministic_torch, metrics_table, train_loop
-    from grpo_probe.rollout import RolloutPool
+    from grpo_probe.rollout import RolloutPool, worker_count
 
     prereg, _ = _load(prereg_path, plan_json, arm)
     phase2 = _registered(prereg)
@@ -253,7 +253,9 @@ def phase2_train(
     def read(path: Path) -> tuple[Any, Any]:
         return read_batch(path, prereg.run_key), read_iteration_table(path, schema)
 
-    pool = RolloutPool(workers) if workers > 0 and phase2.iterations > 1 else None
+    # one pool for every iteration's rollouts, when they are more than one task (engine.worker_count)
+    started = worker_count(phase2.seeds_per_iteration * phase2.rollouts_per_seed, workers)
+    pool = RolloutPool(started) if started > 0 and phase2.iterations > 1 else None
 
     def rollouts(iteration: int, theta: Path) -> None:
         table = run_iteration(prereg, arm, theta, iteration, pool=pool)
@@ -336,12 +338,13 @@ def phase2_eval(
     from grpo_probe.phase2.evaluate import evaluate_checkpoint
     from grpo_probe.phase2.movement import policy_movement
     from grpo_probe.phase2.rollouts import read_batch
-    from grpo_probe.rollout import RolloutPool
+    from grpo_probe.rollout import RolloutPool, worker_count
 
     prereg, _ = _load(prereg_path, plan_json, arm)
     phase2 = _registered(prereg)
     initial = _initial_checkpoint(source, checkpoint, arm)
-    with RolloutPool(workers) if workers > 0 else contextlib.nullcontext() as pool:
+    started = worker_count(len(phase2.eval_seeds), workers)
+    with RolloutPool(started) if started > 0 else contextlib.nullcontext() as pool:
         kwargs = {"device": device, "pool": pool}
         held_out = evaluate_checkpoint(prereg, arm, initial, "initial", initial_table, **kwargs)
         evaluate_checkpoint(prereg, arm, final_checkpoint, "final", final_table, **kwargs)

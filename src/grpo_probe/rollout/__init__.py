@@ -8,9 +8,11 @@ from grpo_probe.rollout.engine import (
     RolloutWorkerError,
     group_table,
     run_group,
+    run_in_process,
     run_lockstep,
     run_parallel,
     run_sequential,
+    worker_count,
 )
 from grpo_probe.rollout.oracles import (
     OracleMismatchError,
@@ -44,11 +46,13 @@ __all__ = [
     "resolve_device",
     "run_draw0_oracle",
     "run_group",
+    "run_in_process",
     "run_lockstep",
     "run_parallel",
     "run_parallel_oracle",
     "run_replay_oracle",
     "run_sequential",
+    "worker_count",
     "write_rollout_table",
     "write_shard",
 ]

@@ -58,11 +58,13 @@ __all__ = [
     "group_table",
     "mean_timing",
     "run_group",
+    "run_in_process",
     "run_lockstep",
     "run_parallel",
     "run_sequential",
     "single_torch_thread",
     "total_gpu_seconds",
+    "worker_count",
 ]
 
 DEFAULT_ENVS_PER_WORKER = 8
@@ -584,6 +586,51 @@ def run_parallel(
         return pool.run(job, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
 
 
+def run_in_process(
+    job: GroupJob,
+    *,
+    envs_per_worker: int = DEFAULT_ENVS_PER_WORKER,
+    hook: ChunkHook | None = None,
+    progress: RolloutProgress | None = None,
+) -> list[EpisodeResult]:
+    """The parallel path's tasks (``envs_per_worker`` lockstep envs each), run one after another in this
+    process, as a worker runs them; results sorted.
+
+    Why: a worker process pays for starting Python, importing torch and building the policy (seconds)
+    before its first episode, which a job of one task (a small design's shard: a few seeds x K) never
+    earns back. The bytes are those of the parallel and the sequential path (the parallel oracle's
+    guarantee), so where a job runs is a matter of cost only.
+    """
+    if job.envs_per_worker is not None:
+        envs_per_worker = job.envs_per_worker
+    specs = job.episodes()
+    results: list[EpisodeResult] = []
+    with single_torch_thread():
+        policy = job.source.build()
+        envs = [make_env(job.env) for _ in range(min(envs_per_worker, len(specs)))]
+        for start in range(0, len(specs), envs_per_worker):
+            batch = specs[start : start + envs_per_worker]
+            results.extend(
+                run_lockstep(
+                    policy,
+                    envs[: len(batch)],
+                    batch,
+                    run_key=job.run_key,
+                    mode=job.mode,
+                    hook=hook,
+                    device=job.source.device,
+                    where=job.env.where,
+                    observation=job.observation,
+                    inputs=job.inputs,
+                    replay=job.replay,
+                )
+            )
+            if progress is not None:
+                progress.update(len(batch))
+    results.sort(key=lambda r: r.spec)
+    return results
+
+
 def run_group(
     job: GroupJob,
     *,
@@ -593,12 +640,25 @@ def run_group(
     hook: ChunkHook | None = None,
     progress: RolloutProgress | None = None,
 ) -> list[EpisodeResult]:
-    """Run ``job`` on ``pool`` if given, else sequentially (``workers == 0``) or on ``workers`` processes."""
+    """Run ``job`` on ``pool`` if given, else sequentially (``workers == 0``) or on up to ``workers``
+    processes: no more than the job has tasks, and none when it has one task (:func:`run_in_process`)."""
     if pool is not None:
         return pool.run(job, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
     if workers == 0:
         return run_sequential(job, hook=hook, progress=progress)
-    return run_parallel(job, workers=workers, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
+    per_task = job.envs_per_worker if job.envs_per_worker is not None else envs_per_worker
+    started = worker_count(len(job.episodes()), workers, per_task)
+    if started == 0:
+        return run_in_process(job, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
+    return run_parallel(job, workers=started, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
+
+
+def worker_count(episodes: int, workers: int, envs_per_worker: int = DEFAULT_ENVS_PER_WORKER) -> int:
+    """Worker processes worth starting for ``episodes`` run in tasks of ``envs_per_worker``: at most
+    ``workers`` and one per task, and none for a single task, which runs in process
+    (:func:`run_in_process` says why)."""
+    tasks = -(-episodes // envs_per_worker)
+    return 0 if tasks <= 1 else min(workers, tasks)
 
 
 def group_table(job: GroupJob, results: Sequence[EpisodeResult]) -> pa.Table:

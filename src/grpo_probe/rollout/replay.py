@@ -29,7 +29,14 @@ import pyarrow as pa
 from grpo_probe.atomic_io import atomic_path
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.prereg.replay import ReplaySection
-from grpo_probe.rollout.engine import GroupJob, RolloutPool, group_table, run_group
+from grpo_probe.rollout.engine import (
+    DEFAULT_ENVS_PER_WORKER,
+    GroupJob,
+    RolloutPool,
+    group_table,
+    run_group,
+    worker_count,
+)
 from grpo_probe.rollout.perturb import Replay
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.shards import remove_stale_temps
@@ -156,10 +163,13 @@ def write_replay_shard(
     try:
         with ExitStack() as stack:
             active = pool
-            if active is None and workers > 0:
-                active = stack.enter_context(RolloutPool(workers))
+            per_task = job.envs_per_worker if job.envs_per_worker is not None else DEFAULT_ENVS_PER_WORKER
+            started = worker_count(len(job.episodes()), workers, per_task)
+            if active is None and started > 0:
+                active = stack.enter_context(RolloutPool(started))
             for replay in replays:
-                results = run_group(job.replace(replay=replay), pool=active, progress=progress)
+                replayed = job.replace(replay=replay)
+                results = run_group(replayed, workers=workers, pool=active, progress=progress)
                 runs.append((replay, results))
                 gpu.extend(r.timing.gpu_s for r in results)
     finally:
