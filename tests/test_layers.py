@@ -32,13 +32,29 @@ def loaded_after(statement: str) -> set[str]:
     [
         ("import grpo_probe.policies.checkpoint", "grpo_probe.policies.checkpoint"),
         ("from grpo_probe.policies import load_policy", "grpo_probe.policies.checkpoint"),
-        ("import grpo_probe.rollout", "grpo_probe.rollout.engine"),
+        ("from grpo_probe.rollout import run_group", "grpo_probe.rollout.engine"),
     ],
 )
 def test_loading_a_policy_for_inference_does_not_import_the_trainer(statement: str, reader: str) -> None:
     loaded = loaded_after(statement)
     assert reader in loaded
     assert "grpo_probe.policies.train" not in loaded
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from grpo_probe.rollout import merge_shards, read_rollout_table",
+        "import grpo_probe.analysis.report",
+        "from grpo_probe.rollout.replay import read_replay_table",
+    ],
+)
+def test_the_jobs_that_read_tables_load_without_torch(statement: str) -> None:
+    """A cell's join and the decision read rollout tables and run no episode: importing torch would cost
+    each of them more than its work (rollout/__init__.py imports its names lazily)."""
+    loaded = loaded_after(statement)
+    assert "torch" not in loaded
+    assert "grpo_probe.rollout.engine" not in loaded
 
 
 def test_the_policy_protocol_loads_without_torch() -> None:

@@ -17,8 +17,22 @@ from grpo_probe.provenance import file_sha256
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
+def _has_torch(pid: int) -> bool:
+    """Whether the process has mapped libtorch (it is building the policy or running episodes)."""
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text(errors="replace")
+    except OSError:
+        return False
+
+
 def _rollouts_running(proc: subprocess.Popen[str], workflow_tools, timeout: float = 120) -> dict[int, str]:
-    """Wait until the probe job's script and at least one rollout worker process are alive."""
+    """Wait until the probe job's script has loaded torch; its processes, rollout workers included.
+
+    The smoke's shard (2 seeds x K = 2) is one task of lockstep envs, which the job runs in its own
+    process (``rollout.run_in_process``): from the moment torch is loaded until the table is written it
+    is importing torch, building the policy or running episodes, seconds in all. A larger shard also
+    runs on worker processes, which are returned too.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -26,11 +40,11 @@ def _rollouts_running(proc: subprocess.Popen[str], workflow_tools, timeout: floa
         running = workflow_tools.session_processes(proc.pid)
         script = {pid: cmd for pid, cmd in running.items() if "probe.py" in cmd}
         workers = {pid: cmd for pid, cmd in running.items() if "multiprocessing.spawn" in cmd}
-        if script and workers:
+        if script and any(_has_torch(pid) for pid in script):
             return {**script, **workers}
-        time.sleep(0.05)
+        time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
-    pytest.fail("the probe job's rollout workers never started")
+    pytest.fail("the probe job never loaded torch")
 
 
 def _start_shard(run: Path, workflow_tools) -> tuple[subprocess.Popen[str], str]:

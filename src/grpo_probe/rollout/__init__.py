@@ -1,31 +1,85 @@
-"""Rollouts of the probe: the group runner (sequential and parallel paths), shards and the two oracles."""
+"""Rollouts of the probe: the group runner (sequential and parallel paths), shards and the two oracles.
 
-from grpo_probe.rollout.engine import (
-    DEFAULT_ENVS_PER_WORKER,
-    ChunkHook,
-    GroupJob,
-    RolloutPool,
-    RolloutWorkerError,
-    group_table,
-    run_group,
-    run_in_process,
-    run_lockstep,
-    run_parallel,
-    run_sequential,
-    worker_count,
-)
-from grpo_probe.rollout.oracles import (
-    OracleMismatchError,
-    anchor_mode,
-    run_draw0_oracle,
-    run_parallel_oracle,
-    run_replay_oracle,
-)
-from grpo_probe.rollout.perturb import Replay
-from grpo_probe.rollout.policy_source import PolicySource, resolve_device
-from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec
-from grpo_probe.rollout.shards import merge_shards, write_shard
-from grpo_probe.rollout.table import ROLLOUT_SCHEMA, read_rollout_table, write_rollout_table
+Why lazy (PEP 562): the rollout engine imports torch, which costs a job seconds, and the jobs that only
+read rollout tables (a cell's join, the decision, phase 2's report) import this package for
+``merge_shards`` or ``read_rollout_table``. A name is imported from its module the first time it is
+read, so such a job never loads torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grpo_probe.rollout.engine import (
+        DEFAULT_ENVS_PER_WORKER,
+        ChunkHook,
+        GroupJob,
+        RolloutPool,
+        RolloutWorkerError,
+        group_table,
+        run_group,
+        run_in_process,
+        run_lockstep,
+        run_parallel,
+        run_sequential,
+        worker_count,
+    )
+    from grpo_probe.rollout.merge import merge_shards
+    from grpo_probe.rollout.oracles import (
+        OracleMismatchError,
+        anchor_mode,
+        run_draw0_oracle,
+        run_parallel_oracle,
+        run_replay_oracle,
+    )
+    from grpo_probe.rollout.perturb import Replay
+    from grpo_probe.rollout.policy_source import PolicySource, resolve_device
+    from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec
+    from grpo_probe.rollout.shards import write_shard
+    from grpo_probe.rollout.table import ROLLOUT_SCHEMA, read_rollout_table, write_rollout_table
+
+_WHERE: dict[str, str] = {
+    "DEFAULT_ENVS_PER_WORKER": "grpo_probe.rollout.engine",
+    "ChunkHook": "grpo_probe.rollout.engine",
+    "GroupJob": "grpo_probe.rollout.engine",
+    "RolloutPool": "grpo_probe.rollout.engine",
+    "RolloutWorkerError": "grpo_probe.rollout.engine",
+    "group_table": "grpo_probe.rollout.engine",
+    "run_group": "grpo_probe.rollout.engine",
+    "run_in_process": "grpo_probe.rollout.engine",
+    "run_lockstep": "grpo_probe.rollout.engine",
+    "run_parallel": "grpo_probe.rollout.engine",
+    "run_sequential": "grpo_probe.rollout.engine",
+    "worker_count": "grpo_probe.rollout.engine",
+    "OracleMismatchError": "grpo_probe.rollout.oracles",
+    "anchor_mode": "grpo_probe.rollout.oracles",
+    "run_draw0_oracle": "grpo_probe.rollout.oracles",
+    "run_parallel_oracle": "grpo_probe.rollout.oracles",
+    "run_replay_oracle": "grpo_probe.rollout.oracles",
+    "Replay": "grpo_probe.rollout.perturb",
+    "PolicySource": "grpo_probe.rollout.policy_source",
+    "resolve_device": "grpo_probe.rollout.policy_source",
+    "EpisodeResult": "grpo_probe.rollout.results",
+    "EpisodeSpec": "grpo_probe.rollout.results",
+    "merge_shards": "grpo_probe.rollout.merge",
+    "write_shard": "grpo_probe.rollout.shards",
+    "ROLLOUT_SCHEMA": "grpo_probe.rollout.table",
+    "read_rollout_table": "grpo_probe.rollout.table",
+    "write_rollout_table": "grpo_probe.rollout.table",
+}
+"""Each exported name and the module it is imported from on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later reads skip this function
+    return value
+
 
 __all__ = [
     "DEFAULT_ENVS_PER_WORKER",

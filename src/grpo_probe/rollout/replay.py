@@ -22,25 +22,20 @@ from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from grpo_probe.atomic_io import atomic_path
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.prereg.replay import ReplaySection
-from grpo_probe.rollout.engine import (
-    DEFAULT_ENVS_PER_WORKER,
-    GroupJob,
-    RolloutPool,
-    group_table,
-    run_group,
-    worker_count,
-)
 from grpo_probe.rollout.perturb import Replay
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.shards import remove_stale_temps
 from grpo_probe.rollout.table import read_rollout_table, rollout_schema, table_bytes
+
+if TYPE_CHECKING:  # the engine imports torch: only the functions that run episodes import it
+    from grpo_probe.rollout.engine import GroupJob, RolloutPool
 
 __all__ = [
     "REPLAY_COLUMNS",
@@ -102,6 +97,8 @@ def replay_table(
 ) -> pa.Table:
     """The replay rows of ``runs`` ((replay, its results) pairs), each with its divergence from the draw
     of the same (seed, draw) in ``originals`` (the probe rows); a draw missing there is an error."""
+    from grpo_probe.rollout.engine import group_table
+
     by_key = {(row["seed"], row["draw"]): row for row in originals.to_pylist()}
     rows = []
     for replay, results in runs:
@@ -151,6 +148,8 @@ def write_replay_shard(
     ``originals_path`` is the shard's probe table; its rows are the draws the replays are measured
     against. The workflow runs it only for shards that hold a replayed seed.
     """
+    from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, RolloutPool, run_group, worker_count
+
     remove_stale_temps(path)
     schema = rollout_schema(job.spec.episode_schema)
     originals = read_rollout_table(originals_path, schema=schema)
