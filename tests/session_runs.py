@@ -161,10 +161,15 @@ def shared_smoke_run(root: Path) -> Path:
     if given:
         return Path(given).resolve()
     start_smoke_run(root)
-    folder = _smoke_folder(root)
-    rc, log = wait(folder, SMOKE_TIMEOUT_S + 60)
+    return finished(_smoke_folder(root), SMOKE_TIMEOUT_S + 60, "smoke workflow")
+
+
+def finished(folder: Path, timeout_s: float, what: str) -> Path:
+    """Wait for the run of ``folder``; its copy, ``repo/``, when it succeeded (else RuntimeError with the
+    end of its log, naming ``what``)."""
+    rc, log = wait(folder, timeout_s)
     if rc != 0:
-        raise RuntimeError(f"smoke workflow failed (exit status {rc}):\n{log[-6000:]}")
+        raise RuntimeError(f"{what} failed (exit status {rc}):\n{log[-6000:]}")
     return folder / "repo"
 
 
@@ -250,11 +255,7 @@ def start_study_run(root: Path) -> None:
 def shared_study_run(root: Path) -> Path:
     """The repo copy in which the tiny study ran to its page, once per test session (read only)."""
     start_study_run(root)
-    folder = _study_folder(root)
-    rc, log = wait(folder, STUDY_TIMEOUT_S + 60)
-    if rc != 0:
-        raise RuntimeError(f"the tiny study failed (exit status {rc}):\n{log[-6000:]}")
-    return folder / "repo"
+    return finished(_study_folder(root), STUDY_TIMEOUT_S + 60, "the tiny study")
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -357,7 +358,4 @@ def bound_smoke_run(root: Path, smoke_run: Path) -> Path:
         cwd=workdir,
         prepare=lambda: _write_bound_copy(workdir, smoke_run),
     )
-    rc, log = wait(folder, SMOKE_TIMEOUT_S + 60)
-    if rc != 0:
-        raise RuntimeError(f"the bound smoke run failed (exit status {rc}):\n{log[-6000:]}")
-    return workdir
+    return finished(folder, SMOKE_TIMEOUT_S + 60, "the bound smoke run")

@@ -74,6 +74,7 @@ def test_a_job_of_one_task_runs_in_process_with_the_parallel_bytes(
     assert started == []
     assert [worker_count(n, 2, 8) for n in (1, 8, 9, 16, 40)] == [0, 0, 2, 2, 2]
     assert [worker_count(n, 4, 8) for n in (9, 17, 40)] == [2, 3, 4]
+    assert [worker_count(n, 1, 8) for n in (9, 40)] == [0, 0]  # one worker: in process
 
 
 @pytest.mark.parametrize(("head", "mode"), HEAD_MODES, ids=IDS)

@@ -409,6 +409,29 @@ def _observation_batch(
     return batch
 
 
+def _lockstep_of(
+    job: GroupJob,
+    policy: Policy,
+    envs: Sequence[Environment],
+    specs: Sequence[EpisodeSpec],
+    hook: ChunkHook | None,
+) -> list[EpisodeResult]:
+    """:func:`run_lockstep` of ``specs`` on ``envs`` with the job's keys, mode, device and inputs."""
+    return run_lockstep(
+        policy,
+        envs,
+        specs,
+        run_key=job.run_key,
+        mode=job.mode,
+        hook=hook,
+        device=job.source.device,
+        where=job.env.where,
+        observation=job.observation,
+        inputs=job.inputs,
+        replay=job.replay,
+    )
+
+
 def run_sequential(
     job: GroupJob,
     *,
@@ -423,21 +446,7 @@ def run_sequential(
         env = make_env(job.env)
         results = []
         for spec in job.episodes():
-            results.extend(
-                run_lockstep(
-                    policy,
-                    [env],
-                    [spec],
-                    run_key=job.run_key,
-                    mode=job.mode,
-                    hook=hook,
-                    device=job.source.device,
-                    where=job.env.where,
-                    observation=job.observation,
-                    inputs=job.inputs,
-                    replay=job.replay,
-                )
-            )
+            results.extend(_lockstep_of(job, policy, [env], [spec], hook))
             if progress is not None:
                 progress.update(1)
     return results
@@ -610,21 +619,7 @@ def run_in_process(
         envs = [make_env(job.env) for _ in range(min(envs_per_worker, len(specs)))]
         for start in range(0, len(specs), envs_per_worker):
             batch = specs[start : start + envs_per_worker]
-            results.extend(
-                run_lockstep(
-                    policy,
-                    envs[: len(batch)],
-                    batch,
-                    run_key=job.run_key,
-                    mode=job.mode,
-                    hook=hook,
-                    device=job.source.device,
-                    where=job.env.where,
-                    observation=job.observation,
-                    inputs=job.inputs,
-                    replay=job.replay,
-                )
-            )
+            results.extend(_lockstep_of(job, policy, envs[: len(batch)], batch, hook))
             if progress is not None:
                 progress.update(len(batch))
     results.sort(key=lambda r: r.spec)
@@ -655,10 +650,11 @@ def run_group(
 
 def worker_count(episodes: int, workers: int, envs_per_worker: int = DEFAULT_ENVS_PER_WORKER) -> int:
     """Worker processes worth starting for ``episodes`` run in tasks of ``envs_per_worker``: at most
-    ``workers`` and one per task, and none for a single task, which runs in process
-    (:func:`run_in_process` says why)."""
+    ``workers`` and one per task; none for a single task, nor when only one worker may run (one process
+    runs the tasks in turn either way), so those run in process (:func:`run_in_process` says why)."""
     tasks = -(-episodes // envs_per_worker)
-    return 0 if tasks <= 1 else min(workers, tasks)
+    started = min(workers, tasks)
+    return 0 if started <= 1 else started
 
 
 def group_table(job: GroupJob, results: Sequence[EpisodeResult]) -> pa.Table:
