@@ -241,12 +241,17 @@ def _write_study_copy(workdir: Path) -> None:
 
 
 def start_study_run(root: Path) -> None:
-    """Start the session's tiny study run (``TINY_STUDY``) in a clean copy, unless it was started."""
+    """Start the session's tiny study run (``TINY_STUDY``) in a clean copy, unless it was started.
+
+    With ``workers=1`` every rollout job runs its tasks in its own process (``rollout.worker_count``):
+    the planes' shards hold several tasks each, and a pool of two would start two more processes that
+    each import torch for a second or two of episodes. The bytes are the same (tests/rollout); the
+    registered parallel oracle keeps its own pool."""
     folder = _study_folder(root)
     command = ["timeout", "-k", "10", str(STUDY_TIMEOUT_S), sys.executable, "-m", "snakemake"]
     start(
         folder,
-        [*command, "--cores", "2", "--config", f"study={TINY_STUDY}"],
+        [*command, "--cores", "2", "--config", f"study={TINY_STUDY}", "workers=1"],
         cwd=folder / "repo",
         prepare=lambda: _write_study_copy(folder / "repo"),
     )
