@@ -3,6 +3,7 @@ against their gains, from the members' records alone, with the same bytes every 
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from grpo_probe.study.design import StudyError, load_study, lock_study
-from grpo_probe.study.report import build_study_report
+from grpo_probe.study.report import _LABEL_GAP_PT, _label_offsets, build_study_report
 
 from .study_cases import CELLS, loaded, member_design, member_records, study_file
 
@@ -191,3 +192,14 @@ def test_every_registered_study_loads_locked_with_every_arm_piloted(
         assert roles == ["negative_control", "positive_control", "subject", "subject"]
         luck = next(m.design for m in study.members if m.role == "negative_control")
         assert luck.env.params_dict()["key"] == "seed_and_actions"
+
+
+def test_arm_labels_at_one_read_are_stacked_apart_and_a_lone_label_stays_at_its_point() -> None:
+    """Arms that share a read (several sit at a choice std of 0) get labels at least one line apart;
+    an arm alone in its column keeps its label beside its point."""
+    points = [(50.0, 100.0), (52.0, 101.0), (51.0, 99.5), (300.0, 80.0)]  # points, in points
+    offsets = _label_offsets(points, column_pt=36.0)
+    labels = sorted(y + dy for (_, y), dy in zip(points[:3], offsets[:3], strict=True))
+    assert all(b - a >= _LABEL_GAP_PT - 1e-9 for a, b in itertools.pairwise(labels))
+    assert abs(sum(labels) / 3 - 100.0) < _LABEL_GAP_PT  # the stack stays about its points
+    assert offsets[3] == 0.0

@@ -224,10 +224,44 @@ def _answer(study: Study, primary: RankCorrelation) -> str:
     )
 
 
+_LABEL_GAP_PT = 9.0
+"""Least vertical distance, in points, between two arm labels of one column (7 pt text, one line)."""
+
+
+def _label_offsets(points_pt: Sequence[tuple[float, float]], column_pt: float) -> list[float]:
+    """Vertical offsets (points) that keep arm labels at least ``_LABEL_GAP_PT`` apart.
+
+    Why: arms often share a read (several sit at a choice std of 0), and labels drawn at their points
+    then print over each other. Points whose x lie within ``column_pt`` of each other form a column;
+    each column's labels are stacked upwards in the order of their points, each as close to its point
+    as the gap allows, then the stack is shifted down by half its mean displacement so that it stays
+    centred on its points. Returns, per point (in the order given), its label's offset from the point.
+    """
+    order = sorted(range(len(points_pt)), key=lambda i: (points_pt[i][0], points_pt[i][1]))
+    columns: list[list[int]] = []
+    for i in order:
+        if columns and abs(points_pt[i][0] - points_pt[columns[-1][0]][0]) <= column_pt:
+            columns[-1].append(i)
+        else:
+            columns.append([i])
+    offsets = [0.0] * len(points_pt)
+    for column in columns:
+        column.sort(key=lambda i: points_pt[i][1])
+        placed: list[float] = []
+        for i in column:
+            y = points_pt[i][1]
+            placed.append(y if not placed else max(y, placed[-1] + _LABEL_GAP_PT))
+        shift = float(np.mean([p - points_pt[i][1] for p, i in zip(placed, column, strict=True)])) / 2.0
+        for p, i in zip(placed, column, strict=True):
+            offsets[i] = p - shift - points_pt[i][1]
+    return offsets
+
+
 def _figure(study: Study, rows: Sequence[ArmRow], primary: RankCorrelation) -> bytes:
     fig = Figure(figsize=(6.4, 4.4), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    labelled: list[tuple[float, float, str]] = []
     for role in ("subject", "positive_control", "negative_control"):
         group = [r for r in rows if r.role == role and r.reads[study.predictor] is not None]
         if not group:
@@ -244,16 +278,33 @@ def _figure(study: Study, rows: Sequence[ArmRow], primary: RankCorrelation) -> b
             capsize=3,
             label=f"{_ROLE_TEXT[role]} (n = {len(group)})",
         )
-        for r, xi, yi in zip(group, x, y, strict=True):
-            ax.annotate(
-                f"{r.design}/{r.arm}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=7
-            )
+        labelled += [
+            (float(xi), float(yi), f"{r.design}/{r.arm}") for r, xi, yi in zip(group, x, y, strict=True)
+        ]
     ax.axhline(0.0, color="0.4", linewidth=0.8)
     ax.set_xlabel(f"probe read: {study.predictor}")
     ax.set_ylabel(f"pilot gain: held-out change in {study.gain} [{study.confidence:.0%} CI]")
     rho = "n/a" if primary.rho is None else f"{primary.rho:+.2f}"
     ax.set_title(f"Probe read against pilot gain (Spearman rho {rho}, {primary.n} arms)", fontsize="medium")
     ax.legend(fontsize="small", loc="best")
+    fig.canvas.draw()  # fixes the limits and the layout, so that label spacing is measured in points
+    points_pt = [tuple(ax.transData.transform((xi, yi)) * 72.0 / fig.dpi) for xi, yi, _ in labelled]
+    offsets = _label_offsets(points_pt, column_pt=4.0 * _LABEL_GAP_PT)
+    middle = float(np.mean(ax.get_xlim()))
+    for (xi, yi, text), dy in zip(labelled, offsets, strict=True):
+        moved = abs(dy) > 2.0  # a label pushed off its point is tied to it by a thin line
+        side = 1.0 if xi <= middle else -1.0  # labels point inwards, so none runs off the axes
+        label = ax.annotate(
+            text,
+            (xi, yi),
+            textcoords="offset points",
+            xytext=(side * (14.0 if moved else 6.0), dy),
+            fontsize=7,
+            ha="left" if side > 0 else "right",
+            va="center",
+            arrowprops={"arrowstyle": "-", "color": "0.5", "linewidth": 0.5} if moved else None,
+        )
+        label.set_in_layout(False)  # the layout was fixed above; a label may not move the axes
     return png_bytes(fig)
 
 
