@@ -152,13 +152,13 @@ def train_reference_arm(
     prereg = load_prereg(prereg_path)
     if arm not in prereg.arms:
         raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
-    spec = env_spec(prereg.env)
+    env = env_spec(prereg.env)
     sha = train_arm(
         prereg.arms[arm].head,
-        Demos.load(demos_npz, obs_dim=spec.obs_dim),
+        Demos.load(demos_npz, obs_dim=env.obs_dim),
         checkpoint,
         prereg.training.arms.get(arm),
-        chunk_shape=(spec.chunk_length, spec.action_dims),
+        chunk_shape=(env.chunk_length, env.action_dims),
         where=f"{prereg.path}: training.arms.{arm}",
         inputs=prereg.arms[arm].inputs,
     )
@@ -271,19 +271,19 @@ def parallel_oracle(
     from grpo_probe.rollout import run_parallel_oracle
 
     prereg = load_prereg(prereg_path)
-    spec = prereg.oracles.parallel
+    oracle = prereg.oracles.parallel
     jobs = []
-    for arm in spec.arms:
+    for arm in oracle.arms:
         head = prereg.arms[arm].head
-        for mode in spec.modes:
+        for mode in oracle.modes:
             if mode.head != head:
                 continue
             checkpoint = None if checkpoints is None else checkpoints[arm]
             source = _policy_source(sources[arm], checkpoint, device)
             cell = f"oracle:{arm}:{mode.kind}"
-            jobs.append(_group_job(prereg, arm, cell, source, mode, spec.seeds, spec.draws))
+            jobs.append(_group_job(prereg, arm, cell, source, mode, oracle.seeds, oracle.draws))
     jobs += _replay_oracle_cases(prereg, jobs)
-    result = run_parallel_oracle(jobs, report, workers=spec.workers)
+    result = run_parallel_oracle(jobs, report, workers=oracle.workers)
     extra = {"episodes": result.get("episodes")}
     sources = policy_sources([job.source for job in jobs])
     write_design_manifest(prereg, manifest, "parallel_oracle", [report], upstream, extra, sources)
@@ -349,9 +349,9 @@ def probe_shard(
     unknown = sorted(set(seeds) - set(prereg.seeds))
     if unknown:
         raise ValueError(f"{prereg.path}: shard seeds {unknown} are not registered seeds")
-    spec = prereg.cell(cell)
+    registered = prereg.cell(cell)
     policy = _policy_source(source, checkpoint, device)
-    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
+    job = _group_job(prereg, registered.arm, cell, policy, registered.mode, seeds, prereg.group_size)
     shard = write_shard(job, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
     extra = {"cell": cell, "seeds": list(seeds), **gpu}
@@ -378,10 +378,10 @@ def replay_oracle(
     prereg = load_prereg(prereg_path)
     if prereg.replay is None:
         raise ValueError(f"{prereg.path}: the replay oracle runs only for a design with a replay section")
-    spec = prereg.cell(cell)
+    registered = prereg.cell(cell)
     policy = _policy_source(source, checkpoint, device)
     seeds = prereg.replay.oracle_seeds
-    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
+    job = _group_job(prereg, registered.arm, cell, policy, registered.mode, seeds, prereg.group_size)
     replays = registered_replays(prereg.replay, first_only=True)
     run_replay_oracle(job, replays, probe_table, report, workers=workers)
     extra = {"cell": cell}
@@ -412,9 +412,9 @@ def replay_shard(
     unknown = sorted(set(seeds) - set(prereg.replay.seeds))
     if unknown:
         raise ValueError(f"{prereg.path}: replay shard seeds {unknown} are not in replay.seeds")
-    spec = prereg.cell(cell)
+    registered = prereg.cell(cell)
     policy = _policy_source(source, checkpoint, device)
-    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, seeds, prereg.group_size)
+    job = _group_job(prereg, registered.arm, cell, policy, registered.mode, seeds, prereg.group_size)
     shard = write_replay_shard(job, prereg.replay, probe_table, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
     extra = {"cell": cell, "seeds": list(seeds), **gpu}
@@ -437,9 +437,9 @@ def draw0_oracle(
     from grpo_probe.rollout import run_draw0_oracle
 
     prereg = load_prereg(prereg_path)
-    spec = prereg.cell(cell)
+    registered = prereg.cell(cell)
     policy = _policy_source(source, checkpoint, device)
-    job = _group_job(prereg, spec.arm, cell, policy, spec.mode, prereg.oracles.draw0_seeds, 1)
+    job = _group_job(prereg, registered.arm, cell, policy, registered.mode, prereg.oracles.draw0_seeds, 1)
     run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
     extra = {"cell": cell}
     write_design_manifest(
@@ -472,9 +472,9 @@ def join(
     prereg = load_prereg(prereg_path)
     merge_shards(list(shards), cell_table)
     arm = prereg.cell(cell).arm
-    spec = env_spec(prereg.env)
-    probe = read_analysed(cell_table, cell, arm, env=spec)
-    anchor = read_analysed(anchor_table, "anchor", arm, env=spec)
+    env = env_spec(prereg.env)
+    probe = read_analysed(cell_table, cell, arm, env=env)
+    anchor = read_analysed(anchor_table, "anchor", arm, env=env)
     table = joined_table(join_cell(cell, probe, anchor, prereg.analysis))
     write_episode_table(joined, table, schema=JOIN_SCHEMA)
     write_design_manifest(prereg, manifest, "join", [cell_table, joined], upstream, {"cell": cell})

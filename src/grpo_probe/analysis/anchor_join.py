@@ -80,14 +80,14 @@ def join_seeds(probe: RolloutTable, anchor: RolloutTable) -> list[SeedJoin]:
     return joins
 
 
-def summarize_join(joins: list[SeedJoin], spec: AnalysisNumbers, cell: str) -> JoinSummary:
+def summarize_join(joins: list[SeedJoin], analysis: AnalysisNumbers, cell: str) -> JoinSummary:
     """Means over seeds of the progress difference and of engagement, with percentile-bootstrap CIs.
 
     Competence cost is the mean over seeds of (mean of the K sampled ``progress_final_cm`` minus the
     anchor's ``progress_final_cm``): negative when sampling loses progress. Engagement delta is the mean
     over seeds of (sampled engagement rate minus anchor engagement, 0 or 1).
     """
-    boot = spec.bootstrap
+    boot = analysis.bootstrap
 
     def mean(read: str, values: list[float]) -> Estimate:
         rng = bootstrap_generator(boot.seed, cell, read)

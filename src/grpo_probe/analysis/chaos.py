@@ -235,7 +235,9 @@ def _point(value: NDArray[np.float64]) -> float | None:
     return v if np.isfinite(v) else None
 
 
-def summarize_chaos(probe: RolloutTable, replays: pa.Table, spec: AnalysisNumbers, cell: str) -> ChaosSummary:
+def summarize_chaos(
+    probe: RolloutTable, replays: pa.Table, analysis: AnalysisNumbers, cell: str
+) -> ChaosSummary:
     """The chaos reads of a cell from its probe rows and its replay table (every replayed seed's K draws,
     each with R replays); a draw without its replays, or replays of a draw the probe lacks, is an error."""
     rows = replays.select(
@@ -275,7 +277,7 @@ def summarize_chaos(probe: RolloutTable, replays: pa.Table, spec: AnalysisNumber
                 probe.progress_final_cm[probe_rows],
                 matrix,
                 seed,
-                spec.group_std_ddof,
+                analysis.group_std_ddof,
                 [tick(r["divergence_tick"]) for r in flat],
                 [tick(r["first_contact_tick"]) for r in flat],
             )
@@ -301,7 +303,7 @@ def summarize_chaos(probe: RolloutTable, replays: pa.Table, spec: AnalysisNumber
         )
     columns = ChaosColumns.of(seeds)
     full = chaos_statistics(columns, np.arange(len(seeds)))
-    boot = spec.bootstrap
+    boot = analysis.bootstrap
 
     def estimate(read: str) -> Estimate:
         index = bootstrap_generator(boot.seed, cell, read).integers(

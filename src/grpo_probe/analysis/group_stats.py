@@ -58,7 +58,7 @@ def within_group_std(values: ArrayLike, ddof: int) -> float:
     return float(np.std(x, ddof=ddof))
 
 
-def seed_groups(table: RolloutTable, spec: AnalysisNumbers) -> list[SeedGroup]:
+def seed_groups(table: RolloutTable, analysis: AnalysisNumbers) -> list[SeedGroup]:
     """Per seed (ascending): the within-group stds and whether the ranking is non-degenerate.
 
     A group is non-degenerate when its std of ``progress_final_cm`` is strictly above
@@ -68,23 +68,23 @@ def seed_groups(table: RolloutTable, spec: AnalysisNumbers) -> list[SeedGroup]:
     groups = []
     for seed in table.seeds:
         rows = table.rows_of(int(seed))
-        std_progress = within_group_std(table.progress_final_cm[rows], spec.group_std_ddof)
+        std_progress = within_group_std(table.progress_final_cm[rows], analysis.group_std_ddof)
         groups.append(
             SeedGroup(
                 seed=int(seed),
                 k=int(rows.size),
                 std_progress_cm=std_progress,
-                std_best_point_cm=within_group_std(table.best_point_cm[rows], spec.group_std_ddof),
+                std_best_point_cm=within_group_std(table.best_point_cm[rows], analysis.group_std_ddof),
                 mean_progress_cm=float(np.mean(table.progress_final_cm[rows])),
-                nondegenerate=std_progress > spec.degenerate_tol_cm,
+                nondegenerate=std_progress > analysis.degenerate_tol_cm,
             )
         )
     return groups
 
 
-def summarize_groups(groups: list[SeedGroup], spec: AnalysisNumbers, cell: str) -> GroupSummary:
+def summarize_groups(groups: list[SeedGroup], analysis: AnalysisNumbers, cell: str) -> GroupSummary:
     """Medians over seeds of the group stds (percentile bootstrap over seeds) and the non-degenerate share."""
-    boot = spec.bootstrap
+    boot = analysis.bootstrap
     count = sum(g.nondegenerate for g in groups)
 
     def median(read: str, values: list[float]) -> Estimate:

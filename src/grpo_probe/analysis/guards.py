@@ -39,26 +39,26 @@ class GuardRate:
         return self.anchor_count / self.anchor_n
 
 
-def guard_trips(table: RolloutTable, spec: AnalysisNumbers) -> dict[str, NDArray[np.bool_]]:
+def guard_trips(table: RolloutTable, analysis: AnalysisNumbers) -> dict[str, NDArray[np.bool_]]:
     """Per episode, whether each of the environment's guards tripped.
 
     Each guard is its environment's one declaration (:class:`grpo_probe.envs.protocol.Guard`: the column
     it reads and when it trips; the boat's are :func:`grpo_probe.envs.boat.spec.boat_guards`), so a guard
     added there is counted here, and in decision.md's reads and glossary, without a change to this module.
     """
-    numbers = spec.to_dict()
+    numbers = analysis.to_dict()
     columns = {**table.columns, "progress_final_cm": table.progress_final_cm, "contact": table.contact}
     return {guard.name: guard.trips(columns[guard.column], numbers) for guard in table.guards}
 
 
-def guard_rates(probe: RolloutTable, anchor: RolloutTable, spec: AnalysisNumbers) -> list[GuardRate]:
+def guard_rates(probe: RolloutTable, anchor: RolloutTable, analysis: AnalysisNumbers) -> list[GuardRate]:
     """Pooled trip rates per guard (in the environment's order), sampled episodes against anchor episodes.
 
     With the same K draws for every seed, the pooled sampled rate equals the mean over seeds of the
     per-seed rates, so pooling weights seeds equally.
     """
-    sampled = guard_trips(probe, spec)
-    anchored = guard_trips(anchor, spec)
+    sampled = guard_trips(probe, analysis)
+    anchored = guard_trips(anchor, analysis)
     return [
         GuardRate(
             guard=guard,

@@ -63,11 +63,11 @@ class JoinedCell:
         return tuple(g.seed for g in self.groups)
 
 
-def join_cell(cell: str, probe: RolloutTable, anchor: RolloutTable, spec: AnalysisNumbers) -> JoinedCell:
+def join_cell(cell: str, probe: RolloutTable, anchor: RolloutTable, analysis: AnalysisNumbers) -> JoinedCell:
     """Group statistics (:func:`seed_groups`) and the anchor join (:func:`join_seeds`) of one cell."""
     check_seeds_match(probe, anchor, cell)
     return JoinedCell(
-        None, cell, probe.arm, tuple(seed_groups(probe, spec)), tuple(join_seeds(probe, anchor))
+        None, cell, probe.arm, tuple(seed_groups(probe, analysis)), tuple(join_seeds(probe, anchor))
     )
 
 

@@ -273,7 +273,7 @@ def _cell_analysis(
     probe: RolloutTable,
     anchor: RolloutTable,
     joined: JoinedCell,
-    spec: AnalysisNumbers,
+    analysis: AnalysisNumbers,
     replays: Any = None,
 ) -> tuple[dict[str, float | None], _CellResult]:
     """The cell's reads (flat, quantized) and its analysis; figures are drawn by the caller.
@@ -282,12 +282,12 @@ def _cell_analysis(
     summaries over seeds, the guard trips and the AR entropy are computed here from the cell's tables.
     """
     groups = list(joined.groups)
-    summary = summarize_groups(groups, spec, cell.id)
+    summary = summarize_groups(groups, analysis, cell.id)
     joins = list(joined.joins)
-    join = summarize_join(joins, spec, cell.id)
-    rates = guard_rates(probe, anchor, spec)
+    join = summarize_join(joins, analysis, cell.id)
+    rates = guard_rates(probe, anchor, analysis)
     entropy = entropy_summary(probe)
-    chaos = None if replays is None else summarize_chaos(probe, replays, spec, cell.id)
+    chaos = None if replays is None else summarize_chaos(probe, replays, analysis, cell.id)
     reads: dict[str, float | None] = {
         **_estimate("median_group_std_progress_cm", summary.median_std_progress_cm),
         **_estimate("median_group_std_best_point_cm", summary.median_std_best_point_cm),
@@ -422,7 +422,7 @@ def _draw_figures(
     parts: Mapping[str, _CellResult],
     probes: Mapping[str, RolloutTable],
     anchors: Mapping[str, RolloutTable],
-    spec: AnalysisNumbers,
+    analysis: AnalysisNumbers,
     figures_dir: Path,
     link_base: Path,
     disk_radius_m: float,
@@ -445,8 +445,8 @@ def _draw_figures(
                 figures_dir / f"group_std_{slug}.png",
                 cell.id,
                 part.groups,
-                spec.signal_bar_cm,
-                spec.degenerate_tol_cm,
+                analysis.signal_bar_cm,
+                analysis.degenerate_tol_cm,
             ),
             "competence": plot_competence(
                 figures_dir / f"competence_{slug}.png", cell.id, probes[cell.id], part.joins
@@ -463,7 +463,7 @@ def _draw_figures(
         }
         if part.chaos is not None:
             files["chaos"] = plot_chaos(
-                figures_dir / f"chaos_{slug}.png", cell.id, part.chaos.seeds, spec.signal_bar_cm
+                figures_dir / f"chaos_{slug}.png", cell.id, part.chaos.seeds, analysis.signal_bar_cm
             )
         if part.entropy is not None:
             files["entropy"] = plot_entropy(
@@ -474,17 +474,17 @@ def _draw_figures(
         figures_dir / "guard_rates_all-cells.png", [c.id for c in cells], [parts[c.id].rates for c in cells]
     )
     spread, competence = _all_cells_rows([parts[c.id] for c in cells])
-    confidence = spec.bootstrap.confidence
+    confidence = analysis.bootstrap.confidence
     # Named <kind>_all-cells.png like the guard-rate figure, so Snakemake's report files them beside it.
     spread_png = plot_spread_by_cell(
         figures_dir / "group_std_all-cells.png",
         spread,
-        spec.signal_bar_cm,
-        spec.degenerate_tol_cm if spec.degenerate_tol_cm > 0 else spec.signal_bar_cm,
+        analysis.signal_bar_cm,
+        analysis.degenerate_tol_cm if analysis.degenerate_tol_cm > 0 else analysis.signal_bar_cm,
         confidence,
     )
     competence_png = plot_competence_by_cell(
-        figures_dir / "competence_all-cells.png", competence, spec.competence_tol_cm, confidence
+        figures_dir / "competence_all-cells.png", competence, analysis.competence_tol_cm, confidence
     )
     return {
         "cells": per_cell,
@@ -914,7 +914,7 @@ def decision_record(
     Returns the record as decision.json will hold it (through its JSON text: quantized floats, plain types).
     """
     info, where = _prereg_info(prereg), str(prereg.path)
-    spec = prereg.analysis
+    analysis = prereg.analysis
     env = env_spec(prereg.env)
     cells = prereg.enabled_cells
     _check_table_keys(prereg, probe_tables, anchor_tables, where)
@@ -925,11 +925,11 @@ def decision_record(
         arm: read_anchor_table(anchor_tables[arm], arm, prereg.arm_head(arm), env=env) for arm in used_arms
     }
     probes = {
-        c.id: read_probe_table(probe_tables[c.id], c.id, c.arm, c.head, spec.group_std_ddof, env=env)
+        c.id: read_probe_table(probe_tables[c.id], c.id, c.arm, c.head, analysis.group_std_ddof, env=env)
         for c in cells
     }
     joined = {
-        c.id: join_cell(c.id, probes[c.id], anchors[c.arm], spec)
+        c.id: join_cell(c.id, probes[c.id], anchors[c.arm], analysis)
         if join_tables is None
         else _read_join(join_tables[c.id], c, probes[c.id])
         for c in cells
@@ -939,19 +939,25 @@ def decision_record(
     parts: dict[str, _CellResult] = {}
     for cell in cells:
         reads[cell.id], parts[cell.id] = _cell_analysis(
-            cell, probes[cell.id], anchors[cell.arm], joined[cell.id], spec, replays.get(cell.id)
+            cell, probes[cell.id], anchors[cell.arm], joined[cell.id], analysis, replays.get(cell.id)
         )
     verdicts, outcome = evaluate_rule(prereg.decision_rule, cells, reads)
     columns = {
         c.id: seed_columns(
-            c, joined[c.id].groups, joined[c.id].joins, probes[c.id], anchors[c.arm], spec, parts[c.id].chaos
+            c,
+            joined[c.id].groups,
+            joined[c.id].joins,
+            probes[c.id],
+            anchors[c.arm],
+            analysis,
+            parts[c.id].chaos,
         )
         for c in cells
     }
 
     def reads_for(numbers: AnalysisNumbers) -> tuple[dict[str, Any], dict[str, SeedColumns]]:
         """Reads and per-seed columns under another version's analysis numbers (this run's are reused)."""
-        if numbers == spec:
+        if numbers == analysis:
             return reads, columns
         other_reads, other_columns = {}, {}
         for c in cells:
@@ -971,7 +977,7 @@ def decision_record(
         parts,
         probes,
         anchors,
-        spec,
+        analysis,
         Path(figures_dir),
         Path(page_dir),
         env.view.target_radius_m,
@@ -1018,7 +1024,7 @@ def decision_record(
             "engagement": env.engagement,
             "state_perturbation": env.state_perturbation,
         },
-        "analysis": spec.to_dict(),
+        "analysis": analysis.to_dict(),
         "replay": None if prereg.replay is None else prereg.replay.to_dict(),
         "decision_rule": rule_record(rule),
         "glossary": glossary(prereg, env),

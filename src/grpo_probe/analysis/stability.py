@@ -87,7 +87,7 @@ def seed_columns(
     joins: Sequence[SeedJoin],
     probe: RolloutTable,
     anchor: RolloutTable,
-    spec: AnalysisNumbers,
+    analysis: AnalysisNumbers,
     chaos: ChaosSummary | None = None,
 ) -> SeedColumns:
     """The per-seed columns of a cell: group statistics and the anchor join as joined, guard trips and
@@ -98,9 +98,9 @@ def seed_columns(
         raise ValueError(f"{probe.path}: column seed: the cell's seeds differ from its joined seeds")
     sampled = {
         g: v.reshape(len(seeds), k).sum(axis=1).astype(np.float64)
-        for g, v in guard_trips(probe, spec).items()
+        for g, v in guard_trips(probe, analysis).items()
     }
-    anchored = {g: v.astype(np.float64) for g, v in guard_trips(anchor, spec).items()}
+    anchored = {g: v.astype(np.float64) for g, v in guard_trips(anchor, analysis).items()}
     entropy = None
     if probe.replan_entropy_mean is not None and probe.replan_n_tokens is not None:
         per_seed = np.repeat(np.arange(len(seeds)), k)

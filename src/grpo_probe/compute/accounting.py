@@ -114,10 +114,10 @@ def read_benchmarks(bench_dir: str | os.PathLike[str]) -> list[StageCompute]:
 def oracle_episodes(prereg: Prereg) -> int:
     """Episodes of the parallel oracle, counting one side (each runs twice: sequential and parallel);
     with replays registered, one replay of each arm's first case on one seed under each perturbation."""
-    spec = prereg.oracles.parallel
-    pairs = sum(1 for arm in spec.arms for mode in spec.modes if mode.head == prereg.arms[arm].head)
-    replays = 0 if prereg.replay is None else len(spec.arms) * len(prereg.replay.perturbations)
-    return (pairs * len(spec.seeds) + replays) * spec.draws
+    oracle = prereg.oracles.parallel
+    pairs = sum(1 for arm in oracle.arms for mode in oracle.modes if mode.head == prereg.arms[arm].head)
+    replays = 0 if prereg.replay is None else len(oracle.arms) * len(prereg.replay.perturbations)
+    return (pairs * len(oracle.seeds) + replays) * oracle.draws
 
 
 def run_episodes(prereg: Prereg) -> dict[str, int]:
@@ -194,7 +194,7 @@ def estimate_phase2(
     heads = {}
     for head in sorted(phase2.heads):
         rollout_s = (train_episodes + eval_episodes) * per_episode
-        arms = {a for a, spec in prereg.arms.items() if spec.head == head}
+        arms = {a for a, registered in prereg.arms.items() if registered.head == head}
         measured = [cpu for arm, cpu in by_arm.items() if arm in arms]
         update_s = max(measured) if measured else None
         total_h = (rollout_s + (update_s or 0.0)) / 3600.0

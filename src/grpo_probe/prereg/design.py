@@ -34,6 +34,7 @@ from grpo_probe.prereg.phase2 import Phase2, parse_phase2, penalty_problems
 from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problems
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
 from grpo_probe.prereg.schema import load_prereg_schema, validate_against
+from grpo_probe.prereg.seeds import expand_seeds
 from grpo_probe.sampling import PARAMETERS, SamplingMode, mode_params, sampler, sampling_kinds
 
 __all__ = [
@@ -196,13 +197,6 @@ class Prereg:
         """Arms an enabled cell or the parallel oracle needs, in registered arm order."""
         used = {c.arm for c in self.enabled_cells} | set(self.oracles.parallel.arms)
         return tuple(a for a in self.arms if a in used)
-
-
-def expand_seeds(spec: Mapping[str, int] | Sequence[int]) -> tuple[int, ...]:
-    """``{first, count}`` -> ``(first, ..., first + count - 1)``; an explicit list is kept in its order."""
-    if isinstance(spec, Mapping):
-        return tuple(range(int(spec["first"]), int(spec["first"]) + int(spec["count"])))
-    return tuple(int(s) for s in spec)
 
 
 def split_seeds(seeds: Sequence[int], seeds_per_shard: int) -> list[tuple[int, ...]]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_probe.envs.protocol import EnvSpec
+from grpo_probe.prereg.seeds import expand_seeds
 from grpo_probe.sampling import SamplingMode
 
 __all__ = [
@@ -135,13 +136,6 @@ class Phase2:
         return self.seeds_per_iteration * self.rollouts_per_seed
 
 
-def _seeds(spec: Mapping[str, int] | Sequence[int]) -> tuple[int, ...]:
-    """``{first, count}`` or an explicit list -> the seeds (as ``grpo_probe.prereg.design.expand_seeds``)."""
-    if isinstance(spec, Mapping):
-        return tuple(range(int(spec["first"]), int(spec["first"]) + int(spec["count"])))
-    return tuple(int(s) for s in spec)
-
-
 def _overlap(a: Sequence[int], b: Sequence[int]) -> str:
     both = sorted(set(a) & set(b))
     return ", ".join(map(str, both[:5])) + (", ..." if len(both) > 5 else "")
@@ -168,13 +162,13 @@ def phase2_problems(raw: Mapping[str, Any]) -> list[str]:
     if section is None:
         return []
     problems: list[str] = []
-    train, held_out = _seeds(section["train_seeds"]), _seeds(section["eval_seeds"])
+    train, held_out = expand_seeds(section["train_seeds"]), expand_seeds(section["eval_seeds"])
     for name, seeds in (("train_seeds", train), ("eval_seeds", held_out)):
         if len(set(seeds)) != len(seeds):
             problems.append(f"phase2.{name}: a seed is registered twice")
     others = {
-        "the probe's seeds (seeds)": _seeds(raw["seeds"]),
-        "the demo seeds (training.demos.seeds)": _seeds(raw["training"]["demos"]["seeds"]),
+        "the probe's seeds (seeds)": expand_seeds(raw["seeds"]),
+        "the demo seeds (training.demos.seeds)": expand_seeds(raw["training"]["demos"]["seeds"]),
     }
     for name, seeds in (("train_seeds", train), ("eval_seeds", held_out)):
         for other, taken in others.items():
@@ -236,8 +230,8 @@ def parse_phase2(raw: Mapping[str, Any], where: str) -> Phase2 | None:
     gate = section["compute_gate"]
     return Phase2(
         description=section["description"],
-        train_seeds=_seeds(section["train_seeds"]),
-        eval_seeds=_seeds(section["eval_seeds"]),
+        train_seeds=expand_seeds(section["train_seeds"]),
+        eval_seeds=expand_seeds(section["eval_seeds"]),
         iterations=int(section["iterations"]),
         seeds_per_iteration=int(section["seeds_per_iteration"]),
         rollouts_per_seed=int(section["rollouts_per_seed"]),
