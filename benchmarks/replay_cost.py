@@ -92,8 +92,8 @@ def _job(prereg: Prereg, cell: Cell, path: Path, seeds: Sequence[int]) -> GroupJ
     arm = prereg.arms[cell.arm]
     return GroupJob(
         arm=cell.arm, cell=cell.id, source=PolicySource(checkpoint=str(path), row_block=arm.row_block),
-        mode=cell.mode, seeds=tuple(seeds), draws=prereg.group_size, run_key=prereg.run_key, env=prereg.env,
-        observation=prereg.observation, inputs=arm.inputs, envs_per_worker=arm.row_block,
+        mode=cell.mode, seeds=tuple(seeds), group_size=prereg.group_size, run_key=prereg.run_key,
+        env=prereg.env, observation=prereg.observation, inputs=arm.inputs, envs_per_worker=arm.row_block,
     )  # fmt: skip
 
 

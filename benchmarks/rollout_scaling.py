@@ -103,7 +103,7 @@ def _job(head: str, path: Path, block: int | None, seeds: int) -> GroupJob:
     """``seeds`` x K episodes of the registered length in the head's probe mode, ``block`` envs per task."""
     return GroupJob(
         arm=head, cell="bench", source=PolicySource(checkpoint=str(path), row_block=block), mode=_mode(head),
-        seeds=tuple(range(seeds)), draws=K, run_key=0, env=boat_env(), envs_per_worker=block,
+        seeds=tuple(range(seeds)), group_size=K, run_key=0, env=boat_env(), envs_per_worker=block,
     )  # fmt: skip
 
 

@@ -76,7 +76,7 @@ def main() -> None:
             train_arm(head, synthetic_demos(256), path, {"steps": 5, "warmup_steps": 1})
             job = GroupJob(
                 arm=head, cell="bench", source=PolicySource(checkpoint=str(path)), mode=mode,
-                seeds=tuple(range(args.seeds)), draws=args.draws, run_key=0, env=boat_env(SMOKE_SIM),
+                seeds=tuple(range(args.seeds)), group_size=args.draws, run_key=0, env=boat_env(SMOKE_SIM),
             )  # fmt: skip
             rows: dict[str, list[tuple[float, float]]] = {"in process": [], "pool": []}
             for _ in range(args.repeats):

@@ -44,7 +44,7 @@ PathLike = str | os.PathLike[str]
 
 
 def _group_job(
-    prereg: Prereg, arm: str, cell: str, source: Any, mode: Any, seeds: Sequence[int], draws: int
+    prereg: Prereg, arm: str, cell: str, source: Any, mode: Any, seeds: Sequence[int], group_size: int
 ):  # -> GroupJob
     """A rollout job of ``arm`` under the prereg's run key and simulator numbers."""
     from grpo_probe.rollout import GroupJob
@@ -58,7 +58,7 @@ def _group_job(
         source=source,
         mode=mode,
         seeds=tuple(seeds),
-        draws=draws,
+        group_size=group_size,
         run_key=prereg.run_key,
         env=prereg.env,
         observation=prereg.observation,

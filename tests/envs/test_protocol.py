@@ -53,8 +53,8 @@ PUSHER_SHORT = {
 }
 
 
-def _job(env, source: PolicySource, seeds=(0, 1), draws=2) -> GroupJob:
-    return GroupJob("arm_x", "cell_x", source, SamplingMode("flow_ode"), seeds, draws, 5, env)
+def _job(env, source: PolicySource, seeds=(0, 1), group_size=2) -> GroupJob:
+    return GroupJob("arm_x", "cell_x", source, SamplingMode("flow_ode"), seeds, group_size, 5, env)
 
 
 def _noise_source(obs_dim: int, action_dims: int) -> PolicySource:
@@ -123,7 +123,7 @@ def test_a_factory_that_cannot_be_imported_is_named_with_the_design_and_field() 
 
 def test_a_record_lacking_a_registered_metric_is_refused() -> None:
     config = env_config(factory_name(user_envs.make_boat_without_progress), SHORT, "prereg/mine.yaml: env")
-    job = _job(config, _noise_source(OBS_DIM, 6), seeds=(0,), draws=1)
+    job = _job(config, _noise_source(OBS_DIM, 6), seeds=(0,), group_size=1)
     with pytest.raises(ValueError, match=r"prereg/mine\.yaml: env: seed 0: environment .* registered metric"):
         run_sequential(job)
 
@@ -131,18 +131,18 @@ def test_a_record_lacking_a_registered_metric_is_refused() -> None:
 def test_action_dims_that_do_not_match_the_heads_name_the_design() -> None:
     """A head of 6 action dims (the boat's) on the 7-joint pusher, and one that reads the boat's obs."""
     config = env_config("pusher", PUSHER_SHORT, "prereg/pusher_smoke.yaml: env")
-    wrong_dims = _job(config, _noise_source(23, 6), seeds=(0,), draws=1)
+    wrong_dims = _job(config, _noise_source(23, 6), seeds=(0,), group_size=1)
     dims = r"head's 6 action dims do not match the environment's 7"
     with pytest.raises(ValueError, match=r"prereg/pusher_smoke\.yaml: env: .*\(1, 50, 6\).*" + dims):
         run_sequential(wrong_dims)
-    wrong_obs = _job(config, _noise_source(OBS_DIM, 7), seeds=(0,), draws=1)
+    wrong_obs = _job(config, _noise_source(OBS_DIM, 7), seeds=(0,), group_size=1)
     with pytest.raises(ValueError, match=r"prereg/pusher_smoke\.yaml: env: .*17 numbers.*observes 23"):
         run_sequential(wrong_obs)
 
 
 def test_the_parallel_oracle_names_the_tick_where_a_nondeterministic_env_diverges(tmp_path: Path) -> None:
     config = env_config(factory_name(user_envs.make_drifting_boat), SHORT, "prereg/mine.yaml: env")
-    job = _job(config, _noise_source(OBS_DIM, 6), seeds=(0,), draws=1)
+    job = _job(config, _noise_source(OBS_DIM, 6), seeds=(0,), group_size=1)
     with pytest.raises(OracleMismatchError, match=r"seed=0 draw=0 tick 13, ") as failure:
         run_parallel_oracle([job], tmp_path / "oracle.json", workers=1, show_progress=False)
     divergence = failure.value.divergence

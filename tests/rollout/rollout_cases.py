@@ -47,11 +47,11 @@ def make_job(
     source: PolicySource,
     mode: SamplingMode,
     seeds: tuple[int, ...] = (0, 1, 2),
-    draws: int = 2,
+    group_size: int = 2,
     **changes: Any,
 ) -> GroupJob:
     fields = {"arm": "arm_x", "cell": "cell_x", "run_key": RUN_KEY, "env": boat_env(SHORT_SIM), **changes}
-    return GroupJob(source=source, mode=mode, seeds=tuple(seeds), draws=draws, **fields)
+    return GroupJob(source=source, mode=mode, seeds=tuple(seeds), group_size=group_size, **fields)
 
 
 def nudge_one_action(

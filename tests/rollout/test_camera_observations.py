@@ -52,7 +52,7 @@ def _job(source: PolicySource, env: EnvConfig | None = None, **changes: object) 
         source=source,
         mode=ODE,
         seeds=(3, 4),
-        draws=2,
+        group_size=2,
         run_key=5,
         env=env or boat_env(SimParams(replans=2, executed_actions=10)),
         observation=OBSERVATION,
@@ -93,7 +93,7 @@ def test_frames_are_rendered_only_for_a_policy_that_declares_a_camera() -> None:
     _needs_gl()
     state_only = _job(PolicySource(factory="rollout.keyed_test_policies:make_flow_policy"))
     assert all(r.frame_sha256 is None for r in run_sequential(state_only))
-    seen = run_sequential(_job(PolicySource(factory=VLA), seeds=(3,), draws=1))
+    seen = run_sequential(_job(PolicySource(factory=VLA), seeds=(3,), group_size=1))
     assert seen[0].frame_sha256 is not None and len(seen[0].frame_sha256) == 2
     assert seen[0].timing.render_s > 0
 
@@ -102,7 +102,7 @@ def test_a_policy_reading_a_key_it_did_not_declare_fails_naming_the_key() -> Non
     _needs_gl()
     source = PolicySource(factory="rollout.camera_cases:make_peeking_policy")
     with pytest.raises(KeyError, match=r"'observation\.images\.wrist', which it did not declare"):
-        run_sequential(_job(source, seeds=(3,), draws=1))
+        run_sequential(_job(source, seeds=(3,), group_size=1))
     assert make_peeking_policy().input_keys == ("observation.state", "observation.images.overhead")
 
 

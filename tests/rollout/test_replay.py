@@ -54,7 +54,7 @@ TRACES = ("distance_trace_cm", "boat_x_trace_m", "boat_y_trace_m", "pusher_x_tra
 
 
 def _flow_job(**changes: object) -> GroupJob:
-    return make_job(keyed_source("flow"), SDE, **{"seeds": (0, 1), "draws": 2, **changes})
+    return make_job(keyed_source("flow"), SDE, **{"seeds": (0, 1), "group_size": 2, **changes})
 
 
 def _bytes(job: GroupJob, results: list[EpisodeResult]) -> tuple[bytes, bytes]:
@@ -76,7 +76,7 @@ def _spawn_xy(result: EpisodeResult) -> np.ndarray:
 def test_a_replay_is_the_same_bytes_on_the_sequential_and_the_parallel_path(
     pool: RolloutPool, perturbation: Perturbation, head: str, mode: SamplingMode
 ) -> None:
-    job = make_job(keyed_source(head), mode, seeds=(0, 1, 2), draws=2)
+    job = make_job(keyed_source(head), mode, seeds=(0, 1, 2), group_size=2)
     replay = job.replace(replay=Replay(1, 1, perturbation))
     sequential = _bytes(replay, run_sequential(replay))
     # tasks of 4 lockstep envs cut across seeds, so rows of different seeds share policy batches
@@ -89,7 +89,7 @@ def test_a_replay_is_the_same_bytes_on_the_sequential_and_the_parallel_path(
 
 @pytest.mark.parametrize("kind", ["action", "state"])
 def test_a_zero_size_replay_reproduces_its_draws_bit_for_bit(kind: str) -> None:
-    job = make_job(keyed_source("ar"), TEMPERATURE, seeds=(0, 1, 2), draws=2)
+    job = make_job(keyed_source("ar"), TEMPERATURE, seeds=(0, 1, 2), group_size=2)
     draws = run_sequential(job)
     zero = job.replace(replay=Replay(2, 1, Perturbation(kind, 1e-3).zeroed()))  # type: ignore[arg-type]
     replays = run_sequential(zero)
@@ -121,7 +121,7 @@ def test_a_perturbed_replay_changes_the_traces_and_repeats_itself_byte_for_byte(
 def test_action_noise_is_added_to_the_executed_actions_keyed_by_draw_replay_and_slot() -> None:
     """Replan 0 sees the draw's own observation, so its executed actions are the draw's plus the keyed noise
     (rounded to float32 as recorded); replays 1 and 2 and slots 0 and 1 each add their own noise."""
-    job = make_job(keyed_source("ar"), TEMPERATURE, seeds=(0, 1), draws=2)
+    job = make_job(keyed_source("ar"), TEMPERATURE, seeds=(0, 1), group_size=2)
     draws = {r.spec: r for r in run_sequential(job)}
     shape = (E, job.spec.action_dims)
     first_actions: dict[Replay, list[bytes]] = {}
@@ -157,13 +157,13 @@ def _reexecute(job: GroupJob, result: EpisodeResult) -> bytes:
 
 
 def test_the_recorded_executed_actions_of_a_draw_replay_its_record() -> None:
-    job = _flow_job(seeds=(0,), draws=1)
+    job = _flow_job(seeds=(0,), group_size=1)
     (result,) = run_sequential(job)
     assert _reexecute(job, result) == result.record.canonical_bytes()
 
 
 def test_the_recorded_executed_actions_of_an_action_replay_replay_its_record() -> None:
-    job = _flow_job(seeds=(0,), draws=1, replay=Replay(1, 0, ACTION))
+    job = _flow_job(seeds=(0,), group_size=1, replay=Replay(1, 0, ACTION))
     (result,) = run_sequential(job)
     assert _reexecute(job, result) == result.record.canonical_bytes()
 
@@ -215,7 +215,7 @@ def test_the_replay_table_is_sorted_complete_and_the_same_bytes_on_every_path(
     ]
     assert sequential.sha256 == parallel.sha256
     assert sequential.path.read_bytes() == parallel.path.read_bytes()
-    assert sequential.rows == parallel.rows == len(job.seeds) * job.draws * SECTION.replays == 24
+    assert sequential.rows == parallel.rows == len(job.seeds) * job.group_size * SECTION.replays == 24
 
     table = read_replay_table(sequential.path, job.spec.episode_schema)
     assert table.schema.names[-len(REPLAY_COLUMNS) :] == [f.name for f in REPLAY_COLUMNS]
@@ -342,9 +342,9 @@ def test_the_replay_oracle_passes_on_the_probe_shard_and_reports_what_it_compare
     assert report["cases"][0]["tables_sha256"] == report["cases"][1]["tables_sha256"]
     counts = report["counts"]
     assert counts["mismatched_episodes"] == 0
-    assert counts["episodes"] >= len(replays) * job.draws
-    assert counts["ticks"] >= len(replays) * job.draws * (SHORT_SIM.episode_ticks + 1)
-    assert counts["actions"] == job.draws * SHORT_SIM.episode_ticks  # second replay vs the first
+    assert counts["episodes"] >= len(replays) * job.group_size
+    assert counts["ticks"] >= len(replays) * job.group_size * (SHORT_SIM.episode_ticks + 1)
+    assert counts["actions"] == job.group_size * SHORT_SIM.episode_ticks  # second replay vs the first
 
 
 def test_the_replay_oracle_fails_on_a_planted_one_ulp_mismatch_naming_the_draw(tmp_path: Path) -> None:

@@ -136,7 +136,9 @@ def test_comparison_tells_negative_zero_from_zero() -> None:
 
 
 def _anchor_table(tmp_path: Path, head: str, source: PolicySource, seeds: tuple[int, ...]) -> Path:
-    anchor = make_job(source, anchor_mode(head), seeds=seeds, draws=1, arm=f"{head}_arm", cell=ANCHOR_CELL)
+    anchor = make_job(
+        source, anchor_mode(head), seeds=seeds, group_size=1, arm=f"{head}_arm", cell=ANCHOR_CELL
+    )
     return write_shard(anchor, tmp_path / f"anchors_{head}.parquet", show_progress=False).path
 
 
@@ -151,7 +153,7 @@ def test_draw0_oracle_reproduces_the_anchor_rows_of_tiny_trained_heads(
     source = PolicySource(checkpoint=str(real_checkpoints[head]))
     seeds = (0, 1)
     anchors = _anchor_table(tmp_path, head, source, seeds)
-    cell = make_job(source, cell_mode, seeds=seeds, draws=8, arm=f"{head}_arm", cell="cell_1")
+    cell = make_job(source, cell_mode, seeds=seeds, group_size=8, arm=f"{head}_arm", cell="cell_1")
     report = run_draw0_oracle(
         cell, tmp_path / "draw0.json", anchor_table=anchors, pool=pool, show_progress=False
     )

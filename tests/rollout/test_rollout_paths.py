@@ -45,7 +45,7 @@ def _assert_same_episodes(first: list, second: list) -> None:
 def test_parallel_rollouts_match_sequential_bytes_for_keyed_test_policies(
     pool: RolloutPool, head: str, mode: SamplingMode
 ) -> None:
-    job = make_job(keyed_source(head), mode, seeds=(0, 1, 2), draws=2)
+    job = make_job(keyed_source(head), mode, seeds=(0, 1, 2), group_size=2)
     sequential = run_sequential(job)
     parallel = pool.run(job, envs_per_worker=4)  # batches of 4 cut across seed groups
     _assert_same_episodes(sequential, parallel)
@@ -58,7 +58,7 @@ def test_a_job_of_one_task_runs_in_process_with_the_parallel_bytes(
 ) -> None:
     """A job of one task starts no worker (run_group runs it in process) and writes the bytes the
     workers and the sequential path write; with tasks to share, no more workers start than tasks."""
-    job = make_job(keyed_source(head), mode, seeds=(0, 1, 2), draws=2)
+    job = make_job(keyed_source(head), mode, seeds=(0, 1, 2), group_size=2)
     parallel = pool.run(job, envs_per_worker=4)
     started: list[int] = []
 
@@ -81,7 +81,7 @@ def test_a_job_of_one_task_runs_in_process_with_the_parallel_bytes(
 def test_parallel_rollouts_match_sequential_bytes_for_tiny_trained_heads(
     pool: RolloutPool, real_checkpoints: dict, head: str, mode: SamplingMode
 ) -> None:
-    job = make_job(PolicySource(checkpoint=str(real_checkpoints[head])), mode, seeds=(3, 4), draws=2)
+    job = make_job(PolicySource(checkpoint=str(real_checkpoints[head])), mode, seeds=(3, 4), group_size=2)
     sequential = run_sequential(job)
     parallel = pool.run(job, envs_per_worker=3)
     _assert_same_episodes(sequential, parallel)
@@ -92,7 +92,9 @@ def test_parallel_rollouts_match_sequential_bytes_for_tiny_trained_heads(
 
 
 def test_rows_are_sorted_by_seed_then_draw_with_labels_of_the_mode() -> None:
-    job = make_job(keyed_source("flow"), SamplingMode("flow_sde", sde_a=0.5, steps=4), seeds=(5, 2), draws=2)
+    job = make_job(
+        keyed_source("flow"), SamplingMode("flow_sde", sde_a=0.5, steps=4), seeds=(5, 2), group_size=2
+    )
     table = group_table(job, run_sequential(job))
     assert list(zip(table["seed"].to_pylist(), table["draw"].to_pylist(), strict=True)) == [
         (2, 0),
@@ -108,7 +110,9 @@ def test_rows_are_sorted_by_seed_then_draw_with_labels_of_the_mode() -> None:
 
 
 def test_changing_the_draw_changes_ar_token_ids_but_not_the_spawn() -> None:
-    job = make_job(keyed_source("ar"), SamplingMode("temperature", temperature=1.0), seeds=(0, 1), draws=2)
+    job = make_job(
+        keyed_source("ar"), SamplingMode("temperature", temperature=1.0), seeds=(0, 1), group_size=2
+    )
     rows = group_table(job, run_sequential(job)).to_pylist()
     for draw0, draw1 in (rows[0:2], rows[2:4]):
         assert draw0["distance_trace_cm"][0] == draw1["distance_trace_cm"][0]  # same seed, same spawn
@@ -126,7 +130,7 @@ def test_changing_the_draw_changes_flow_noise_of_the_trained_head(real_checkpoin
 
 def test_draws_of_a_deterministic_mode_are_identical_episodes() -> None:
     """The draw index enters only the RNG keys: greedy decoding has none, so every draw is the same."""
-    job = make_job(keyed_source("ar"), SamplingMode("greedy"), seeds=(4,), draws=3)
+    job = make_job(keyed_source("ar"), SamplingMode("greedy"), seeds=(4,), group_size=3)
     results = run_sequential(job)
     assert len({r.record.canonical_bytes() for r in results}) == 1
     assert len({r.executed_actions.tobytes() for r in results}) == 1
@@ -182,7 +186,7 @@ def test_policy_returning_float64_actions_is_rejected_naming_the_protocol() -> N
 
 
 def test_forkserver_workers_give_the_same_bytes_as_spawned_ones(pool: RolloutPool) -> None:
-    job = make_job(keyed_source("flow"), SamplingMode("flow_sde", sde_a=0.5), seeds=(6,), draws=2)
+    job = make_job(keyed_source("flow"), SamplingMode("flow_sde", sde_a=0.5), seeds=(6,), group_size=2)
     with RolloutPool(1, start_method="forkserver") as forkserver:
         forked = forkserver.run(job)
     _assert_same_episodes(pool.run(job), forked)

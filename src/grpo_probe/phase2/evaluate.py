@@ -123,7 +123,7 @@ def evaluate_checkpoint(
         source=PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device),
         mode=prereg.arms[arm].anchor,
         seeds=prereg.phase2.eval_seeds,
-        draws=1,
+        group_size=1,
         run_key=prereg.run_key,
         env=prereg.env,
         observation=prereg.observation,

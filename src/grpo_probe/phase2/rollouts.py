@@ -273,7 +273,7 @@ def run_iteration(
         source=PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device),
         mode=mode,
         seeds=phase2.iteration_seeds(iteration),
-        draws=phase2.rollouts_per_seed,
+        group_size=phase2.rollouts_per_seed,
         run_key=prereg.run_key,
         env=prereg.env,
         observation=prereg.observation,

@@ -84,14 +84,14 @@ class RolloutWorkerError(RuntimeError):
 
 @dataclass(frozen=True)
 class GroupJob:
-    """One group run: an arm's policy under one sampling mode on ``seeds`` x ``draws`` episodes."""
+    """One group run: an arm's policy under one sampling mode on ``seeds`` x ``group_size`` episodes."""
 
     arm: str
     cell: str
     source: PolicySource
     mode: SamplingMode
     seeds: tuple[int, ...]
-    draws: int
+    group_size: int
     """K: draws 0..K-1 of every seed (draw 0 of a flow cell is the anchor's keyed noise)."""
     run_key: int
     env: EnvConfig = field(default_factory=boat_env)
@@ -124,9 +124,10 @@ class GroupJob:
                 )
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"rollout job {self.cell}/{self.arm}: seeds contain duplicates")
-        if isinstance(self.draws, bool) or not isinstance(self.draws, int) or self.draws < 1:
+        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 1:
             raise ValueError(
-                f"rollout job {self.cell}/{self.arm}: draws must be an integer >= 1, got {self.draws!r}"
+                f"rollout job {self.cell}/{self.arm}: group_size must be an integer >= 1, "
+                f"got {self.group_size!r}"
             )
         if isinstance(self.run_key, bool) or not isinstance(self.run_key, int) or self.run_key < 0:
             raise ValueError(
@@ -141,7 +142,7 @@ class GroupJob:
 
     def episodes(self) -> list[EpisodeSpec]:
         """Every (seed, draw) of the job, sorted: the order rows are written in."""
-        return sorted(EpisodeSpec(int(s), d) for s in self.seeds for d in range(self.draws))
+        return sorted(EpisodeSpec(int(s), d) for s in self.seeds for d in range(self.group_size))
 
     def replace(self, **changes: Any) -> GroupJob:
         """A copy with some fields changed (e.g. the mode or the draws of an oracle's reference run)."""

@@ -114,7 +114,7 @@ def _job_dict(job: GroupJob) -> dict[str, Any]:
             "noise": job.mode.noise,
         },
         "seeds": list(job.seeds),
-        "draws": job.draws,
+        "draws": job.group_size,
         "run_key": job.run_key,
         **_env_dict(job),
         **({"observation": job.observation.to_dict()} if job.observation.cameras else {}),
@@ -347,7 +347,7 @@ def run_draw0_oracle(
     (``action_reference`` in the report). ``workers``/``pool`` choose the probe path as in
     :func:`run_group`. The report's ``compared`` says which fields were compared with which reference.
     """
-    probe_job = job.replace(mode=draw0_probe_mode(job.mode), draws=1)
+    probe_job = job.replace(mode=draw0_probe_mode(job.mode), group_size=1)
 
     def on_probe_path(run: GroupJob, what: str, hook: ChunkHook | None) -> list[EpisodeResult]:
         return _on_probe_path(run, what, hook, workers, pool, envs_per_worker, show_progress)
@@ -360,7 +360,7 @@ def run_draw0_oracle(
     skip: tuple[str, ...] = draw0.skip
     compared = draw0.compared
     if draw0.against == "run":
-        reference_job = job.replace(mode=_twin_mode(job.mode), draws=1)
+        reference_job = job.replace(mode=_twin_mode(job.mode), group_size=1)
         reference, reference_bytes = _episodes(reference_job, run_sequential(reference_job))
     else:
         if anchor_table is None:

@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         source=source,
         mode=mode,
         seeds=seeds,
-        draws=draws,
+        group_size=draws,
         run_key=run_key,
         env=env,
     )
