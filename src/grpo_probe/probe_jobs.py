@@ -67,6 +67,12 @@ def _group_job(
     )
 
 
+def _cell_job(prereg: Prereg, cell: str, source: Any, seeds: Sequence[int], group_size: int):  # -> GroupJob
+    """A rollout job of registered cell ``cell``: its arm under its mode, on ``seeds`` x ``group_size``."""
+    registered = prereg.cell(cell)
+    return _group_job(prereg, registered.arm, cell, source, registered.mode, seeds, group_size)
+
+
 def _policy_source(source_json: PathLike, checkpoint: PathLike | None, device: str):
     """The arm's policy: the adapter its source.json records, loading the checkpoint the rule declares.
 
@@ -349,9 +355,8 @@ def probe_shard(
     unknown = sorted(set(seeds) - set(prereg.seeds))
     if unknown:
         raise ValueError(f"{prereg.path}: shard seeds {unknown} are not registered seeds")
-    registered = prereg.cell(cell)
     policy = _policy_source(source, checkpoint, device)
-    job = _group_job(prereg, registered.arm, cell, policy, registered.mode, seeds, prereg.group_size)
+    job = _cell_job(prereg, cell, policy, seeds, prereg.group_size)
     shard = write_shard(job, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
     extra = {"cell": cell, "seeds": list(seeds), **gpu}
@@ -378,10 +383,8 @@ def replay_oracle(
     prereg = load_prereg(prereg_path)
     if prereg.replay is None:
         raise ValueError(f"{prereg.path}: the replay oracle runs only for a design with a replay section")
-    registered = prereg.cell(cell)
     policy = _policy_source(source, checkpoint, device)
-    seeds = prereg.replay.oracle_seeds
-    job = _group_job(prereg, registered.arm, cell, policy, registered.mode, seeds, prereg.group_size)
+    job = _cell_job(prereg, cell, policy, prereg.replay.oracle_seeds, prereg.group_size)
     replays = registered_replays(prereg.replay, first_only=True)
     run_replay_oracle(job, replays, probe_table, report, workers=workers)
     extra = {"cell": cell}
@@ -412,9 +415,8 @@ def replay_shard(
     unknown = sorted(set(seeds) - set(prereg.replay.seeds))
     if unknown:
         raise ValueError(f"{prereg.path}: replay shard seeds {unknown} are not in replay.seeds")
-    registered = prereg.cell(cell)
     policy = _policy_source(source, checkpoint, device)
-    job = _group_job(prereg, registered.arm, cell, policy, registered.mode, seeds, prereg.group_size)
+    job = _cell_job(prereg, cell, policy, seeds, prereg.group_size)
     shard = write_replay_shard(job, prereg.replay, probe_table, table, workers=workers)
     gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
     extra = {"cell": cell, "seeds": list(seeds), **gpu}
@@ -437,9 +439,8 @@ def draw0_oracle(
     from grpo_probe.rollout import run_draw0_oracle
 
     prereg = load_prereg(prereg_path)
-    registered = prereg.cell(cell)
     policy = _policy_source(source, checkpoint, device)
-    job = _group_job(prereg, registered.arm, cell, policy, registered.mode, prereg.oracles.draw0_seeds, 1)
+    job = _cell_job(prereg, cell, policy, prereg.oracles.draw0_seeds, 1)
     run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
     extra = {"cell": cell}
     write_design_manifest(
