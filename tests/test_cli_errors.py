@@ -45,3 +45,16 @@ def test_rollout_rows_take_the_designs_run_key_by_default(tmp_path: Path) -> Non
     default = rows()
     assert default == rows("--run-key", "7")  # smoke.yaml's run_key
     assert default != rows("--run-key", "0")
+
+
+def test_the_command_line_builds_without_importing_torch_or_matplotlib() -> None:
+    # Every grpo-probe command builds the whole parser; verify and prereg lock must not pay for torch.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from grpo_probe.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'matplotlib', 'scipy') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout

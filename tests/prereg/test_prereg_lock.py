@@ -137,3 +137,31 @@ def test_invalid_design_cannot_be_locked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="group_size: 0 is less than the minimum of 1"):
         lock_prereg(path)
     assert not lock_path(path).exists()
+
+
+def _pure_python_read(path: Path):
+    """``read_yaml`` with PyYAML's pure-Python parser in place of libyaml's: the same strict loader."""
+    import yaml
+
+    from grpo_probe.prereg import canonical
+
+    class PureStrict(yaml.SafeLoader):
+        pass
+
+    PureStrict.yaml_implicit_resolvers = canonical._StrictLoader.yaml_implicit_resolvers
+    PureStrict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, canonical._construct_mapping)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=PureStrict)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(REPO.glob("prereg/**/*.yaml")) + sorted(REPO.glob("src/grpo_probe/**/*.schema.yaml")),
+    ids=lambda p: str(p.relative_to(REPO)),
+)
+def test_libyaml_and_pure_python_parsers_read_the_same_design(path: Path) -> None:
+    # A lock is the sha256 of the parsed design: it must not depend on which parser PyYAML was built with.
+    from grpo_probe.prereg.canonical import SafeLoader, canonical_sha256
+
+    assert SafeLoader.__name__ == "CSafeLoader"  # PyYAML's wheels bundle libyaml: the fast path is taken
+    fast, pure = read_yaml(path), _pure_python_read(path)
+    assert fast == pure and canonical_sha256(fast) == canonical_sha256(pure)

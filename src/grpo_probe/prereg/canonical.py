@@ -5,6 +5,10 @@ quoting or indentation do. So a prereg is hashed as canonical JSON of its parsed
 whitespace, UTF-8). The reader is stricter than ``yaml.safe_load`` in two ways that matter for a design
 that must not drift: a duplicated key is an error (PyYAML silently keeps the last one), and dates stay
 strings (so ``2026-08-12`` hashes the same on every platform and survives the trip to JSON).
+
+Every job, every Snakemake start and every check reads the design and its schemas, so the reader uses
+libyaml's parser where PyYAML has it (a tenth of the pure-Python parser's time); resolving and
+constructing are the same Python classes either way, so the parsed values, and the hashes, are too.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ from typing import Any
 
 import yaml
 
-__all__ = ["canonical_json", "canonical_sha256", "read_yaml"]
+__all__ = ["SafeLoader", "canonical_json", "canonical_sha256", "read_yaml"]
+
+SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
+"""PyYAML's safe loader on libyaml's parser when PyYAML was built with it (its wheels are)."""
 
 
-class _StrictLoader(yaml.SafeLoader):
+class _StrictLoader(SafeLoader):  # type: ignore[misc,valid-type]
     """SafeLoader without implicit timestamps and with duplicate keys refused."""
 
 

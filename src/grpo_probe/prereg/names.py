@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from grpo_probe.prereg.canonical import SafeLoader
 from grpo_probe.prereg.design import PreregError
 
 __all__ = ["check_one_folder_per_design", "designs_named"]
@@ -25,7 +26,7 @@ _ROOT_MANIFEST = Path("prereg/check.manifest.json")
 
 def _name_of(path: Path) -> str | None:
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=SafeLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     name = raw.get("name") if isinstance(raw, dict) else None

@@ -12,6 +12,8 @@ fragment (``prereg.analysis.schema.yaml``, whose ``properties`` hold the ``analy
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import os
 from collections.abc import Iterable, Mapping
 from importlib import resources
@@ -21,7 +23,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
-from grpo_probe.prereg.canonical import read_yaml
+from grpo_probe.prereg.canonical import canonical_json, read_yaml
 from grpo_probe.sampling import mode_schema_rules
 
 __all__ = [
@@ -135,11 +137,23 @@ def _describe(error: ValidationError) -> str:
     return f"{field_path(error.absolute_path)}: {message}"
 
 
-def validate_against(document: Any, schema: Mapping[str, Any], where: str) -> None:
-    """Raise :class:`SchemaError` listing every violation as ``"<where>: <field path>: <problem>"``."""
+@functools.lru_cache(maxsize=16)
+def _validator(schema_json: str) -> Any:
+    """A checked validator for one schema, by its canonical JSON.
+
+    Why cached: checking a schema against its metaschema costs more than validating a design with it,
+    and one process validates with the same few schemas many times (the design, each registered version's
+    analysis sections, the config).
+    """
+    schema = json.loads(schema_json)
     validator_cls = jsonschema.validators.validator_for(schema)
     validator_cls.check_schema(schema)
-    validator = validator_cls(schema)
+    return validator_cls(schema)
+
+
+def validate_against(document: Any, schema: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`SchemaError` listing every violation as ``"<where>: <field path>: <problem>"``."""
+    validator = _validator(canonical_json(schema).decode("utf-8"))
     errors = sorted(
         validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)
     )

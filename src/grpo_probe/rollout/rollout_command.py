@@ -1,5 +1,8 @@
 """``grpo-probe rollout``: the group runner by hand, for a researcher probing one group outside the workflow.
 
+The engine, torch and the policies are imported by the handlers, not here: every ``grpo-probe`` command
+builds the whole parser, and ``verify`` or ``prereg lock`` should not pay for torch.
+
 The memo's instrument flags: ``--ar-temperature T`` (K draws at temperature T), ``--flow-draws K`` (K
 fresh ODE noises per seed), ``--sde-a A`` (K draws of the SDE sampler). With none of them the command
 writes the arm's anchor rows (AR greedy, flow draw 0 with keyed noise).
@@ -11,18 +14,14 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from grpo_probe.envs.boat.params import SimParams
-from grpo_probe.envs.registry import boat_env
-from grpo_probe.policies.protocol import SamplingMode
-from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
-from grpo_probe.rollout.oracles import anchor_mode
-from grpo_probe.rollout.policy_source import PolicySource, resolve_device
-from grpo_probe.rollout.shards import write_shard
-from grpo_probe.rollout.table import ANCHOR_CELL
+
+if TYPE_CHECKING:
+    from grpo_probe.policies.protocol import SamplingMode
 
 __all__ = ["parse_seeds", "register"]
 
@@ -68,6 +67,10 @@ def _sim_params(path: str | None) -> SimParams:
 
 def _mode_and_draws(args: argparse.Namespace, head: str) -> tuple[SamplingMode, int, str]:
     """(mode, K, default cell) from the instrument flags; a flag that the head cannot run is an error."""
+    from grpo_probe.policies.protocol import SamplingMode
+    from grpo_probe.rollout.oracles import anchor_mode
+    from grpo_probe.rollout.table import ANCHOR_CELL
+
     if args.ar_temperature is not None:
         if head == "flow":
             raise ValueError("--ar-temperature needs an AR policy; this checkpoint's head is 'flow'")
@@ -103,6 +106,11 @@ def _design(path: str | None) -> Any:  # -> Prereg | None
 
 
 def _run(args: argparse.Namespace) -> int:
+    from grpo_probe.envs.registry import boat_env
+    from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
+    from grpo_probe.rollout.policy_source import PolicySource
+    from grpo_probe.rollout.shards import write_shard
+
     seeds = parse_seeds(args.seeds)
     if args.draws < 1:
         raise ValueError(f"--draws must be >= 1, got {args.draws}")
@@ -126,7 +134,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     del policy  # built only to read its head; every path builds its own from the source
     try:
-        summary = write_shard(job, args.out, workers=args.workers, envs_per_worker=args.envs_per_worker)
+        envs_per_worker = DEFAULT_ENVS_PER_WORKER if args.envs_per_worker is None else args.envs_per_worker
+        summary = write_shard(job, args.out, workers=args.workers, envs_per_worker=envs_per_worker)
     except RolloutWorkerError as exc:
         print(f"grpo-probe rollout: {exc}", file=sys.stderr)
         return 1
@@ -159,7 +168,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--sampler-steps", type=int, default=10, help="flow sampler steps (Heun ODE and SDE)")
     p.add_argument("--workers", type=int, default=0, help="worker processes; 0 runs sequentially here")
     p.add_argument(
-        "--envs-per-worker", type=int, default=DEFAULT_ENVS_PER_WORKER, help="envs a worker steps in lockstep"
+        "--envs-per-worker",
+        type=int,
+        default=None,
+        help="envs a worker steps in lockstep (default: the engine's DEFAULT_ENVS_PER_WORKER)",
     )
     p.add_argument("--device", default="cpu", help="torch device of the policy: cpu, cuda or cuda:N")
     p.add_argument(
@@ -221,6 +233,7 @@ def _check_policy(args: argparse.Namespace) -> int:
     from grpo_probe.policies.check import check_arm
     from grpo_probe.prereg import load_prereg
     from grpo_probe.prereg.run_config import config_sources, load_config
+    from grpo_probe.rollout.policy_source import resolve_device
 
     prereg = load_prereg(args.prereg, require_lock=False)  # a missing design: the designs that exist
     for path in args.configfile:

@@ -8,7 +8,6 @@ from typing import Any
 
 from grpo_probe.provenance.chain import BrokenLinkError
 from grpo_probe.study.design import StudyError, load_study, lock_study
-from grpo_probe.study.jobs import verify_study
 
 __all__ = ["register"]
 
@@ -38,6 +37,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from grpo_probe.study.jobs import verify_study  # the study's jobs and figures: imported when used
+
     try:
         result = verify_study(args.manifest, root=args.root)
     except (BrokenLinkError, StudyError, ValueError) as exc:
