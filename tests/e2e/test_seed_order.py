@@ -3,8 +3,8 @@
 Why: shards used to be named by a seed range and re-derived by a range filter, so a seed list in any
 order other than ascending ran a seed twice and the join failed after the compute was spent. Both
 designs here bind the smoke run's trained checkpoints, so the test runs rollouts and analysis only, and
-keep only the smoke design's first cell: sharding is the same code for every cell, and each cell costs
-its own anchors, shards, oracles, replays and join in both runs.
+keep only the smoke design's first cell (the AR arm's) and the parallel oracle's AR part: sharding is the
+same code for every cell, and every arm costs its own binding, anchors and oracle rollouts in both runs.
 """
 
 from __future__ import annotations
@@ -20,12 +20,17 @@ from grpo_probe.prereg import lock_prereg
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SEEDS = [1000, 1001, 1002]
+ARM = "ar"
+"""The smoke design's first cell's arm, the only arm the two designs keep."""
 
 
 def _design(workdir: Path, name: str, seeds: list[int]) -> Path:
     raw = yaml.safe_load((workdir / "prereg/smoke.yaml").read_text())
     raw.update(name=name, seeds=seeds, amendments=[])
     raw["cells"] = raw["cells"][:1]
+    parallel = raw["oracles"]["parallel"]
+    parallel["arms"] = [ARM]
+    parallel["modes"] = [m for m in parallel["modes"] if m["kind"] in ("greedy", "temperature")]
     path = workdir / "prereg" / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     lock_prereg(path)
@@ -39,7 +44,7 @@ def _bind_trained_arms(workdir: Path, smoke_run: Path) -> Path:
             "path": str(smoke_run / f"results/smoke/arms/{arm}/policy.pt"),
             "adapter": "grpo_probe.policies.checkpoint:load_policy",
         }
-        for arm in ("ar", "flow_teacher")
+        for arm in (ARM,)
     }
     config = workdir / "bound.yaml"
     config.write_text(yaml.safe_dump({"arms": arms}))

@@ -22,9 +22,10 @@ def test_a_second_run_is_refused_while_the_first_holds_the_lock_and_the_first_co
     recorded = json.loads((run_copy / target).read_text())["outputs"][0]["sha256"]
     for suffix in (".parquet", ".manifest.json"):
         (run_copy / f"{shard}{suffix}").unlink()
-    # Retraining the arms first keeps the first run busy for tens of seconds, far longer than the
-    # second needs to start and meet the lock, however loaded the machine is.
-    shutil.rmtree(run_copy / workflow_tools.RESULTS / "arms")
+    # Retraining the shard's arm first keeps the first run busy for tens of seconds (training, the
+    # parallel oracle and the arm's anchors come before the shard), far longer than the second needs to
+    # start and meet the lock, however loaded the machine is.
+    shutil.rmtree(run_copy / workflow_tools.RESULTS / "arms" / "ar")
     first = workflow_tools.start_snakemake(run_copy, target, "--cores", "2", *workflow_tools.SMOKE)
     try:
         locks = run_copy / ".snakemake" / "locks"

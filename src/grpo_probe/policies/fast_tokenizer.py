@@ -24,7 +24,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.fft import dct, idct
 from tokenizers import Tokenizer, models, trainers
 
 __all__ = ["FastTokenizer"]
@@ -184,6 +183,8 @@ class FastTokenizer:
     def decode(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Any id sequence -> float64 [T, D] chunk in action units (not clipped to the action box)."""
         coefs = self.decode_coefficients(ids).reshape(self.chunk_length, self.action_dims)
+        from scipy.fft import idct  # imported where used: a flow-only job never loads scipy.fft
+
         normalized = idct(coefs.astype(np.float64) / self.scale, type=2, axis=0, norm="ortho")
         return _denormalize(normalized, self.q_low, self.q_high)
 
@@ -252,4 +253,6 @@ def _denormalize(y: np.ndarray, q_low: np.ndarray, q_high: np.ndarray) -> np.nda
 
 def _quantized_dct(normalized: np.ndarray, scale: float) -> np.ndarray:
     """[N, T, D] -> int64 [N, T, D]: round(scale * DCT-II-ortho over time)."""
+    from scipy.fft import dct  # imported where used: a flow-only job never loads scipy.fft
+
     return np.rint(dct(normalized, type=2, axis=1, norm="ortho") * scale).astype(np.int64)
