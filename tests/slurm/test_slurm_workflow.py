@@ -72,8 +72,9 @@ def test_every_workflow_job_runs_in_a_slurm_job_with_its_own_slurm_log(smoke_run
 
 
 def test_slurm_jobs_are_the_profile_s_groups_one_per_cell(smoke_runs) -> None:
-    """A handful of SLURM jobs, not one per workflow job: the arms' chain, one job per cell (cells stay
-    apart, so a cluster runs them side by side) and the decision."""
+    """A handful of SLURM jobs, not one per workflow job: the demos, one training job per arm and one
+    job per cell (trainings and cells stay apart, so a cluster runs them side by side), the parallel
+    oracle and anchors as one chain, and the decision."""
     groups = _profile_groups(smoke_runs.slurm_dir)
     cells = Counter(LOCAL_JOB.findall(smoke_runs.local_log))["join"]
     assert cells >= 2
@@ -82,10 +83,13 @@ def test_slurm_jobs_are_the_profile_s_groups_one_per_cell(smoke_runs) -> None:
         kind = {groups.get(rule, rule) for rule, _ in jobs}
         assert len(kind) == 1, (job_id, jobs)
         (kind,) = kind
-        if kind == "cell":
-            assert len({wildcards["cell"] for _, wildcards in jobs}) == 1, (job_id, jobs)
+        if kind in ("cell", "train"):
+            key = "cell" if kind == "cell" else "arm"
+            assert len({wildcards[key] for _, wildcards in jobs}) == 1, (job_id, jobs)
         kinds[kind] += 1
-    assert kinds == {"arms": 1, "cell": cells, "decision": 1}
+    trained = Counter(LOCAL_JOB.findall(smoke_runs.local_log))["train"]
+    assert trained >= 2
+    assert kinds == {"demos": 1, "train": trained, "arms": 1, "cell": cells, "decision": 1}
 
 
 def test_slurm_reports_the_run_s_jobs_completed_in_its_work_directory(smoke_runs) -> None:
