@@ -25,8 +25,6 @@ The load average is printed before and after, since a shared machine slows both 
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -38,19 +36,9 @@ from unittest import mock
 import yaml
 
 from grpo_probe.prereg import canonical, load_prereg, schema
+from measure import cpu_s, load_average
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _cpu_s() -> float:
-    """User + system CPU seconds of this process and its reaped children so far."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def _load() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def _pure_loader() -> type:
@@ -77,9 +65,9 @@ def _compare(name: str, sides: dict[str, Callable[[], object]], repeats: int) ->
     cpu: dict[str, list[float]] = {side: [] for side in sides}
     for _ in range(repeats):
         for side, run in sides.items():
-            start = _cpu_s()
+            start = cpu_s()
             run()
-            cpu[side].append(_cpu_s() - start)
+            cpu[side].append(cpu_s() - start)
     medians = {side: statistics.median(values) for side, values in cpu.items()}
     print(f"\n{name}")
     for side, values in cpu.items():
@@ -93,7 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    print(f"load average before: {_load()}")
+    print(f"load average before: {load_average()}")
     files = sorted(REPO.glob("prereg/**/*.yaml")) + sorted(REPO.glob("src/grpo_probe/**/*.schema.yaml"))
     designs = sorted(REPO.glob("prereg/*.yaml"))
     pure = _pure_loader()
@@ -148,7 +136,7 @@ def main() -> None:
         args.repeats,
     )
     print(f"  ({time.perf_counter() - started:.1f} s of wall time for part 3)")
-    print(f"\nload average after: {_load()}")
+    print(f"\nload average after: {load_average()}")
 
 
 if __name__ == "__main__":

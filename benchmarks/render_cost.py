@@ -45,6 +45,7 @@ import numpy as np
 from grpo_probe.envs.boat import BoatPushEnv, SimParams
 from grpo_probe.envs.boat.expert import ScriptedExpert
 from grpo_probe.envs.boat.render import make_renderer
+from measure import load_average
 
 # No `import mujoco` here: MuJoCo reads MUJOCO_GL once, at its first import, and importing
 # grpo_probe.envs first is what sets it to egl (grpo_probe.envs.gl); sorted imports would put mujoco first.
@@ -64,10 +65,6 @@ print(hashlib.sha256(frame.tobytes()).hexdigest())
 
 def sha256(frame: np.ndarray) -> str:
     return hashlib.sha256(frame.tobytes()).hexdigest()
-
-
-def _load() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def _gl_renderer() -> str:
@@ -198,7 +195,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.episodes < 1 or args.height < 1 or args.width < 1:
         parser.error("--episodes, --height and --width must be >= 1")
-    load_start = _load()
+    load_start = load_average()
     params = SimParams()
     env = BoatPushEnv(params)
     expert = ScriptedExpert(params, noise=0.05)
@@ -213,7 +210,7 @@ def main() -> None:
         env, expert, range(args.seed, args.seed + args.episodes), args.height, args.width
     )
     checks = determinism(env, args.seed, args.height, args.width)
-    load_end = _load()
+    load_end = load_average()
 
     def col(key: str) -> tuple[float, float, float]:
         return _median_range([r[key] for r in runs])

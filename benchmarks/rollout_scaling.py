@@ -32,7 +32,6 @@ tokens than a trained one, which changes its cost per chunk).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -50,6 +49,7 @@ from grpo_probe.prereg import load_prereg
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, anchor_mode, group_table, run_sequential
 from grpo_probe.rollout.engine import mean_timing
 from grpo_probe.rollout.table import table_bytes
+from measure import load_average
 
 K = 8
 """The probe's group size."""
@@ -72,10 +72,6 @@ def _checkpoints(args: argparse.Namespace, root: Path) -> dict[str, Path]:
         train_arm(head, synthetic_demos(256), path, {"steps": 5, "warmup_steps": 1})
         paths[head] = path
     return paths
-
-
-def _load() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def _mode(head: str) -> SamplingMode:
@@ -133,7 +129,7 @@ def main() -> None:
     if args.seeds is None:
         args.seeds = _seeds_per_shard()
     torch.set_num_threads(1)
-    print(f"load average (1, 5, 15 min) at start: {_load()}")
+    print(f"load average (1, 5, 15 min) at start: {load_average()}")
     with tempfile.TemporaryDirectory() as tmp:
         checkpoints = _checkpoints(args, Path(tmp))
         one, startup_one = _warm_pool(1, checkpoints, ar_blocks)
@@ -190,7 +186,7 @@ def main() -> None:
                 )
         one.close()
         many.close()
-    print(f"torch {torch.__version__}, 1 intra-op thread per process; load average at end: {_load()}")
+    print(f"torch {torch.__version__}, 1 intra-op thread per process; load average at end: {load_average()}")
 
 
 if __name__ == "__main__":

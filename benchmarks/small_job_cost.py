@@ -21,8 +21,6 @@ per call matches the reference heads; the behaviour does not).
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import statistics
 import tempfile
 import time
@@ -37,6 +35,7 @@ from grpo_probe.policies.synthetic_demos import synthetic_demos
 from grpo_probe.policies.train import train_arm
 from grpo_probe.rollout import GroupJob, PolicySource, group_table, run_in_process, run_parallel
 from grpo_probe.rollout.table import table_bytes
+from measure import cpu_s, load_average
 
 SMOKE_SIM = SimParams(replans=3, executed_actions=10)
 """The smoke design's episode: 3 replans x 10 executed actions of a 50-action chunk."""
@@ -44,21 +43,10 @@ MODES = {"ar": SamplingMode("temperature", temperature=1.0), "flow": SamplingMod
 """The smoke design's stochastic cell of each head."""
 
 
-def _cpu_s() -> float:
-    """User + system CPU seconds of this process and its reaped children so far."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def _load() -> str:
-    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
-
-
 def _timed(run) -> tuple[float, float, bytes]:
-    wall, cpu = time.perf_counter(), _cpu_s()
+    wall, cpu = time.perf_counter(), cpu_s()
     job, results = run()
-    return time.perf_counter() - wall, _cpu_s() - cpu, table_bytes(group_table(job, results))
+    return time.perf_counter() - wall, cpu_s() - cpu, table_bytes(group_table(job, results))
 
 
 def main() -> None:
@@ -68,7 +56,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"load average before: {_load()}")
+    print(f"load average before: {load_average()}")
     with tempfile.TemporaryDirectory() as tmp:
         for head, mode in MODES.items():
             path = Path(tmp) / f"{head}.ckpt"
@@ -101,7 +89,7 @@ def main() -> None:
                 f"  in process / pool: wall {medians['in process'][0] / medians['pool'][0]:.2f}, "
                 f"CPU {medians['in process'][1] / medians['pool'][1]:.2f}"
             )
-    print(f"\nload average after: {_load()}")
+    print(f"\nload average after: {load_average()}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,25 @@
+"""What every benchmark here reads off the machine: CPU seconds spent and the load average.
+
+The benchmarks run as scripts (``python benchmarks/<name>.py``), so this folder is on their import path
+and they import this module by its bare name.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+__all__ = ["cpu_s", "load_average"]
+
+
+def cpu_s() -> float:
+    """User + system CPU seconds of this process and its reaped children so far."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as printed beside a measurement (a shared machine slows
+    both sides of a comparison alike, and the reader should know how loaded it was)."""
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
