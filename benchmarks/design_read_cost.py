@@ -41,17 +41,6 @@ from measure import cpu_s, load_average
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _pure_loader() -> type:
-    """``read_yaml``'s strict loader on PyYAML's pure-Python parser."""
-
-    class PureStrict(yaml.SafeLoader):
-        pass
-
-    PureStrict.yaml_implicit_resolvers = canonical._StrictLoader.yaml_implicit_resolvers
-    PureStrict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, canonical._construct_mapping)
-    return PureStrict
-
-
 _BUILD_VALIDATOR = schema._validator.__wrapped__
 """Building a checked validator, without the cache around it."""
 
@@ -84,7 +73,7 @@ def main() -> None:
     print(f"load average before: {load_average()}")
     files = sorted(REPO.glob("prereg/**/*.yaml")) + sorted(REPO.glob("src/grpo_probe/**/*.schema.yaml"))
     designs = sorted(REPO.glob("prereg/*.yaml"))
-    pure = _pure_loader()
+    pure = canonical.strict_loader(yaml.SafeLoader)
     for path in files:
         if canonical.read_yaml(path) != yaml.load(path.read_text(encoding="utf-8"), Loader=pure):
             raise SystemExit(f"{path}: the two parsers read different values")

@@ -143,14 +143,9 @@ def _pure_python_read(path: Path):
     """``read_yaml`` with PyYAML's pure-Python parser in place of libyaml's: the same strict loader."""
     import yaml
 
-    from grpo_probe.prereg import canonical
+    from grpo_probe.prereg.canonical import strict_loader
 
-    class PureStrict(yaml.SafeLoader):
-        pass
-
-    PureStrict.yaml_implicit_resolvers = canonical._StrictLoader.yaml_implicit_resolvers
-    PureStrict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, canonical._construct_mapping)
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=PureStrict)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=strict_loader(yaml.SafeLoader))
 
 
 @pytest.mark.parametrize(

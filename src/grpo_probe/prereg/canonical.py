@@ -21,23 +21,13 @@ from typing import Any
 
 import yaml
 
-__all__ = ["SafeLoader", "canonical_json", "canonical_sha256", "read_yaml"]
+__all__ = ["SafeLoader", "canonical_json", "canonical_sha256", "read_yaml", "strict_loader"]
 
 SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[assignment]
 """PyYAML's safe loader on libyaml's parser when PyYAML was built with it (its wheels are)."""
 
 
-class _StrictLoader(SafeLoader):  # type: ignore[misc,valid-type]
-    """SafeLoader without implicit timestamps and with duplicate keys refused."""
-
-
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     mapping: dict[Any, Any] = {}
     for key_node, value_node in node.value:
@@ -48,7 +38,23 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
     return mapping
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+def strict_loader(base: type[yaml.SafeLoader]) -> type[yaml.SafeLoader]:
+    """``base`` (a safe loader on either parser) without implicit timestamps and with duplicate keys
+    refused: the reader's loader, built on :data:`SafeLoader`; the tests and benchmarks build it on the
+    pure-Python parser to compare the two."""
+
+    class Strict(base):  # type: ignore[misc,valid-type]
+        pass
+
+    Strict.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+    return Strict
+
+
+_StrictLoader = strict_loader(SafeLoader)
 
 
 def read_yaml(path: str | os.PathLike[str]) -> Any:

@@ -133,8 +133,8 @@ def _run(args: argparse.Namespace) -> int:
         env=env,
     )
     del policy  # built only to read its head; every path builds its own from the source
+    envs_per_worker = DEFAULT_ENVS_PER_WORKER if args.envs_per_worker is None else args.envs_per_worker
     try:
-        envs_per_worker = DEFAULT_ENVS_PER_WORKER if args.envs_per_worker is None else args.envs_per_worker
         summary = write_shard(job, args.out, workers=args.workers, envs_per_worker=envs_per_worker)
     except RolloutWorkerError as exc:
         print(f"grpo-probe rollout: {exc}", file=sys.stderr)
