@@ -34,6 +34,11 @@ REPLAY_SHARDS = (
     if REPLAY
     else []
 )
+# Each replayed shard's replayed seeds, in registered order (a cell's reruns replay them).
+REPLAY_SHARD_SEEDS = [
+    [s for s in SHARD_SEEDS[SHARDS.index(shard)] if s in REPLAY.seeds]
+    for shard in REPLAY_SHARDS
+]
 
 
 def _alternatives(names):
@@ -166,27 +171,17 @@ def cell_shard_tables(wildcards):
 
 def cell_join_upstream(wildcards):
     shards = [f"{R}/probe/{wildcards.cell}/{shard}.manifest.json" for shard in SHARDS]
-    return [
-        *shards,
-        f"{R}/oracles/draw0/{wildcards.cell}.manifest.json",
-        *cell_upstream(wildcards)[1:],
-    ]
+    return [*shards, *cell_upstream(wildcards)[1:]]
 
 
-def replay_shard_seeds(wildcards):
-    """The shard's seeds that the design replays, in registered order."""
-    return [s for s in shard_seeds(wildcards) if s in REPLAY.seeds]
+def replay_probe_tables(wildcards):
+    """The probe table of each shard holding a replayed seed: the draws its replays rerun."""
+    return [f"{R}/probe/{wildcards.cell}/{shard}.parquet" for shard in REPLAY_SHARDS]
 
 
 def replay_upstream(wildcards):
-    """The shard's probe rows and the cell's unperturbed replay oracle: no replay before it passes."""
-    return [
-        f"{R}/probe/{wildcards.cell}/{wildcards.shard}.manifest.json",
-        f"{R}/oracles/replay/{wildcards.cell}.manifest.json",
-    ]
-
-
-def replay_oracle_upstream(wildcards):
+    """The cell's join (its probe table is the replay oracle's reference, and it lists every probe shard
+    and the anchors) and its arm."""
     return [f"{R}/join/{wildcards.cell}.manifest.json", *cell_upstream(wildcards)[:1]]
 
 
@@ -209,12 +204,10 @@ def decision_anchor_tables():
 
 
 def decision_upstream():
-    replays = [
-        p.removesuffix(".parquet") + ".manifest.json"
-        for c in CELLS
-        for p in cell_replay_tables(c)
-    ]
-    return [f"{R}/join/{cell}.manifest.json" for cell in CELLS] + replays
+    """Every cell's join and, with a replay section, its replays (whose oracle must pass first)."""
+    joins = [f"{R}/join/{cell}.manifest.json" for cell in CELLS]
+    replays = [f"{R}/replay/{cell}.manifest.json" for cell in CELLS] if REPLAY else []
+    return joins + replays
 
 
 def design_page(name):

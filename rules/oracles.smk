@@ -24,30 +24,3 @@ rule parallel_oracle:
         device=RUN.device,
     script:
         "../workflow/scripts/parallel_oracle.py"
-
-
-rule draw0_oracle:
-    input:
-        **prereg_files(),
-        source=cell_source,
-        checkpoint=cell_checkpoint,
-        anchors=cell_anchor_table,
-        upstream=cell_upstream,
-        policy_code=cell_code,
-    output:
-        report=f"{R}/oracles/draw0/{{cell}}.json",
-        manifest=f"{R}/oracles/draw0/{{cell}}.manifest.json",
-    log:
-        f"{R}/logs/draw0_oracle/{{cell}}.log",
-    benchmark:
-        f"{R}/benchmarks/draw0_oracle/{{cell}}.tsv"
-    conda:
-        "../environment.yml"
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=30,
-    params:
-        device=RUN.device,
-    script:
-        "../workflow/scripts/draw0_oracle.py"

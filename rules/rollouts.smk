@@ -7,6 +7,7 @@ rule anchors:
         policy_code=arm_code,
     output:
         table=f"{R}/anchors/{{arm}}.parquet",
+        draw0=directory(f"{R}/oracles/draw0/{{arm}}"),
         manifest=f"{R}/anchors/{{arm}}.manifest.json",
     log:
         f"{R}/logs/anchors/{{arm}}.log",
@@ -74,48 +75,23 @@ rule join:
         "../workflow/scripts/join.py"
 
 
-rule replay_oracle:
-    input:
-        **prereg_files(),
-        source=cell_source,
-        checkpoint=cell_checkpoint,
-        probe=f"{R}/cells/{{cell}}.parquet",
-        upstream=replay_oracle_upstream,
-        policy_code=cell_code,
-    output:
-        report=f"{R}/oracles/replay/{{cell}}.json",
-        manifest=f"{R}/oracles/replay/{{cell}}.manifest.json",
-    log:
-        f"{R}/logs/replay_oracle/{{cell}}.log",
-    benchmark:
-        f"{R}/benchmarks/replay_oracle/{{cell}}.tsv"
-    conda:
-        "../environment.yml"
-    threads: RUN.workers
-    resources:
-        mem_mb=3000,
-        runtime=60,
-    params:
-        device=RUN.device,
-    script:
-        "../workflow/scripts/replay_oracle.py"
-
-
 rule replay:
     input:
         **prereg_files(),
         source=cell_source,
         checkpoint=cell_checkpoint,
-        probe=f"{R}/probe/{{cell}}/{{shard}}.parquet",
+        cell_table=f"{R}/cells/{{cell}}.parquet",
+        probe_tables=replay_probe_tables,
         upstream=replay_upstream,
         policy_code=cell_code,
     output:
-        table=f"{R}/replay/{{cell}}/{{shard}}.parquet",
-        manifest=f"{R}/replay/{{cell}}/{{shard}}.manifest.json",
+        oracle=f"{R}/oracles/replay/{{cell}}.json",
+        tables=[f"{R}/replay/{{cell}}/{shard}.parquet" for shard in REPLAY_SHARDS],
+        manifest=f"{R}/replay/{{cell}}.manifest.json",
     log:
-        f"{R}/logs/replay/{{cell}}/{{shard}}.log",
+        f"{R}/logs/replay/{{cell}}.log",
     benchmark:
-        f"{R}/benchmarks/replay/{{cell}}/{{shard}}.tsv"
+        f"{R}/benchmarks/replay/{{cell}}.tsv"
     conda:
         "../environment.yml"
     threads: RUN.workers
@@ -123,7 +99,7 @@ rule replay:
         mem_mb=3000,
         runtime=120,
     params:
-        seeds=replay_shard_seeds,
+        seeds=REPLAY_SHARD_SEEDS,
         device=RUN.device,
     script:
         "../workflow/scripts/replay.py"

@@ -113,7 +113,7 @@ def run_design(workdir: Path, design: str, timeout: int = 900) -> Path:
 
 def oracle_reports(run: Path) -> list[Path]:
     """A finished run's oracle reports: the parallel oracle's, then each cell's draw-0 oracle's."""
-    draw0 = sorted(p for p in (run / "oracles/draw0").glob("*.json") if not p.name.endswith(".manifest.json"))
+    draw0 = sorted((run / "oracles/draw0").glob("*/*.json"))  # oracles/draw0/<arm>/<cell>.json
     return [run / "oracles/parallel.json", *draw0]
 
 

@@ -10,6 +10,7 @@ from decision.md back to the prereg can be verified (``grpo-probe verify``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -24,23 +25,32 @@ from grpo_probe.provenance import file_sha256, policy_sources, write_design_mani
 from grpo_probe.user_code import checkpoint_files, factory_files, tree_sha256
 
 __all__ = [
+    "ReplayShardFiles",
     "anchors",
     "bind_checkpoint",
     "compute",
     "decision",
     "demos",
-    "draw0_oracle",
     "join",
     "parallel_oracle",
     "prereg_check",
     "probe_shard",
-    "replay_oracle",
-    "replay_shard",
+    "replay",
     "root_decision",
     "train_reference_arm",
 ]
 
 PathLike = str | os.PathLike[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayShardFiles:
+    """One probe shard's replays (:func:`replay`): the shard's replayed seeds, in registered order, its
+    probe table (the draws replayed and measured against) and the replay table to write."""
+
+    seeds: tuple[int, ...]
+    probe_table: PathLike
+    table: PathLike
 
 
 def _group_job(
@@ -316,23 +326,40 @@ def anchors(
     source: PathLike,
     upstream: Sequence[PathLike],
     table: PathLike,
+    draw0_dir: PathLike,
     manifest: PathLike,
     workers: int,
     device: str = "cpu",
     checkpoint: PathLike | None = None,
 ) -> None:
-    """The arm's deterministic rerun on the registered seeds (AR greedy; flow Heun draw 0)."""
-    from grpo_probe.rollout import write_shard
+    """The arm's deterministic rerun on the registered seeds (AR greedy; flow Heun draw 0), then the
+    draw-0 oracle of each of the arm's cells against it: ``draw0_dir/<cell>.json``.
+
+    The draw-0 oracle runs a cell's probe path with stochasticity off on ``oracles.draw0.seeds`` and must
+    reproduce the cell's reference rows bit for bit (these anchors, or for an SDE cell its twin sampler;
+    :func:`grpo_probe.rollout.run_draw0_oracle`). Why here: it reads the anchors and runs the same policy,
+    so it costs seconds of episodes and no start-up of its own (importing torch alone is about 2 CPU-s a
+    process), and every probe shard of the arm's cells waits on this job, so no probe rollout starts
+    before its cell's draw-0 oracle passes.
+    """
+    from grpo_probe.rollout import run_draw0_oracle, write_shard
     from grpo_probe.rollout.table import ANCHOR_CELL
 
     prereg = load_prereg(prereg_path)
     mode = prereg.arms[arm].anchor
     policy = _policy_source(source, checkpoint, device)
     job = _group_job(prereg, arm, ANCHOR_CELL, policy, mode, prereg.seeds, 1)
-    shard = write_shard(job, table, workers=workers)
-    gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
+    write_shard(job, table, workers=workers)
+    cells = [cell.id for cell in prereg.enabled_cells if cell.arm == arm]
+    Path(draw0_dir).mkdir(parents=True, exist_ok=True)
+    reports = [Path(draw0_dir) / f"{cell}.json" for cell in cells]
+    for cell, report in zip(cells, reports, strict=True):
+        draw0 = _cell_job(prereg, cell, policy, prereg.oracles.draw0_seeds, 1)
+        run_draw0_oracle(draw0, report, anchor_table=table, workers=workers)
+    # GPU seconds: the draw-0 oracles do not time their policy calls, so the stage's are not measured.
+    extra = {"arm": arm, "draw0_cells": cells, "device": device, "gpu_s": None}
     write_design_manifest(
-        prereg, manifest, "anchors", [table], upstream, {"arm": arm, **gpu}, policy_sources([policy])
+        prereg, manifest, "anchors", [table, *reports], upstream, extra, policy_sources([policy])
     )
 
 
@@ -363,89 +390,63 @@ def probe_shard(
     write_design_manifest(prereg, manifest, "probe", [table], upstream, extra, policy_sources([policy]))
 
 
-def replay_oracle(
+def replay(
     prereg_path: PathLike,
     cell: str,
     source: PathLike,
-    probe_table: PathLike,
+    cell_table: PathLike,
     upstream: Sequence[PathLike],
-    report: PathLike,
+    oracle_report: PathLike,
+    shards: Sequence[ReplayShardFiles],
     manifest: PathLike,
     workers: int,
     device: str = "cpu",
     checkpoint: PathLike | None = None,
 ) -> None:
-    """A cell's draws, replayed with every registered perturbation at size zero, reproduce their probe
-    rows bit for bit: the replay path differs from the probe path only by the perturbation."""
-    from grpo_probe.rollout import run_replay_oracle
-    from grpo_probe.rollout.replay import registered_replays
+    """A cell's replays (the design's replay section), in one job: the replay oracle, then the replays of
+    each probe shard that holds a replayed seed.
+
+    - **Replay oracle**: the cell's draws on ``replay.oracle.seeds``, replayed with every registered
+      perturbation at size zero, reproduce their probe rows (``cell_table``) bit for bit: the replay path
+      differs from the probe path only by the perturbation. It runs first and raises on a mismatch, so
+      no replay is measured before it passes.
+    - **Replays**: every draw of each shard's replayed seeds under every registered perturbation, one
+      table per probe shard (:class:`ReplayShardFiles`), measured against that shard's probe rows.
+
+    Why one job: each part is seconds of episodes behind the same policy and simulator start-up
+    (importing torch alone is about 2 CPU-s a process), and they share one pool of rollout workers.
+    """
+    from grpo_probe.rollout import DEFAULT_ENVS_PER_WORKER, RolloutPool, run_replay_oracle, worker_count
+    from grpo_probe.rollout.replay import registered_replays, write_replay_shard
 
     prereg = load_prereg(prereg_path)
-    if prereg.replay is None:
-        raise ValueError(f"{prereg.path}: the replay oracle runs only for a design with a replay section")
-    policy = _policy_source(source, checkpoint, device)
-    job = _cell_job(prereg, cell, policy, prereg.replay.oracle_seeds, prereg.group_size)
-    replays = registered_replays(prereg.replay, first_only=True)
-    run_replay_oracle(job, replays, probe_table, report, workers=workers)
-    extra = {"cell": cell}
-    write_design_manifest(
-        prereg, manifest, "replay_oracle", [report], upstream, extra, policy_sources([policy])
-    )
-
-
-def replay_shard(
-    prereg_path: PathLike,
-    cell: str,
-    seeds: Sequence[int],
-    source: PathLike,
-    probe_table: PathLike,
-    upstream: Sequence[PathLike],
-    table: PathLike,
-    manifest: PathLike,
-    workers: int,
-    device: str = "cpu",
-    checkpoint: PathLike | None = None,
-) -> None:
-    """Every draw of the shard's replayed seeds, replayed under every registered perturbation."""
-    from grpo_probe.rollout.replay import write_replay_shard
-
-    prereg = load_prereg(prereg_path)
-    if prereg.replay is None:
+    section = prereg.replay
+    if section is None:
         raise ValueError(f"{prereg.path}: replays run only for a design with a replay section")
-    unknown = sorted(set(seeds) - set(prereg.replay.seeds))
-    if unknown:
-        raise ValueError(f"{prereg.path}: replay shard seeds {unknown} are not in replay.seeds")
+    for shard in shards:
+        unknown = sorted(set(shard.seeds) - set(section.seeds))
+        if unknown:
+            raise ValueError(f"{prereg.path}: replay shard seeds {unknown} are not in replay.seeds")
     policy = _policy_source(source, checkpoint, device)
-    job = _cell_job(prereg, cell, policy, seeds, prereg.group_size)
-    shard = write_replay_shard(job, prereg.replay, probe_table, table, workers=workers)
-    gpu = {"device": device, "gpu_s": shard.gpu_s}  # GPU seconds (None on the CPU: not measured)
-    extra = {"cell": cell, "seeds": list(seeds), **gpu}
-    write_design_manifest(prereg, manifest, "replay", [table], upstream, extra, policy_sources([policy]))
-
-
-def draw0_oracle(
-    prereg_path: PathLike,
-    cell: str,
-    source: PathLike,
-    anchor_table: PathLike,
-    upstream: Sequence[PathLike],
-    report: PathLike,
-    manifest: PathLike,
-    workers: int,
-    device: str = "cpu",
-    checkpoint: PathLike | None = None,
-) -> None:
-    """The cell's probe path with stochasticity off reproduces its reference rows bit for bit."""
-    from grpo_probe.rollout import run_draw0_oracle
-
-    prereg = load_prereg(prereg_path)
-    policy = _policy_source(source, checkpoint, device)
-    job = _cell_job(prereg, cell, policy, prereg.oracles.draw0_seeds, 1)
-    run_draw0_oracle(job, report, anchor_table=anchor_table, workers=workers)
-    extra = {"cell": cell}
-    write_design_manifest(
-        prereg, manifest, "draw0_oracle", [report], upstream, extra, policy_sources([policy])
-    )
+    oracle = _cell_job(prereg, cell, policy, section.oracle_seeds, prereg.group_size)
+    jobs = [_cell_job(prereg, cell, policy, shard.seeds, prereg.group_size) for shard in shards]
+    largest = max(len(job.episodes()) for job in [oracle, *jobs])
+    per_task = oracle.envs_per_worker if oracle.envs_per_worker is not None else DEFAULT_ENVS_PER_WORKER
+    started = worker_count(largest, workers, per_task)
+    with RolloutPool(started) if started > 0 else contextlib.nullcontext() as pool:
+        zeroed = registered_replays(section, first_only=True)
+        run_replay_oracle(oracle, zeroed, cell_table, oracle_report, workers=workers, pool=pool)
+        for shard, job in zip(shards, jobs, strict=True):
+            write_replay_shard(job, section, shard.probe_table, shard.table, workers=workers, pool=pool)
+    extra = {
+        "cell": cell,
+        "shards": [{"table": str(s.table), "seeds": list(s.seeds)} for s in shards],
+        "device": device,
+        # the replay oracle does not time its policy calls, so the stage's GPU seconds are not measured
+        "gpu_s": None,
+    }
+    outputs = [oracle_report, *(s.table for s in shards)]
+    write_design_manifest(prereg, manifest, "replay", outputs, upstream, extra, policy_sources([policy]))
 
 
 # -- analysis --------------------------------------------------------------------------------------------

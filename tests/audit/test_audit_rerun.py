@@ -116,7 +116,7 @@ def test_audit_refuses_to_rerun_from_an_input_that_changed(run_copy: Path, workf
     data = bytearray(anchors.read_bytes())
     data[len(data) // 2] ^= 0x01
     anchors.write_bytes(bytes(data))
-    proc = _audit(workflow_tools, run_copy, "results/smoke/oracles/draw0/c1_ar_t1_0.json")
+    proc = _audit(workflow_tools, run_copy, "results/smoke/join/c1_ar_t1_0.parquet")
     assert proc.returncode == 2
     assert (
         "results/smoke/anchors/ar.parquet (listed in results/smoke/anchors/ar.manifest.json): output changed"

@@ -114,11 +114,11 @@ def test_measured_gpu_seconds_are_held_against_the_gpu_gate(tmp_path: Path, smok
 
 
 def test_one_unmeasured_policy_stage_leaves_the_gpu_part_unverified(tmp_path: Path, smoke) -> None:
-    measured = dict.fromkeys(POLICY_STAGES, 0.0) | {"draw0_oracle": None}
+    measured = dict.fromkeys(POLICY_STAGES, 0.0) | {"replay": None}
     record, md = _run(tmp_path, smoke, measured)
-    assert record["gpu_unmeasured_stages"] == ["draw0_oracle"]
+    assert record["gpu_unmeasured_stages"] == ["replay"]
     assert record["within_gate"] is None
-    assert "no synchronized GPU timing for draw0_oracle" in md
+    assert "no synchronized GPU timing for replay" in md
 
 
 def test_a_stage_is_measured_only_when_every_job_measured_it(tmp_path: Path) -> None:

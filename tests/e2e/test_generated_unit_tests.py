@@ -42,9 +42,7 @@ def test_generated_unit_tests_pass_for_every_rule_but_compute(run_copy: Path, sn
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     generated = sorted(p.stem.removeprefix("test_") for p in (run_copy / ".tests/unit").glob("test_*.py"))
     assert EXCEPTION in generated
-    assert {"anchors", "decision", "draw0_oracle", "parallel_oracle", "probe", "root_decision"} <= set(
-        generated
-    )
+    assert {"anchors", "decision", "parallel_oracle", "probe", "replay", "root_decision"} <= set(generated)
     # The generated tests start `python -m snakemake`: the environment's python must come first on PATH.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     tests = subprocess.run(

@@ -72,6 +72,7 @@ def test_a_corrupted_checkpoint_fails_the_anchor_job_naming_the_file(
             source=f"{RESULTS}/arms/ar/source.json",
             upstream=[f"{RESULTS}/arms/ar/arm.manifest.json", f"{RESULTS}/oracles/parallel.manifest.json"],
             table=f"{RESULTS}/anchors/ar.parquet",
+            draw0_dir=f"{RESULTS}/oracles/draw0/ar",
             manifest=f"{RESULTS}/anchors/ar.manifest.json",
             workers=2,
         )

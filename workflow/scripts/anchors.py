@@ -12,6 +12,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
         checkpoint=snakemake.input.checkpoint,
         upstream=list(snakemake.input.upstream),
         table=snakemake.output.table,
+        draw0_dir=snakemake.output.draw0,
         manifest=snakemake.output.manifest,
         workers=snakemake.threads,
         device=snakemake.params.device,

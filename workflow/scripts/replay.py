@@ -3,17 +3,25 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
 
     sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
 
-    from grpo_probe.probe_jobs import replay_shard
+    from grpo_probe.probe_jobs import ReplayShardFiles, replay
 
-    replay_shard(
+    replay(
         prereg_path=snakemake.input.prereg,
         cell=snakemake.wildcards.cell,
-        seeds=snakemake.params.seeds,
         source=snakemake.input.source,
         checkpoint=snakemake.input.checkpoint,
-        probe_table=snakemake.input.probe,
+        cell_table=snakemake.input.cell_table,
         upstream=list(snakemake.input.upstream),
-        table=snakemake.output.table,
+        oracle_report=snakemake.output.oracle,
+        shards=[
+            ReplayShardFiles(tuple(seeds), probe, table)
+            for seeds, probe, table in zip(
+                snakemake.params.seeds,
+                snakemake.input.probe_tables,
+                snakemake.output.tables,
+                strict=True,
+            )
+        ],
         manifest=snakemake.output.manifest,
         workers=snakemake.threads,
         device=snakemake.params.device,

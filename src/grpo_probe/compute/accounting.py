@@ -43,8 +43,6 @@ POLICY_STAGES: tuple[str, ...] = (
     "parallel_oracle",
     "anchors",
     "probe",
-    "draw0_oracle",
-    "replay_oracle",
     "replay",
 )
 """Stages that run the policies, so the stages a GPU run spends GPU time in."""
@@ -56,9 +54,7 @@ _STAGE_ORDER = (
     "parallel_oracle",
     "anchors",
     "probe",
-    "draw0_oracle",
     "join",
-    "replay_oracle",
     "replay",
     "decision",
 )
@@ -124,26 +120,25 @@ def run_episodes(prereg: Prereg) -> dict[str, int]:
     """Episodes each rollout stage runs for this design."""
     cells = prereg.enabled_cells
     arms = {cell.arm for cell in cells} | set(prereg.oracles.parallel.arms)
+    # each anchors job also runs the draw-0 oracle of its arm's cells: the probe path and its reference
+    draw0 = 2 * len(cells) * len(prereg.oracles.draw0_seeds)
     return {
         "parallel_oracle": 2 * oracle_episodes(prereg),
-        "anchors": len(arms) * len(prereg.seeds),
+        "anchors": len(arms) * len(prereg.seeds) + draw0,
         "probe": len(cells) * len(prereg.seeds) * prereg.group_size,
-        "draw0_oracle": 2 * len(cells) * len(prereg.oracles.draw0_seeds),
         **_replay_episodes(prereg),
     }
 
 
 def _replay_episodes(prereg: Prereg) -> dict[str, int]:
-    """Episodes of the replay stages: every replayed draw R times, and the oracle's zero-size replays."""
+    """Episodes of the replay stage: the oracle's zero-size replays, and every replayed draw R times."""
     replay = prereg.replay
     if replay is None:
         return {}
     cells = len(prereg.enabled_cells)
     k = prereg.group_size
-    return {
-        "replay_oracle": cells * len(replay.oracle_seeds) * k * len(replay.perturbations),
-        "replay": cells * len(replay.seeds) * k * replay.replays,
-    }
+    oracle = cells * len(replay.oracle_seeds) * k * len(replay.perturbations)
+    return {"replay": oracle + cells * len(replay.seeds) * k * replay.replays}
 
 
 def estimate_run(prereg: Prereg, bench_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -351,9 +346,10 @@ def compute_report(
 
 
 def replay_cost_ratio(stages: list[StageCompute]) -> float | None:
-    """CPU seconds of the replay stages over those of the probe stage (None without both)."""
+    """CPU seconds of the replay stage (replays and their oracle) over those of the probe stage (None
+    without both)."""
     by_stage = {s.stage: s.cpu_s for s in stages}
-    replay = by_stage.get("replay", 0.0) + by_stage.get("replay_oracle", 0.0)
+    replay = by_stage.get("replay")
     probe = by_stage.get("probe")
     if not replay or not probe:
         return None
