@@ -1,5 +1,5 @@
 # Phase 2: the GRPO pilot the decision names (memo section 5), behind a checkpoint on decision.json.
-# plan -> per trained arm: rollouts (iteration 0) -> replay oracle -> train -> eval -> phase2.md.
+# plan -> per trained arm: rollouts (iteration 0, then their replay oracle) -> train -> eval -> phase2.md.
 # On park, or for a design without a phase2 section, phase2.md says that nothing was trained and why.
 include: "phase2_common.smk"
 
@@ -36,6 +36,7 @@ rule phase2_rollouts:
         upstream=phase2_rollouts_upstream,
     output:
         table=STAGE.rollouts(0),
+        oracle=STAGE.oracle_report,
         manifest=STAGE.first_rollouts_manifest,
     log:
         f"{R}/logs/phase2/{{arm}}/rollouts.log",
@@ -51,31 +52,6 @@ rule phase2_rollouts:
         "../workflow/scripts/phase2_rollouts.py"
 
 
-rule phase2_replay_oracle:
-    input:
-        **prereg_files(),
-        plan=f"{P2}/plan.json",
-        source=arm_source,
-        checkpoint=arm_checkpoint,
-        table=STAGE.rollouts(0),
-        upstream=STAGE.first_rollouts_manifest,
-    output:
-        report=STAGE.oracle_report,
-        manifest=STAGE.oracle_manifest,
-    log:
-        f"{R}/logs/phase2/{{arm}}/replay_oracle.log",
-    benchmark:
-        f"{R}/benchmarks/phase2_replay_oracle/{{arm}}.tsv"
-    conda:
-        "../environment.yml"
-    threads: 1
-    resources:
-        mem_mb=3000,
-        runtime=20,
-    script:
-        "../workflow/scripts/phase2_replay_oracle.py"
-
-
 rule phase2_train:
     input:
         **prereg_files(),
@@ -83,7 +59,7 @@ rule phase2_train:
         source=arm_source,
         checkpoint=arm_checkpoint,
         first=STAGE.rollouts(0),
-        upstream=[STAGE.oracle_manifest, STAGE.first_rollouts_manifest],
+        upstream=[STAGE.first_rollouts_manifest],
     output:
         checkpoints=STAGE.trained_checkpoints(),
         rollouts=STAGE.trained_rollouts(),

@@ -39,7 +39,7 @@ def phase2_report_inputs(wildcards):
             paths.eval_final,
             paths.eval_movement,
         ]
-        upstream += [paths.oracle_manifest, paths.train_manifest, paths.eval_manifest]
+        upstream += [paths.first_rollouts_manifest, paths.train_manifest, paths.eval_manifest]
     return {
         **prereg_files(),
         "plan": f"{P2}/plan.json",

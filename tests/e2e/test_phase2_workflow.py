@@ -54,7 +54,6 @@ def _produced_by(run: Path, rule: str) -> str:
     [
         "phase2_plan",
         "phase2_rollouts",
-        "phase2_replay_oracle",
         "phase2_train",
         "phase2_eval",
         "phase2_report",

@@ -2,7 +2,7 @@
 
 It must pass on both heads (AR within float32 rounding of the KV-cached decode; flow bit for bit) and fail
 on a planted mismatch, naming seed, draw, replan and position; a corrupted log-prob column in the table
-fails the rule before anything is trained.
+fails the rollouts job before anything is trained.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from grpo_probe.phase2 import pilot_jobs as steps
+from grpo_probe.phase2 import rollouts
 from grpo_probe.phase2.plan import plan_from_decision, write_plan
 from grpo_probe.phase2.replay import (
     ReplayMismatchError,
@@ -141,7 +142,7 @@ def _corrupt_logprob_column(table: Path, out: Path, row: int, replan: int) -> tu
     return int(data.column("seed")[row].as_py()), int(data.column("draw")[row].as_py())
 
 
-def test_a_corrupted_log_prob_column_fails_the_oracle_rule_naming_the_row(
+def test_a_corrupted_log_prob_column_fails_the_rollouts_job_naming_the_row(
     recorded: dict[str, Path],
     design_path: Path,
     design: Prereg,
@@ -149,9 +150,12 @@ def test_a_corrupted_log_prob_column_fails_the_oracle_rule_naming_the_row(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The phase2_rollouts job replays what it recorded: iteration 0's rollouts are stood in for by a table
+    with one recorded log-prob moved, and the job's oracle must refuse it, naming the row."""
     monkeypatch.chdir(tmp_path)
-    table = tmp_path / "rollouts.parquet"
-    seed, draw = _corrupt_logprob_column(recorded["flow"], table, row=2, replan=1)
+    corrupted = tmp_path / "corrupted.parquet"
+    seed, draw = _corrupt_logprob_column(recorded["flow"], corrupted, row=2, replan=1)
+    monkeypatch.setattr(rollouts, "run_iteration", lambda *args, **kwargs: pq.read_table(corrupted))
     plan = tmp_path / "plan.json"
     write_plan(
         plan_from_decision(
@@ -159,23 +163,25 @@ def test_a_corrupted_log_prob_column_fails_the_oracle_rule_naming_the_row(
         ),
         plan,
     )
-    report = tmp_path / "replay_oracle.json"
+    report, manifest = tmp_path / "replay_oracle.json", tmp_path / "rollouts.manifest.json"
     with pytest.raises(
         ReplayMismatchError, match=rf"seed {seed}, draw {draw}, replan 1, replan sum: recorded"
     ) as err:
-        steps.phase2_replay_oracle(
+        steps.phase2_rollouts(
             design_path,
             plan,
             "flow_teacher",
             write_source(tmp_path / "source.json", "flow_teacher", heads["flow"]),
             heads["flow"],
-            table,
             [],
+            tmp_path / "rollouts.parquet",
             report,
-            tmp_path / "replay_oracle.manifest.json",
+            manifest,
+            0,
         )
     assert "nothing is trained" in str(err.value)
     assert not report.exists(), "a failed oracle leaves no report for the trainer to start from"
+    assert not manifest.exists()
 
 
 def test_a_design_whose_decision_parks_trains_nothing(
@@ -199,6 +205,7 @@ def test_a_design_whose_decision_parks_trains_nothing(
             heads["flow"],
             [],
             tmp_path / "t.parquet",
+            tmp_path / "r.json",
             tmp_path / "t.json",
             0,
         )

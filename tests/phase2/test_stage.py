@@ -56,23 +56,20 @@ def run_stage(
         checkpoint,
         [plan_manifest],
         paths.rollouts(0),
+        paths.oracle_report,
         paths.first_rollouts_manifest,
         0,
     )
-    steps.phase2_replay_oracle(
-        design, plan, arm, source, checkpoint, paths.rollouts(0), [paths.first_rollouts_manifest],
-        paths.oracle_report, paths.oracle_manifest,
-    )  # fmt: skip
     steps.phase2_train(
         design, plan, arm, source, checkpoint, paths.rollouts(0),
-        [paths.oracle_manifest, paths.first_rollouts_manifest], paths.metrics, paths.train_manifest, 0,
+        [paths.first_rollouts_manifest], paths.metrics, paths.train_manifest, 0,
     )  # fmt: skip
     steps.phase2_eval(
         design, plan, arm, source, checkpoint, evaluated or paths.final_checkpoint, paths.rollouts(0),
         [paths.train_manifest], paths.eval_initial, paths.eval_final, paths.eval_movement,
         paths.eval_manifest, 0,
     )  # fmt: skip
-    upstream = [plan_manifest, paths.oracle_manifest, paths.train_manifest, paths.eval_manifest]
+    upstream = [plan_manifest, paths.first_rollouts_manifest, paths.train_manifest, paths.eval_manifest]
     steps.phase2_report(
         design, plan, decision, upstream, workdir / "phase2.md", workdir / "phase2.json",
         workdir / "phase2_figures", workdir / "phase2.manifest.json",
@@ -94,7 +91,7 @@ def test_a_stage_trains_writes_chained_checkpoints_and_reports_the_held_out_chan
         assert m["checkpoint_sha256"] == file_sha256(paths.checkpoint(i))
         manifest = read_manifest(paths.iteration_manifest(i))
         assert manifest["extra"]["checkpoint_sha256"] == m["checkpoint_sha256"]
-        chained = paths.iteration_manifest(i - 1) if i > 1 else paths.oracle_manifest
+        chained = paths.iteration_manifest(i - 1) if i > 1 else paths.first_rollouts_manifest
         assert Path(chained).relative_to(tmp_path).as_posix() in [e["path"] for e in manifest["inputs"]]
     assert file_sha256(paths.checkpoint(2)) != file_sha256(heads[head])
     record = json.loads((tmp_path / "phase2.json").read_text())

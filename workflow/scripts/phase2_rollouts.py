@@ -13,6 +13,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
         checkpoint=snakemake.input.checkpoint,
         upstream=list(snakemake.input.upstream),
         table=snakemake.output.table,
+        report=snakemake.output.oracle,
         manifest=snakemake.output.manifest,
         workers=snakemake.threads,
     )

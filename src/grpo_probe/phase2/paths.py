@@ -30,6 +30,7 @@ class StagePaths:
 
     @property
     def first_rollouts_manifest(self) -> str:
+        """The manifest of iteration 0's rollouts and their replay oracle's report."""
         return f"{self.directory}/iter-0/rollouts.manifest.json"
 
     def checkpoint(self, iteration: int) -> str:
@@ -43,10 +44,6 @@ class StagePaths:
     @property
     def oracle_report(self) -> str:
         return f"{self.directory}/replay_oracle.json"
-
-    @property
-    def oracle_manifest(self) -> str:
-        return f"{self.directory}/replay_oracle.manifest.json"
 
     @property
     def metrics(self) -> str:

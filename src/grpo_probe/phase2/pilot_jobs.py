@@ -26,7 +26,6 @@ __all__ = [
     "phase2_compute",
     "phase2_eval",
     "phase2_plan",
-    "phase2_replay_oracle",
     "phase2_report",
     "phase2_rollouts",
     "phase2_root",
@@ -157,44 +156,30 @@ def phase2_rollouts(
     checkpoint: PathLike,
     upstream: Sequence[PathLike],
     table: PathLike,
+    report: PathLike,
     manifest: PathLike,
     workers: int,
 ) -> None:
-    """Iteration 0: K rollouts of theta_0 per training seed, recorded for the replay oracle and the update.
+    """Iteration 0: K rollouts of theta_0 per training seed, recorded for the update; then the log-prob
+    replay oracle on them: every recorded log-prob recomputed under theta_0, where a mismatch fails the
+    job (no report, so nothing is trained from these rollouts).
 
-    On the CPU whatever the configured device: the replay oracle and the trainer recompute these log-probs
-    on the CPU, and a GPU's float arithmetic would differ from it by more than rounding in the last bit.
+    On the CPU whatever the configured device: the oracle and the trainer recompute these log-probs on the
+    CPU, and a GPU's float arithmetic would differ from it by more than rounding in the last bit. Why the
+    oracle runs here and not in a job of its own: it is seconds of work on the policy this job has just
+    run, and a job of its own would spend as long again starting up (importing torch alone is about
+    2 CPU-s). One manifest lists the table and the report.
     """
-    from grpo_probe.phase2.rollouts import run_iteration, write_iteration_table
-
-    prereg, _ = _load(prereg_path, plan_json, arm)
-    initial = _initial_checkpoint(source, checkpoint, arm)
-    write_iteration_table(run_iteration(prereg, arm, initial, 0, workers=workers), table)
-    write_design_manifest(
-        prereg, manifest, "phase2_rollouts", [table], upstream, {"arm": arm, "iteration": 0}
-    )
-
-
-def phase2_replay_oracle(
-    prereg_path: PathLike,
-    plan_json: PathLike,
-    arm: str,
-    source: PathLike,
-    checkpoint: PathLike,
-    table: PathLike,
-    upstream: Sequence[PathLike],
-    report: PathLike,
-    manifest: PathLike,
-) -> None:
-    """Every recorded log-prob of iteration 0 recomputed under theta_0; a mismatch fails the rule."""
     from grpo_probe.phase2.replay import check_replay, load_head_model, replay_batch
-    from grpo_probe.phase2.rollouts import read_batch
+    from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteration_table
     from grpo_probe.phase2.trainer import deterministic_torch
 
     prereg, _ = _load(prereg_path, plan_json, arm)
     phase2 = _registered(prereg)
+    initial = _initial_checkpoint(source, checkpoint, arm)
+    write_iteration_table(run_iteration(prereg, arm, initial, 0, workers=workers), table)
     with deterministic_torch():
-        policy = load_head_model(_initial_checkpoint(source, checkpoint, arm), trainable=False)
+        policy = load_head_model(initial, trainable=False)
         recipe = phase2.recipe(policy.head)
         result = replay_batch(policy, read_batch(table, prereg.run_key), recipe.replay_atol)
     _log(
@@ -203,7 +188,9 @@ def phase2_replay_oracle(
     )
     check_replay(result, str(table))
     atomic_write_json(report, {"arm": arm, **result.to_dict()})
-    write_design_manifest(prereg, manifest, "phase2_replay_oracle", [report], upstream, {"arm": arm})
+    write_design_manifest(
+        prereg, manifest, "phase2_rollouts", [table, report], upstream, {"arm": arm, "iteration": 0}
+    )
 
 
 def phase2_train(
@@ -304,8 +291,9 @@ def phase2_train(
             pool.close()
     table = metrics_table(rows, [g.name for g in guards])
     write_episode_table(metrics, table, schema=table.schema)
-    # The iteration manifests list theta_1 .. theta_N and chain them back to the oracle (each file is
-    # listed by one manifest, which an audit reruns); this one closes the chain with the metrics.
+    # The iteration manifests list theta_1 .. theta_N and chain them back to iteration 0 and its oracle
+    # (each file is listed by one manifest, which an audit reruns); this one closes the chain with the
+    # metrics.
     write_design_manifest(
         prereg,
         manifest,
