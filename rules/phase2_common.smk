@@ -39,7 +39,11 @@ def phase2_report_inputs(wildcards):
             paths.eval_final,
             paths.eval_movement,
         ]
-        upstream += [paths.first_rollouts_manifest, paths.train_manifest, paths.eval_manifest]
+        upstream += [
+            paths.first_rollouts_manifest,
+            paths.train_manifest,
+            paths.eval_manifest,
+        ]
     return {
         **prereg_files(),
         "plan": f"{P2}/plan.json",
