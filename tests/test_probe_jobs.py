@@ -218,7 +218,16 @@ def test_a_bound_adapter_records_its_declaration_and_phase_two_refuses_what_it_c
         table = bound / "iteration_000.parquet"
         with pytest.raises(ValueError) as refused:
             pilot_jobs.phase2_rollouts(
-                smoke, plan, "flow_teacher", source, checkpoint, [plan_manifest], table, bound / "m.json", 0
+                smoke,
+                plan,
+                "flow_teacher",
+                source,
+                checkpoint,
+                [plan_manifest],
+                table,
+                bound / "replay_oracle.json",
+                bound / "m.json",
+                0,
             )
         message = str(refused.value)
         assert message.startswith(f"{source}: arm 'flow_teacher' is bound through adapter {adapter} to ")
