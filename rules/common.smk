@@ -34,10 +34,11 @@ REPLAY_SHARDS = (
     if REPLAY
     else []
 )
-# Each replayed shard's replayed seeds, in registered order (a cell's reruns replay them).
+# Each replayed shard's replayed seeds, in registered order (a cell's replay job replays them).
 REPLAY_SHARD_SEEDS = [
-    [s for s in SHARD_SEEDS[SHARDS.index(shard)] if s in REPLAY.seeds]
-    for shard in REPLAY_SHARDS
+    [s for s in seeds if s in REPLAY.seeds]
+    for shard, seeds in zip(SHARDS, SHARD_SEEDS)
+    if shard in REPLAY_SHARDS
 ]
 
 
@@ -186,7 +187,8 @@ def replay_upstream(wildcards):
 
 
 def cell_replay_tables(cell):
-    """The cell's replay tables, one per shard holding a replayed seed (none without a replay section)."""
+    """The cell's replay tables, one per shard holding a replayed seed (none without a replay section);
+    with cell "{cell}", the replay rule's output pattern."""
     return [f"{R}/replay/{cell}/{shard}.parquet" for shard in REPLAY_SHARDS]
 
 

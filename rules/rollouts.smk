@@ -86,7 +86,7 @@ rule replay:
         policy_code=cell_code,
     output:
         oracle=f"{R}/oracles/replay/{{cell}}.json",
-        tables=[f"{R}/replay/{{cell}}/{shard}.parquet" for shard in REPLAY_SHARDS],
+        tables=cell_replay_tables("{cell}"),
         manifest=f"{R}/replay/{{cell}}.manifest.json",
     log:
         f"{R}/logs/replay/{{cell}}.log",

@@ -416,7 +416,7 @@ def replay(
     Why one job: each part is seconds of episodes behind the same policy and simulator start-up
     (importing torch alone is about 2 CPU-s a process), and they share one pool of rollout workers.
     """
-    from grpo_probe.rollout import DEFAULT_ENVS_PER_WORKER, RolloutPool, run_replay_oracle, worker_count
+    from grpo_probe.rollout import RolloutPool, job_worker_count, run_replay_oracle
     from grpo_probe.rollout.replay import registered_replays, write_replay_shard
 
     prereg = load_prereg(prereg_path)
@@ -430,9 +430,7 @@ def replay(
     policy = _policy_source(source, checkpoint, device)
     oracle = _cell_job(prereg, cell, policy, section.oracle_seeds, prereg.group_size)
     jobs = [_cell_job(prereg, cell, policy, shard.seeds, prereg.group_size) for shard in shards]
-    largest = max(len(job.episodes()) for job in [oracle, *jobs])
-    per_task = oracle.envs_per_worker if oracle.envs_per_worker is not None else DEFAULT_ENVS_PER_WORKER
-    started = worker_count(largest, workers, per_task)
+    started = max(job_worker_count(job, workers) for job in [oracle, *jobs])  # the largest one's pool
     with RolloutPool(started) if started > 0 else contextlib.nullcontext() as pool:
         zeroed = registered_replays(section, first_only=True)
         run_replay_oracle(oracle, zeroed, cell_table, oracle_report, workers=workers, pool=pool)

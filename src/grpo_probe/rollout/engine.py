@@ -56,6 +56,7 @@ __all__ = [
     "RolloutPool",
     "RolloutWorkerError",
     "group_table",
+    "job_worker_count",
     "mean_timing",
     "run_group",
     "run_in_process",
@@ -642,8 +643,7 @@ def run_group(
         return pool.run(job, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
     if workers == 0:
         return run_sequential(job, hook=hook, progress=progress)
-    per_task = job.envs_per_worker if job.envs_per_worker is not None else envs_per_worker
-    started = worker_count(len(job.episodes()), workers, per_task)
+    started = job_worker_count(job, workers, envs_per_worker)
     if started == 0:
         return run_in_process(job, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
     return run_parallel(job, workers=started, envs_per_worker=envs_per_worker, hook=hook, progress=progress)
@@ -656,6 +656,13 @@ def worker_count(episodes: int, workers: int, envs_per_worker: int = DEFAULT_ENV
     tasks = -(-episodes // envs_per_worker)
     started = min(workers, tasks)
     return 0 if started <= 1 else started
+
+
+def job_worker_count(job: GroupJob, workers: int, envs_per_worker: int = DEFAULT_ENVS_PER_WORKER) -> int:
+    """:func:`worker_count` for ``job``'s episodes, in tasks of its own ``envs_per_worker`` when it sets
+    one: the pool :func:`run_group` would start for it, and the size of a pool shared by several jobs."""
+    per_task = job.envs_per_worker if job.envs_per_worker is not None else envs_per_worker
+    return worker_count(len(job.episodes()), workers, per_task)
 
 
 def group_table(job: GroupJob, results: Sequence[EpisodeResult]) -> pa.Table:

@@ -148,7 +148,7 @@ def write_replay_shard(
     ``originals_path`` is the shard's probe table; its rows are the draws the replays are measured
     against. The workflow runs it only for shards that hold a replayed seed.
     """
-    from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, RolloutPool, run_group, worker_count
+    from grpo_probe.rollout.engine import RolloutPool, job_worker_count, run_group
 
     remove_stale_temps(path)
     schema = rollout_schema(job.spec.episode_schema)
@@ -162,8 +162,7 @@ def write_replay_shard(
     try:
         with ExitStack() as stack:
             active = pool
-            per_task = job.envs_per_worker if job.envs_per_worker is not None else DEFAULT_ENVS_PER_WORKER
-            started = worker_count(len(job.episodes()), workers, per_task)
+            started = job_worker_count(job, workers)
             if active is None and started > 0:
                 active = stack.enter_context(RolloutPool(started))
             for replay in replays:
