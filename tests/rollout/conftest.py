@@ -17,7 +17,7 @@ from .rollout_cases import TINY_AR, TINY_FLOW
 
 # Worker processes import the keyed test policies by name ("rollout.keyed_test_policies:make_ar_policy");
 # pytest runs with --import-mode=importlib, which leaves tests/ off sys.path, and spawned workers inherit
-# the parent's sys.path, so put tests/ on it before any pool starts.
+# the parent's sys.path (under forkserver and spawn alike), so put tests/ on it before any pool starts.
 _TESTS_DIR = str(Path(__file__).resolve().parents[1])
 if _TESTS_DIR not in sys.path:
     sys.path.append(_TESTS_DIR)
@@ -25,7 +25,7 @@ if _TESTS_DIR not in sys.path:
 
 @pytest.fixture(scope="session")
 def pool() -> Iterator[RolloutPool]:
-    """Two spawned workers shared by the tests (starting workers costs seconds; each caches its policies)."""
+    """Two workers shared by the tests (starting workers costs seconds; each caches its policies)."""
     with RolloutPool(2) as shared:
         yield shared
 

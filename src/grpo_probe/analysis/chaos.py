@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
-from scipy.stats import spearmanr
 
 from grpo_probe.analysis.bootstrap import Estimate, bootstrap_generator
 from grpo_probe.analysis.tables import RolloutTable
@@ -126,6 +125,9 @@ def seed_chaos(
         raise ValueError(
             f"seed {seed}: need [K={draws.size}, R >= 2] replay rewards, got shape {replays.shape}"
         )
+    from scipy.stats import spearmanr  # imported where used: scipy.stats is a CPU-second to import, and
+    # the jobs that render a finished record (the root page, phase 2's) never decompose a seed
+
     group_var = float(np.var(draws, ddof=ddof))
     replay_var = float(np.mean(np.var(replays, axis=1, ddof=1)))
     rhos = []

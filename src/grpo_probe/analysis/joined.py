@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from grpo_probe.analysis.anchor_join import SeedJoin, check_seeds_match, join_seeds
 from grpo_probe.analysis.group_stats import SeedGroup, seed_groups
 from grpo_probe.analysis.tables import RolloutTable
+from grpo_probe.parquet_io import read_parquet
 from grpo_probe.prereg import AnalysisNumbers
 
 __all__ = ["JOIN_SCHEMA", "JoinedCell", "join_cell", "joined_table", "read_joined_table"]
@@ -132,7 +132,7 @@ def read_joined_table(
     if not Path(path).exists():
         raise FileNotFoundError(f"{name}: no such join table")
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise ValueError(f"{name}: not a readable parquet table: {exc}") from None
     if table.num_rows == 0:

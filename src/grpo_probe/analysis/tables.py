@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.protocol import EnvSpec, Guard
+from grpo_probe.parquet_io import read_parquet
 
 __all__ = [
     "ANCHOR_CELL",
@@ -123,7 +123,7 @@ def _read(path: str | os.PathLike[str], env: EnvSpec) -> tuple[str, pa.Table]:
     if not Path(path).exists():
         raise FileNotFoundError(f"{name}: no such table")
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
     except (pa.ArrowInvalid, OSError) as exc:
         raise _fail(name, f"not a readable parquet table: {exc}") from None
     required = required_columns(env)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_probe.parquet_io import read_parquet
 from grpo_probe.provenance.manifest import file_sha256
 
 __all__ = ["OutputComparison", "compare_output", "first_difference"]
@@ -53,11 +54,9 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def _parquet_difference(expected: Path, found: Path) -> str:
-    import pyarrow.parquet as pq
-
     try:
-        old = pq.read_table(expected)
-        new = pq.read_table(found)
+        old = read_parquet(expected)
+        new = read_parquet(found)
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... on unreadable bytes
         return f"not comparable as parquet tables ({type(exc).__name__}: {exc})"
     if old.schema != new.schema:

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grpo_probe.atomic_io import atomic_path
+from grpo_probe.parquet_io import read_parquet
 
 __all__ = [
     "EPISODE_SCHEMA",
@@ -119,7 +120,7 @@ def read_episode_table(
 ) -> pa.Table:
     """Read and check a table: a truncated file or a missing/mistyped column is an error naming the file."""
     try:
-        table = pq.read_table(path, columns=list(columns) if columns is not None else None)
+        table = read_parquet(path, columns)
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as exc:

@@ -33,7 +33,6 @@ from typing import Any
 
 import matplotlib.style
 import numpy as np
-import pyarrow.parquet as pq
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -41,6 +40,7 @@ from matplotlib.ticker import MaxNLocator
 from grpo_probe.atomic_io import atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_probe.compute.accounting import read_benchmarks
 from grpo_probe.envs.registry import env_spec
+from grpo_probe.parquet_io import read_parquet
 from grpo_probe.phase2.evaluate import (
     DetectableChange,
     PairedChange,
@@ -181,15 +181,15 @@ def _stage_record(
     recipe = phase2.recipe(stage.head)
     oracle = json.loads(Path(paths.oracle_report).read_text())
     movement = json.loads(Path(paths.eval_movement).read_text())
-    rows = pq.read_table(paths.metrics).to_pylist()
+    rows = read_parquet(paths.metrics).to_pylist()
     boot = prereg.analysis.bootstrap
     guards = env_spec(prereg.env).guards
     changes = paired_changes(
         paths.eval_initial, paths.eval_final, stage.arm, boot, guards, prereg.analysis.to_dict()
     )
     by_read = {c.read: c for c in changes}
-    initial = pq.read_table(paths.eval_initial, columns=["progress_final_cm"]).column(0).to_numpy()
-    final = pq.read_table(paths.eval_final, columns=["progress_final_cm"]).column(0).to_numpy()
+    initial = read_parquet(paths.eval_initial, ["progress_final_cm"]).column(0).to_numpy()
+    final = read_parquet(paths.eval_final, ["progress_final_cm"]).column(0).to_numpy()
     detectable = minimum_detectable_change("progress_final_cm", initial, boot.confidence)
     verdict, sentence, detectability = stage_verdict(
         by_read["progress_final_cm"], bool(movement["moved"]), detectable, _movement_text(movement)
