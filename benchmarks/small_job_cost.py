@@ -9,7 +9,9 @@ of lockstep envs. Before ``rollout.run_in_process`` a job with ``workers`` threa
 of that many processes: each started Python, imported torch and MuJoCo and built the policy, and all but
 one then had nothing to do. This benchmark runs the same job both ways in turn, ``--repeats`` times per
 head, each time as a workflow job would: the in-process path builds its policy, the pool is started fresh
-(``run_parallel``); this process has imported torch already, as a job's own process has on both paths.
+(``run_parallel``, spawned workers: this process reaps them, so its CPU count holds theirs; a
+forkserver's workers are its own children, see pool_start_cost.py); this process has imported torch
+already, as a job's own process has on both paths.
 It checks that both write the same table bytes, and prints the wall time and the CPU
 time of this process and its children for each path, their medians and the ratio in process / pool.
 The load average is printed before and after, since a shared machine slows both sides alike.
@@ -49,6 +51,10 @@ def _timed(run) -> tuple[float, float, bytes]:
     return time.perf_counter() - wall, cpu_s() - cpu, table_bytes(group_table(job, results))
 
 
+def _spawned_pool(job: GroupJob, workers: int):
+    return run_parallel(job, workers=workers, start_method="spawn")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2)
@@ -70,7 +76,7 @@ def main() -> None:
             for _ in range(args.repeats):
                 w, c, here = _timed(lambda job=job: (job, run_in_process(job)))
                 rows["in process"].append((w, c))
-                w, c, pooled = _timed(lambda job=job: (job, run_parallel(job, workers=args.workers)))
+                w, c, pooled = _timed(lambda job=job: (job, _spawned_pool(job, args.workers)))
                 rows["pool"].append((w, c))
                 if here != pooled:
                     raise SystemExit(f"{head}: the two paths wrote different table bytes")
