@@ -10,8 +10,9 @@ batch shape inside the policy), so an episode's bytes do not depend on which pat
 Workers are forked from a ``forkserver`` (or started with ``spawn``), never from the job itself: forking a
 process whose torch has started its thread pools can deadlock. The server imports this module (torch, the
 simulator, the environments) once and does nothing else, so each worker starts from those imports instead
-of paying them again (about 2.5 CPU-s a worker under ``spawn``). Each worker builds its policy from a
-:class:`PolicySource` and runs torch on one thread; parallelism comes from processes and batching.
+of paying them again (about 2 CPU-s a worker under ``spawn``: benchmarks/pool_start_cost.py). Each worker
+builds its policy from a :class:`PolicySource` and runs torch on one thread; parallelism comes from
+processes and batching.
 """
 
 from __future__ import annotations
