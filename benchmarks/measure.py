@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import resource
+import statistics
 
-__all__ = ["cpu_s", "load_average", "machine_cpu_s"]
+__all__ = ["cpu_s", "load_average", "machine_cpu_s", "print_medians"]
 
 
 def cpu_s() -> float:
@@ -33,3 +34,17 @@ def machine_cpu_s() -> float:
         fields = stat.readline().split()
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def print_medians(rows: dict[str, list[tuple[float, float]]]) -> dict[str, tuple[float, float]]:
+    """Print each path's median wall and CPU seconds with their range (``rows``: path -> one (wall, CPU)
+    per repeat); the medians by path, for the ratios a benchmark prints after them."""
+    medians = {}
+    for name, values in rows.items():
+        walls, cpus = [w for w, _ in values], [c for _, c in values]
+        medians[name] = (statistics.median(walls), statistics.median(cpus))
+        print(
+            f"  {name:>10}: wall {medians[name][0]:6.2f} s [{min(walls):.2f}, {max(walls):.2f}], "
+            f"CPU {medians[name][1]:6.2f} s [{min(cpus):.2f}, {max(cpus):.2f}]"
+        )
+    return medians

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from measure import load_average, machine_cpu_s
+from measure import load_average, machine_cpu_s, print_medians
 
 METHODS = ("spawn", "forkserver")
 
@@ -81,14 +80,7 @@ def main() -> None:
                 rows[method].append((time.perf_counter() - wall, machine_cpu_s() - cpu))
                 digests.add(out.strip())
     print(f"\nflow head, 4 episodes, a fresh job process with a pool of {args.workers} workers")
-    medians = {}
-    for method, values in rows.items():
-        walls, cpus = [w for w, _ in values], [c for _, c in values]
-        medians[method] = (statistics.median(walls), statistics.median(cpus))
-        print(
-            f"  {method:>10}: wall {medians[method][0]:6.2f} s [{min(walls):.2f}, {max(walls):.2f}], "
-            f"CPU {medians[method][1]:6.2f} s [{min(cpus):.2f}, {max(cpus):.2f}]"
-        )
+    medians = print_medians(rows)
     ratio_wall = medians["forkserver"][0] / medians["spawn"][0]
     ratio_cpu = medians["forkserver"][1] / medians["spawn"][1]
     print(f"  forkserver / spawn: wall {ratio_wall:.2f}, CPU {ratio_cpu:.2f}")

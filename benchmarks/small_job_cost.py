@@ -23,7 +23,6 @@ per call matches the reference heads; the behaviour does not).
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from grpo_probe.policies.synthetic_demos import synthetic_demos
 from grpo_probe.policies.train import train_arm
 from grpo_probe.rollout import GroupJob, PolicySource, group_table, run_in_process, run_parallel
 from grpo_probe.rollout.table import table_bytes
-from measure import cpu_s, load_average
+from measure import cpu_s, load_average, print_medians
 
 SMOKE_SIM = SimParams(replans=3, executed_actions=10)
 """The smoke design's episode: 3 replans x 10 executed actions of a 50-action chunk."""
@@ -82,15 +81,7 @@ def main() -> None:
                     raise SystemExit(f"{head}: the two paths wrote different table bytes")
             episodes = args.seeds * args.draws
             print(f"\n{head} head, {episodes} episodes, pool of {args.workers} workers; same bytes: yes")
-            medians = {}
-            for name, values in rows.items():
-                walls = [w for w, _ in values]
-                cpus = [c for _, c in values]
-                medians[name] = (statistics.median(walls), statistics.median(cpus))
-                print(
-                    f"  {name:>10}: wall {medians[name][0]:6.2f} s [{min(walls):.2f}, {max(walls):.2f}], "
-                    f"CPU {medians[name][1]:6.2f} s [{min(cpus):.2f}, {max(cpus):.2f}]"
-                )
+            medians = print_medians(rows)
             print(
                 f"  in process / pool: wall {medians['in process'][0] / medians['pool'][0]:.2f}, "
                 f"CPU {medians['in process'][1] / medians['pool'][1]:.2f}"
