@@ -56,6 +56,7 @@ from grpo_probe.phase2.replay import (
 )
 from grpo_probe.phase2.reward import guard_trips
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
+from grpo_probe.policies.adam import Adam
 from grpo_probe.policies.checkpoint import Checkpoint, write_checkpoint
 from grpo_probe.policies.train import deterministic_torch
 from grpo_probe.prereg.phase2 import HeadRecipe, Phase2
@@ -187,7 +188,7 @@ def grpo_update(
     batch: RolloutBatch,
     recipe: HeadRecipe,
     phase2: Phase2,
-    optimizer: torch.optim.Optimizer,
+    optimizer: Adam,
     chains: dict[tuple[int, int, int], torch.Tensor] | None = None,
 ) -> UpdateStats:
     """One iteration's update of ``policy`` on ``batch``'s kept groups (the loop in the module docstring).
@@ -216,7 +217,7 @@ def grpo_update(
                 kl_term = token_mean(terms.kl, terms.mask)
                 loss = loss + recipe.kl_beta * kl_term
                 ref_kls.append(float(kl_term.detach()))
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             loss.backward()
             norm = nn.utils.clip_grad_norm_(policy.model.parameters(), recipe.grad_clip, foreach=False)
             optimizer.step()
@@ -242,9 +243,9 @@ def batch_chains(
     return {(e.seed, e.draw, r.replan): chain for (e, r), chain in zip(units, regenerated, strict=True)}
 
 
-def make_optimizer(policy: HeadModel, recipe: HeadRecipe) -> torch.optim.Optimizer:
+def make_optimizer(policy: HeadModel, recipe: HeadRecipe) -> Adam:
     """Adam at the registered learning rate, no weight decay (memo section 5: RL wants a small lr)."""
-    return torch.optim.Adam(policy.model.parameters(), lr=recipe.lr, foreach=False)
+    return Adam(policy.model.parameters(), lr=recipe.lr)
 
 
 def save_policy(policy: HeadModel, path: str | os.PathLike[str]) -> str:

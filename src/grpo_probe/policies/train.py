@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from grpo_probe.envs.observation import OBSERVATION_STATE, TASK, camera_of, image_key
 from grpo_probe.keyed_rng import numpy_generator, tag
+from grpo_probe.policies.adam import Adam
 from grpo_probe.policies.checkpoint import Checkpoint, write_checkpoint
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
 from grpo_probe.policies.keyed_torch import torch_generator
@@ -170,12 +171,27 @@ def deterministic_torch() -> Iterator[None]:
     threads = torch.get_num_threads()
     was_deterministic = torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    _use_deterministic_algorithms(True)
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(was_deterministic)
+        _use_deterministic_algorithms(was_deterministic)
         torch.set_num_threads(threads)
+
+
+def _use_deterministic_algorithms(mode: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode)``, without loading the compiler to set its flag too.
+
+    Why: the public call also sets the compiler's (inductor's) determinism flag, and importing its config
+    imports ``torch._dynamo``, about 1.7 CPU-s in each process that trains; nothing here compiles. So the
+    kernels' flag is set directly, the public call's own first step, unless the compiler is already loaded
+    (by the caller), when the public call sets both. torch is pinned in pyproject.toml, and
+    tests/policies/test_adam.py reads the flag back through the public getter.
+    """
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode)
+    else:
+        torch._C._set_deterministic_algorithms(mode, warn_only=False)
 
 
 @torch.no_grad()
@@ -244,10 +260,9 @@ def _progress(steps: int, desc: str) -> tqdm:
     return tqdm(range(steps), desc=desc, file=sys.stderr, mininterval=2.0, ascii=True)
 
 
-def _optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(
-        model.parameters(), lr=config.lr, weight_decay=config.weight_decay, foreach=False
-    )
+def _optimizer(model: nn.Module, config: TrainConfig) -> Adam:
+    """AdamW: Adam with decoupled weight decay (:mod:`grpo_probe.policies.adam` says why not torch.optim)."""
+    return Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
 
 
 def train_ar(demos: DemoArrays, config: ARTrainConfig, out: str | Path) -> str:
@@ -443,11 +458,10 @@ def _flow_matching_batch(
 
 
 def _optimizer_step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor, lr: float, grad_clip: float
+    model: nn.Module, optimizer: Adam, loss: torch.Tensor, lr: float, grad_clip: float
 ) -> None:
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.lr = lr
+    optimizer.zero_grad()
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), grad_clip, foreach=False)
     optimizer.step()
