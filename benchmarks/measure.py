@@ -28,12 +28,13 @@ def load_average() -> str:
 
 def machine_cpu_s() -> float:
     """Busy CPU seconds of the whole machine so far (Linux ``/proc/stat``: user, nice, system, irq,
-    softirq, steal). For work whose processes this one never reaps, such as the workers a forkserver
-    forks: run it with nothing else running and read the difference."""
+    softirq). For work whose processes this one never reaps, such as the workers a forkserver forks: run
+    it with nothing else running and read the difference. Steal (time the hypervisor gave another guest)
+    is left out: on a shared host it grows with the neighbours' load, not with this work."""
     with open("/proc/stat") as stat:
         fields = stat.readline().split()
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def print_medians(rows: dict[str, list[tuple[float, float]]]) -> dict[str, tuple[float, float]]:
