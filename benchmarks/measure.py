@@ -9,8 +9,11 @@ from __future__ import annotations
 import os
 import resource
 import statistics
+import subprocess
+import time
+from collections.abc import Callable
 
-__all__ = ["cpu_s", "load_average", "machine_cpu_s", "print_medians"]
+__all__ = ["cpu_s", "fresh_processes_in_turn", "load_average", "machine_cpu_s", "print_medians"]
 
 
 def cpu_s() -> float:
@@ -49,3 +52,21 @@ def print_medians(rows: dict[str, list[tuple[float, float]]]) -> dict[str, tuple
             f"CPU {medians[name][1]:6.2f} s [{min(cpus):.2f}, {max(cpus):.2f}]"
         )
     return medians
+
+
+def fresh_processes_in_turn(
+    commands: dict[str, list[str]], repeats: int, cpu: Callable[[], float] = cpu_s
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, set[str]]]:
+    """Run each path's command as a fresh process, the paths in turn, ``repeats`` times: per path, one
+    (wall, CPU) per run, CPU read by ``cpu`` before and after (:func:`cpu_s`, or :func:`machine_cpu_s`
+    for processes this one does not reap), and the set of stdouts (stripped), which a benchmark compares
+    across paths."""
+    rows: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    outputs: dict[str, set[str]] = {name: set() for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            wall, start = time.perf_counter(), cpu()
+            out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+            rows[name].append((time.perf_counter() - wall, cpu() - start))
+            outputs[name].add(out.strip())
+    return rows, outputs

@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from measure import load_average, machine_cpu_s, print_medians
+from measure import fresh_processes_in_turn, load_average, machine_cpu_s, print_medians
 
 METHODS = ("spawn", "forkserver")
 
@@ -65,20 +63,14 @@ def main() -> None:
     from grpo_probe.policies.train import train_arm
 
     print(f"load average before: {load_average()}")
-    rows: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
-    digests: set[str] = set()
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = str(Path(tmp) / "flow.ckpt")
         torch.set_num_threads(1)
         train_arm("flow", synthetic_demos(256), checkpoint, {"steps": 5, "warmup_steps": 1})
-        for _ in range(args.repeats):
-            for method in METHODS:
-                command = [sys.executable, __file__, "--one", method, "--checkpoint", checkpoint]
-                command += ["--workers", str(args.workers)]
-                wall, cpu = time.perf_counter(), machine_cpu_s()
-                out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-                rows[method].append((time.perf_counter() - wall, machine_cpu_s() - cpu))
-                digests.add(out.strip())
+        one = ["--checkpoint", checkpoint, "--workers", str(args.workers)]
+        commands = {method: [sys.executable, __file__, "--one", method, *one] for method in METHODS}
+        rows, outputs = fresh_processes_in_turn(commands, args.repeats, cpu=machine_cpu_s)
+    digests = set().union(*outputs.values())
     print(f"\nflow head, 4 episodes, a fresh job process with a pool of {args.workers} workers")
     medians = print_medians(rows)
     ratio_wall = medians["forkserver"][0] / medians["spawn"][0]

@@ -18,13 +18,11 @@ sha256 agree (the same update must give the same bytes).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from measure import cpu_s, load_average, print_medians
+from measure import fresh_processes_in_turn, load_average, print_medians
 
 PATHS = ("torch.optim", "package")
 
@@ -81,17 +79,10 @@ def main() -> None:
         _one(args.one, args.head, args.steps, args.out)
         return
     print(f"load average before: {load_average()}")
-    rows: dict[str, list[tuple[float, float]]] = {p: [] for p in PATHS}
-    outputs: dict[str, set[str]] = {p: set() for p in PATHS}
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(args.repeats):
-            for path in PATHS:
-                command = [sys.executable, __file__, "--one", path, "--head", args.head]
-                command += ["--steps", str(args.steps), "--out", str(Path(tmp) / "policy.pt")]
-                wall, cpu = time.perf_counter(), cpu_s()
-                out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-                rows[path].append((time.perf_counter() - wall, cpu_s() - cpu))
-                outputs[path].add(out.strip())
+        one = ["--head", args.head, "--steps", str(args.steps), "--out", str(Path(tmp) / "policy.pt")]
+        commands = {path: [sys.executable, __file__, "--one", path, *one] for path in PATHS}
+        rows, outputs = fresh_processes_in_turn(commands, args.repeats)
     print(f"\n{args.head} head, {args.steps} steps, a fresh process per training")
     medians = print_medians(rows)
     print(

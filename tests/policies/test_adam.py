@@ -9,6 +9,9 @@ gradient.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -88,13 +91,16 @@ def test_an_empty_parameter_list_is_refused() -> None:
         Adam([], lr=1e-3)
 
 
+def _fresh_process(code: str) -> list[str]:
+    """The words ``code`` prints, run in a fresh interpreter (as a training job runs)."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return proc.stdout.split()
+
+
 def test_a_training_process_has_deterministic_kernels_and_never_imports_the_compiler() -> None:
     """Why the optimizer (and ``deterministic_torch``'s flag) are set by hand: a process that trains never
     loads ``torch._dynamo``, and the kernels' determinism flag still reads on, then off after (checked
     in a fresh process, as a training job runs)."""
-    import subprocess
-    import sys
-
     code = (
         "import sys, torch\n"
         "from grpo_probe.policies.adam import Adam\n"
@@ -106,14 +112,10 @@ def test_a_training_process_has_deterministic_kernels_and_never_imports_the_comp
         "    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0, foreach=False)\n"
         "print(inside, torch.are_deterministic_algorithms_enabled(), 'torch._dynamo' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "False", "False"]
+    assert _fresh_process(code) == ["True", "False", "False"]
 
 
 def test_with_the_compiler_loaded_its_determinism_flag_follows_too() -> None:
-    import subprocess
-    import sys
-
     code = (
         "import torch, torch._inductor.config as inductor\n"
         "from grpo_probe.policies.train import deterministic_torch\n"
@@ -121,5 +123,4 @@ def test_with_the_compiler_loaded_its_determinism_flag_follows_too() -> None:
         "    inside = (torch.are_deterministic_algorithms_enabled(), inductor.deterministic)\n"
         "print(*inside, torch.are_deterministic_algorithms_enabled(), inductor.deterministic)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True", "False", "False"]
+    assert _fresh_process(code) == ["True", "True", "False", "False"]
