@@ -14,6 +14,7 @@ import hashlib
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -384,6 +385,26 @@ def test_two_rollouts_of_one_seed_give_identical_observation_bytes() -> None:
     code = _EPISODE.format(params=MAZE, seed=SEED)
     fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert fresh == hashlib.sha256(a[0] + a[1]).hexdigest()
+
+
+def test_the_maze_leaves_no_scene_file_in_the_temporary_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gymnasium-Robotics writes each maze's scene to the temporary folder and keeps it; the adapter
+    removes it once the model is built, and the environment runs the same episodes without it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    bare = gymnasium.make(GYM_ID)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert len(left) == 1 and left[0].startswith("ant_maze"), left  # what the adapter has to clean up
+    bare.close()
+    (tmp_path / left[0]).unlink()
+    env = _maze()
+    assert list(tmp_path.iterdir()) == []
+    chunks = _chunks(env, 6)
+    first = _rollout(env, SEED, chunks)
+    _rollout(env, SEED + 1, chunks)  # a reset that moves the goal reads no file either
+    assert _rollout(env, SEED, chunks) == first
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- the scripted expert -------------------------------------------------------------------------------

@@ -38,9 +38,11 @@ import importlib
 import inspect
 import math
 import re
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -338,6 +340,24 @@ def _wrapper_chain(env: Any) -> list[Any]:
     return chain
 
 
+def _remove_generated_scene(unwrapped: Any) -> None:
+    """Remove the scene file a Gymnasium-Robotics maze wrote for itself, once its model is built.
+
+    Why: the mazes (PointMaze and AntMaze alike) write their generated MJCF to the system's temporary
+    folder as ``ant_maze<time>.xml`` (``tmp_xml_file_path``) and never remove it, so every rollout job
+    and every environment made in a process would leave a file behind. MuJoCo compiles the model from it
+    while the environment is made and nothing reads it again (a reset moves the goal and the ball within
+    the built model). Only a file of that name, directly in the temporary folder, is removed.
+    """
+    path = getattr(unwrapped, "tmp_xml_file_path", None)
+    if not isinstance(path, str):
+        return
+    scene = Path(path)
+    written_by_the_maze = scene.name.startswith("ant_maze") and scene.suffix == ".xml"
+    if written_by_the_maze and scene.parent == Path(tempfile.gettempdir()):
+        scene.unlink(missing_ok=True)
+
+
 def _simulator(unwrapped: Any, gym_id: str) -> Any:
     """The object holding the MuJoCo model and data (and ``set_state``): the unwrapped environment, or
     the MuJoCo environment it drives (PointMaze's ``point_env``, AntMaze's ``ant_env``)."""
@@ -375,6 +395,7 @@ class GymnasiumAdapter:
         self.params = params
         self.wrapped = self._make(params, env)
         self.env = self.wrapped.unwrapped
+        _remove_generated_scene(self.env)
         self._sim = _simulator(self.env, params.gym_id)
         space = self.wrapped.action_space
         if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
