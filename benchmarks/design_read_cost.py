@@ -12,9 +12,10 @@ run in turn ``--repeats`` times, CPU seconds (user + system) with medians and ra
    ``read_yaml`` uses) against PyYAML's pure-Python parser under the same strict loader; the parsed
    values are checked equal;
 2. ``load_prereg`` of every design as a fresh process does it (the schema validators' cache emptied
-   first) against the same with the validators kept, as a process that reads the design twice does;
-   both against the previous reader (pure-Python parser, schema checked at each validation), rebuilt
-   here by swapping those two back in;
+   first) against the same with the package's schemas checked against their metaschema as each
+   validator is built (as they were until the test suite took that check over), against the same with
+   the validators kept, as a process that reads the design twice does; all against the previous reader
+   (pure-Python parser, schema checked at each validation), rebuilt here by swapping those two back in;
 3. a fresh ``python -c`` that builds the ``grpo-probe`` parser (what every command does before its
    own work) against one that also imports the rollout engine and the study's jobs, which the parser
    used to import (torch, matplotlib).
@@ -25,6 +26,7 @@ The load average is printed before and after, since a shared machine slows both 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import subprocess
 import sys
@@ -42,12 +44,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 _BUILD_VALIDATOR = schema._validator.__wrapped__
-"""Building a checked validator, without the cache around it."""
+"""Building a validator, without the cache around it."""
 
 
-def _unchecked_validator(schema_json: str):
+def _checked_at_every_call(schema_json: str, shipped: bool):
     """The previous validation: the schema checked against its metaschema at every call."""
-    return _BUILD_VALIDATOR(schema_json)
+    return _BUILD_VALIDATOR(schema_json, False)
+
+
+@functools.lru_cache(maxsize=16)
+def _checked_once(schema_json: str, shipped: bool):
+    """A validator built as before the suite checked the shipped schemas: checked, then cached."""
+    return _BUILD_VALIDATOR(schema_json, False)
 
 
 def _compare(name: str, sides: dict[str, Callable[[], object]], repeats: int) -> None:
@@ -95,10 +103,14 @@ def main() -> None:
                 schema._validator.cache_clear()
             load_prereg(path)
 
+    def read_all_schemas_checked() -> None:
+        with mock.patch.object(schema, "_validator", _checked_once):
+            read_all(fresh=True)
+
     def read_all_previous() -> None:
         with (
             mock.patch.object(canonical, "_StrictLoader", pure),
-            mock.patch.object(schema, "_validator", _unchecked_validator),
+            mock.patch.object(schema, "_validator", _checked_at_every_call),
         ):
             read_all(fresh=False)
 
@@ -106,6 +118,7 @@ def main() -> None:
         f"2. load_prereg of {len(designs)} designs",
         {
             "as a fresh process (validators built)": lambda: read_all(fresh=True),
+            "fresh, shipped schemas checked": read_all_schemas_checked,
             "validators kept": lambda: read_all(fresh=False),
             "previous reader (pure Python, schema checks)": read_all_previous,
         },

@@ -502,7 +502,7 @@ def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -
     named in ``qualifies`` exist; phase 2's seed sets are disjoint, ...): parsed once, here, and kept."""
     if not isinstance(raw, dict):
         raise PreregError(f"{path}: a prereg must be a YAML mapping, got {type(raw).__name__}")
-    validate_against(raw, load_prereg_schema(schema_dir), str(path))
+    validate_against(raw, load_prereg_schema(schema_dir), str(path), shipped=schema_dir is None)
     problems = design_problems(raw)
     if problems:
         raise PreregError("\n".join(f"{path}: {p}" for p in problems))

@@ -175,7 +175,10 @@ def parse_analysis_sections(
     A ``ValueError`` names ``where`` (the prereg file) and the failing field.
     """
     validate_against(
-        {k: raw.get(k) for k in ("analysis", "decision_rule")}, analysis_schema(schema_dir), where
+        {k: raw.get(k) for k in ("analysis", "decision_rule")},
+        analysis_schema(schema_dir),
+        where,
+        shipped=schema_dir is None,
     )
     return (
         AnalysisNumbers.from_dict(raw["analysis"]),

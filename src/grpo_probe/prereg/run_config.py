@@ -115,7 +115,7 @@ def _origin(error: ValidationError, sources: Sequence[ConfigSource]) -> str:
 
 
 def _validate_sources(
-    values: Mapping[str, Any], schema: Mapping[str, Any], sources: Sequence[ConfigSource]
+    values: Mapping[str, Any], schema: Mapping[str, Any], sources: Sequence[ConfigSource], shipped: bool
 ) -> None:
     """Validate the merged values; each error line names the source that set the field, not "config"."""
     errors = list(jsonschema.validators.validator_for(schema)(schema).iter_errors(values))
@@ -128,7 +128,7 @@ def _validate_sources(
     lines = []
     for origin, prefixes in wanted.items():
         try:  # the schema module's wording (it explains failed alternatives), with this source's name
-            validate_against(values, schema, origin)
+            validate_against(values, schema, origin, shipped=shipped)
         except SchemaError as exc:
             lines += [line for line in str(exc).splitlines() if line.startswith(tuple(prefixes))]
     raise SchemaError("\n".join(lines))
@@ -159,9 +159,9 @@ def load_config(
         where, values = str(path_or_dict), _read_mapping(path_or_dict)
     schema = load_config_schema(schema_dir)
     if sources:
-        _validate_sources(values, schema, sources)
+        _validate_sources(values, schema, sources, shipped=schema_dir is None)
     else:
-        validate_against(values, schema, where)
+        validate_against(values, schema, where, shipped=schema_dir is None)
     values = _fill_defaults(values, schema)
     return RunConfig(
         prereg=Path(values["prereg"]),

@@ -90,7 +90,7 @@ def _raw(path: Path) -> dict[str, Any]:
         raw = read_yaml(path)
     except FileNotFoundError:
         raise StudyError(f"{path}: study file not found") from None
-    validate_against(raw, _schema(), str(path))
+    validate_against(raw, _schema(), str(path), shipped=True)
     return raw
 
 
