@@ -64,6 +64,13 @@ MAZE: dict[str, Any] = {
 SEED = 1000
 
 
+@pytest.fixture(autouse=True)
+def _mazes_write_into_the_test_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mazes these tests make with ``gymnasium.make`` themselves, to compare the adapter with, write
+    their scene file to the temporary folder and keep it: point that folder at the test's own."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 def _maze(**changes: Any) -> GymnasiumAdapter:
     return make_gymnasium_env(**{**MAZE, **changes})
 
@@ -387,12 +394,10 @@ def test_two_rollouts_of_one_seed_give_identical_observation_bytes() -> None:
     assert fresh == hashlib.sha256(a[0] + a[1]).hexdigest()
 
 
-def test_the_maze_leaves_no_scene_file_in_the_temporary_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_maze_leaves_no_scene_file_in_the_temporary_folder(tmp_path: Path) -> None:
     """Gymnasium-Robotics writes each maze's scene to the temporary folder and keeps it; the adapter
     removes it once the model is built, and the environment runs the same episodes without it."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert tempfile.gettempdir() == str(tmp_path)  # the module's fixture
     bare = gymnasium.make(GYM_ID)
     left = sorted(p.name for p in tmp_path.iterdir())
     assert len(left) == 1 and left[0].startswith("ant_maze"), left  # what the adapter has to clean up
