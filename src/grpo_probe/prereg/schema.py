@@ -143,9 +143,10 @@ def _validator(schema_json: str, shipped: bool) -> Any:
     checked against its metaschema.
 
     Why the package's own are not checked here: they are code, not input. Checking a schema against the
-    2020-12 metaschema costs more than validating a design with it (0.13 CPU-s of a job's 0.19 s to load
-    its design), and every job and every Snakemake start loads one; tests/prereg/test_schemas.py checks
-    each schema the package ships, with the sampler registry's rules merged in, instead.
+    2020-12 metaschema costs more than validating a design with it (a fresh process loaded a design in
+    0.15 CPU-s with the check, 0.04 without: benchmarks/design_read_cost.py), and every job and every
+    Snakemake start loads one; tests/prereg/test_schemas.py checks each schema the package ships, with
+    the sampler registry's rules merged in, instead.
     Why cached: one process validates with the same few schemas many times (the design, each registered
     version's analysis sections, the config).
     """
