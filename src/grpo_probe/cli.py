@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "grpo_probe.provenance.lock_verify_command",
     "grpo_probe.rollout.rollout_command",
     "grpo_probe.analysis.decide_command",
+    "grpo_probe.analysis.plan_command",
     "grpo_probe.policies.policy_command",
     "grpo_probe.compute.estimate_command",
     "grpo_probe.audit.audit_command",

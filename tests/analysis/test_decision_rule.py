@@ -157,7 +157,13 @@ def test_a_condition_reads_as_a_sentence_in_either_direction(op, value, passed, 
 def test_a_condition_names_the_threshold_by_its_role_and_shows_the_interval():
     assert condition_text(
         "median_choice_std_cm", 13.5483, ">=", 0.25, "analysis.signal_bar_cm", True, (0.0, 27.0965)
-    ) == ("choice std 13.5 cm [0, 27.1] is at or above the 0.25 cm signal bar: passes")
+    ) == ("median choice std 13.5 cm [0, 27.1] is at or above the 0.25 cm signal bar: passes")
+    assert condition_text("choice_std_cm.lower", 3.44, ">=", 0.25, "analysis.signal_bar_cm", True) == (
+        "lower end of the choice std interval 3.44 cm is at or above the 0.25 cm signal bar: passes"
+    )
+    assert condition_text(
+        "chaos_share.upper", 0.606, "<=", 0.5, "registered value", False, (0.368, 0.606), 0.505
+    ) == ("chaos share 0.505 [0.368, 0.606]: its upper end 0.606 is above the registered maximum 0.5: fails")
     assert condition_text("chaos_fraction", 0.7213, "<=", 0.5, "registered value", False) == (
         "chaos fraction 0.721 is above the registered maximum 0.5: fails"
     )

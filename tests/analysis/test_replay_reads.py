@@ -103,8 +103,13 @@ def test_the_replay_reads_are_the_hand_computed_decomposition(decision: dict) ->
     assert ar["reads"]["chaos_fraction"] == pytest.approx(2.0 / group_var, abs=1e-4)
     assert ar["reads"]["median_choice_std_cm"] == pytest.approx((group_var - 2.0) ** 0.5, abs=1e-4)
     assert ar["reads"]["rank_stability"] == 1.0
+    # the decomposition of all three rewards of each draw (the draw, reward + 1, reward - 1): draw means
+    # 0, 4, 8, 12, so MS_b = 3 x 80 / 3 = 80 and MS_w = (0 + 1 + 1) x 4 / 8 = 1 on every seed
+    assert ar["reads"]["chaos_std_cm"] == pytest.approx(1.0, rel=1e-12)
+    assert ar["reads"]["choice_std_cm"] == pytest.approx(((80.0 - 1.0) / 3) ** 0.5, rel=1e-12)
+    assert ar["reads"]["chaos_share"] == pytest.approx(1.0 / (1.0 + 79.0 / 3), rel=1e-12)
     assert ar["reads"]["median_divergence_tick"] == 3.0 and ar["reads"]["median_first_contact_tick"] == 2.0
-    assert ar["replay"]["replayed_seeds"] == 4 and ar["replay"]["replays_per_draw"] == 2
+    assert ar["replay"]["replayed_seeds"] == 4 and ar["replay"]["replays"] == 2
     assert [p["median_abs_change_cm"] for p in ar["replay"]["perturbations"]] == [1.0, 1.0]
 
 
@@ -121,9 +126,10 @@ def test_draws_without_spread_leave_the_chaos_fraction_null_and_the_signal_crite
 def test_the_page_and_the_reads_table_show_the_split(decision: dict) -> None:
     md = (Path(decision["_out"]) / "decision.md").read_text()
     ar = decision["cells"][0]
+    total = number(ar["replay"]["total_std_cm"])
     assert (
-        f"cell c1: of {number(ar['replay']['median_group_std_cm'])} cm group spread (median over the 4 "
-        f"replayed seeds), {number(ar['reads']['median_choice_std_cm'])} cm [" in md
+        f"cell c1: pooled over its 4 replayed seeds, a reward's spread of {total} cm splits into "
+        f"{number(ar['reads']['choice_std_cm'])} cm [" in md
     )
     assert f"[group std against replay std]({ar['figures']['chaos']})" in md
     # the signal criterion's chaos condition is stated in words in the cell's reasons at the top

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -146,10 +147,11 @@ def test_reads_from_tables_match_hand_values(tmp_path, prereg):
     probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
     decision = _build(tmp_path / "out", probes, anchors, prereg)
     c1, c3 = decision["cells"]
-    assert c1["reads"]["median_group_std_progress_cm"] == 0.4082  # sqrt(0.5 / 3) = 0.40825 quantized
+    # decision.json keeps every digit: the reads are the floats the rule compared
+    assert c1["reads"]["median_group_std_progress_cm"] == math.sqrt(0.5 / 3)
     assert c1["reads"]["mean_progress_delta_cm"] == 0.0
-    assert c1["reads"]["sampled_engagement_rate"] == 0.0833  # one contact among 12 draws: (1/4 + 0 + 0) / 3
-    assert c1["reads"]["sampled_swat_rate"] == 0.0833
+    assert c1["reads"]["sampled_engagement_rate"] == 1 / 12  # one contact among 12 draws
+    assert c1["reads"]["sampled_swat_rate"] == 1 / 12
     assert c1["reads"]["mean_token_entropy"] == 0.6
     assert c3["reads"]["median_group_std_progress_cm"] == 0.0
     assert c3["reads"]["nondegenerate_fraction"] == 0.0
@@ -312,14 +314,14 @@ def test_the_outcome_sentence_says_what_every_cell_failed(tmp_path, prereg):
 
 
 def test_decision_json_keeps_the_rules_numbers_beside_the_words(tmp_path, prereg):
-    """The page rounds to three figures; decision.json keeps the quantized value the rule compared, and
-    each condition's words beside its machine-readable fields."""
+    """The page rounds to three figures; decision.json keeps every digit of the value the rule compared,
+    and each condition's words beside its machine-readable fields."""
     probes, anchors = _write_inputs(tmp_path / "in", SPREAD, FLAT)
     decision = _build(tmp_path / "out", probes, anchors, prereg)
     (condition,) = decision["cells"][0]["verdict"]["criteria"]["clears_signal_bar"]["conditions"]
     assert {k: v for k, v in condition.items() if k != "text"} == {
         "read": "median_group_std_progress_cm",
-        "value": 0.4082,
+        "value": math.sqrt(0.5 / 3),
         "op": ">=",
         "threshold": 0.25,
         "source": "analysis.signal_bar_cm",

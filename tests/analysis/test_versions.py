@@ -188,17 +188,27 @@ def test_a_version_that_cannot_be_rebuilt_is_shown_not_skipped(tmp_path: Path) -
     assert "Versions 0 and 1 of the design cannot be evaluated" in md
 
 
-def test_a_rule_that_reads_a_bootstrap_interval_is_reported_as_not_resampled(tmp_path: Path) -> None:
+def test_a_rule_that_reads_a_bootstrap_interval_is_resampled_with_its_interval(tmp_path: Path) -> None:
+    """A condition on the lower end of an interval is evaluated, inside each resample of the seeds, on the
+    interval recomputed there (a nested bootstrap): the outcome is resampled, and a lower end cannot
+    pass where the point would fail."""
     raw = before_replays(read_yaml(REPO / "prereg/smoke.yaml"))
     rule = raw["decision_rule"]
-    rule["criteria"]["signal"]["all_of"][0]["read"] = "median_group_std_progress_cm_ci_low"
-    raw["amendments"] = []
+    rule["criteria"]["signal"]["all_of"][0]["read"] = "median_group_std_progress_cm.lower"
     prereg = versioned_design(decision_rule=rule, amendments=[])
     probes, anchors = write_tables(tmp_path / "tables")
     decision = _build(tmp_path / "out", prereg, probes, anchors)
     (only,) = decision["versions"]
-    assert "median_group_std_progress_cm_ci_low" in only["stability"]["not_resampled"]
+    assert only["stability"]["not_resampled"] is None
+    assert sum(o["count"] for o in only["stability"]["outcomes"]) == only["stability"]["resamples"]
     assert only["outcome"]["kind"] == decision["outcome"]["kind"]
+    (text,) = [
+        x["text"]
+        for c in decision["cells"][:1]
+        for x in c["verdict"]["criteria"]["signal"]["conditions"]
+        if x["read"] == "median_group_std_progress_cm.lower"
+    ]
+    assert text.startswith("median group std ") and ": its lower end " in text
 
 
 @pytest.mark.parametrize("strikes", [(), SEEDS[:1], SEEDS])

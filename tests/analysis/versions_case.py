@@ -27,15 +27,22 @@ FLAT = [5.0, 5.0, 5.0, 5.0]
 
 
 def before_replays(raw: dict[str, Any]) -> dict[str, Any]:
-    """The smoke design without its replay amendment (these tables have no replays): the entry that added
-    ``replay:`` undone and dropped. Later entries change other sections (phase 2), so they stay, and the
-    history stays one the versions can be rebuilt from."""
+    """The smoke design without its replays (these tables have none): the entry that added ``replay:``
+    undone and dropped, and so is every later entry whose rule reads the replays (the decomposition's
+    interval clauses). Later entries that change other sections (phase 2) stay, so the history stays one
+    the versions can be rebuilt from."""
     entries = raw["amendments"]
     found = [i for i, entry in enumerate(entries) if "replay" in entry.get("replaces", {})]
     assert found, "the smoke design has an amendment that registers its replays"
     (index,) = found
-    undo(raw, entries[index], f"prereg/smoke.yaml: amendments[{index}]")
-    raw["amendments"] = entries[:index] + entries[index + 1 :]
+    dropped = [
+        i
+        for i, entry in enumerate(entries)
+        if i == index or (i > index and "decision_rule.criteria.signal" in entry.get("replaces", {}))
+    ]
+    for i in reversed(dropped):
+        undo(raw, entries[i], f"prereg/smoke.yaml: amendments[{i}]")
+    raw["amendments"] = [entry for i, entry in enumerate(entries) if i not in dropped]
     return raw
 
 

@@ -44,22 +44,30 @@ def test_the_smoke_decision_separates_choice_from_chaos(smoke_run: Path) -> None
         {"kind": "state", "scale_m": 0.0001},
     ]
     assert [c["read"] for c in decision["decision_rule"]["criteria"][0]["all_of"]] == [
-        "median_choice_std_cm",
-        "chaos_fraction",
+        "choice_std_cm.lower",
+        "chaos_share.upper",
     ]
     for cell in decision["cells"]:
         reads = cell["reads"]
-        for name in ("median_choice_std_cm", "replay_std_cm", "chaos_fraction", "rank_stability"):
+        for name in (
+            "choice_std_cm",
+            "chaos_std_cm",
+            "chaos_share",
+            "median_choice_std_cm",
+            "rank_stability",
+        ):
             assert (
                 reads[name] is not None and reads[f"{name}_ci_low"] <= reads[name] <= reads[f"{name}_ci_high"]
             )
-        assert reads["chaos_fraction"] >= 0.0
-        assert cell["replay"]["replayed_seeds"] == 2 and cell["replay"]["replays_per_draw"] == 2
+        assert 0.0 <= reads["chaos_share"] <= 1.0
+        assert cell["replay"]["replayed_seeds"] == 2 and cell["replay"]["replays"] == 2
         assert [p["kind"] for p in cell["replay"]["perturbations"]] == ["action", "state"]
-        assert reads["median_choice_std_cm"] <= cell["replay"]["median_group_std_cm"]
+        # the sentence states pooled quantities only, so they add up: T^2 = B^2 + W^2
+        total, choice, chaos = cell["replay"]["total_std_cm"], reads["choice_std_cm"], reads["chaos_std_cm"]
+        assert total == pytest.approx((choice**2 + chaos**2) ** 0.5, rel=1e-12)
         sentence = (
-            f"cell {cell['id']}: of {number(cell['replay']['median_group_std_cm'])} cm group spread (median "
-            f"over the 2 replayed seeds), {number(reads['median_choice_std_cm'])} cm ["
+            f"cell {cell['id']}: pooled over its 2 replayed seeds, a reward's spread of {number(total)} cm "
+            f"splits into {number(choice)} cm ["
         )
         assert sentence in md
         assert (smoke_run / RESULTS / cell["figures"]["chaos"]).is_file()
@@ -71,7 +79,12 @@ def test_the_smoke_decision_separates_choice_from_chaos(smoke_run: Path) -> None
     assert parallel["pass"] is True
     assert {c["replay"]["kind"] for c in parallel["cases"] if "replay" in c} == {"action", "state"}
     versions = decision["versions"]
-    assert versions[-1]["current"] and versions[-2]["outcome"] is not None  # the version before replays
+    assert versions[-1]["current"] and versions[-2]["outcome"] is not None  # the version before intervals
+    # the page states the rule's error rates beside the outcome, from the registered simulation
+    operating = decision["operating"]
+    assert operating["registered"] and operating["simulations"] == 1000
+    assert operating["design"]["false_go"]["rate"] <= operating["false_go_target"]
+    assert "**How often this rule is wrong**" in md.split("\n---\n", 1)[0]
 
 
 def test_a_second_run_has_nothing_to_do(smoke_run: Path, snakemake) -> None:

@@ -5,56 +5,100 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
+from scipy.stats import t
 
 from envs import chaos_envs
 from grpo_probe.phase2 import pilot_jobs as steps
 from grpo_probe.phase2.evaluate import (
+    MIN_SEEDS_FOR_ABSENCE,
     POWER,
     DetectableChange,
     PairedChange,
     evaluate_checkpoint,
     minimum_detectable_change,
 )
-from grpo_probe.phase2.movement import ACTION_MOVEMENT_TOL, ACTION_RANGE, kl_floor, policy_movement
-from grpo_probe.phase2.report import stage_verdict
+from grpo_probe.phase2.movement import (
+    ACTION_MOVEMENT_TOL,
+    ACTION_RANGE,
+    Movement,
+    kl_floor,
+    policy_movement,
+)
+from grpo_probe.phase2.report import _movement_markdown, _movement_text, stage_verdict
 from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteration_table
 from grpo_probe.prereg import Prereg, PreregError, lock_prereg
 from grpo_probe.prereg.canonical import read_yaml
 
 from .conftest import write_decision, write_design
 
+T_975_4 = 2.7764451051977934  # t_{0.975, 4}: two-sided 95 % at 5 seeds
+T_80_4 = 0.9409645772351816  # t_{0.80, 4}: 80 % power at 5 seeds
+
+
 # -- the minimum detectable change -----------------------------------------------------------------------
-Z_975 = 1.959963984540054  # z_{0.975}: two-sided 95 %
-Z_80 = 0.8416212335729143  # z_{0.80}: 80 % power
+def _t_mde(differences: np.ndarray, confidence: float, power: float) -> float:
+    """The paired t-test's MDE computed here, independently: scipy.stats' t quantiles, numpy's ddof-1 SD."""
+    n = differences.size
+    quantiles = t.ppf(1.0 - (1.0 - confidence) / 2.0, n - 1) + t.ppf(power, n - 1)
+    return float(quantiles * np.std(differences, ddof=1) / math.sqrt(n))
 
 
-def test_mde_is_z_sum_times_the_initial_sd_over_root_n() -> None:
-    values = [1.0, 2.0, 4.0, 7.0]  # mean 3.5, squared deviations 6.25 + 2.25 + 0.25 + 12.25 = 21
-    sd = math.sqrt(21.0 / 3.0)  # ddof 1
-    found = minimum_detectable_change("progress_final_cm", values, confidence=0.95)
-    assert found.power == POWER == 0.8
-    assert found.initial_sd == pytest.approx(sd, rel=1e-15)
-    assert (found.z_confidence, found.z_power) == pytest.approx((Z_975, Z_80), rel=1e-12)
-    assert found.mde == pytest.approx((Z_975 + Z_80) * sd / 2.0, rel=1e-12)  # sqrt(4) = 2
-    assert found.mde == pytest.approx(3.7061, abs=1e-4)
+def test_mde_is_the_t_sum_times_the_sd_of_the_paired_differences_over_root_n() -> None:
+    """Initial values spread by metres, differences by a known 0.1: the MDE follows the differences."""
+    initial = np.array([3.0, 150.0, 47.0, 220.0, 9.0])  # per-seed SD about 95 cm
+    differences = np.array([0.1, -0.1, 0.2, 0.0, -0.2])  # mean 0, squares sum 0.1, SD sqrt(0.1 / 4)
+    final = initial + differences
+    found = minimum_detectable_change("progress_final_cm", final - initial, confidence=0.95)
+    assert found.power == POWER == 0.8 and found.seeds == 5
+    assert found.diff_sd == pytest.approx(math.sqrt(0.1 / 4.0), rel=1e-12)
+    assert (found.t_confidence, found.t_power) == pytest.approx((T_975_4, T_80_4), rel=1e-12)
+    assert found.mde == pytest.approx(_t_mde(differences, 0.95, 0.8), rel=1e-12)
+    assert found.mde == pytest.approx((2.7764451 + 0.9409646) * 0.158113883 / math.sqrt(5), rel=1e-6)
+    from_initial_sd = (T_975_4 + T_80_4) * float(np.std(initial, ddof=1)) / math.sqrt(5)
+    assert found.mde < from_initial_sd / 100  # not the initial policy's spread
+    z_form = (1.959963984540054 + 0.8416212335729143) * float(np.std(differences, ddof=1)) / math.sqrt(5)
+    assert found.mde > 1.3 * z_form  # t quantiles at 4 degrees of freedom, not the normal ones
 
 
-def test_mde_scales_with_confidence_and_power_and_needs_two_seeds() -> None:
-    wide = minimum_detectable_change("x", [0.0, 1.0, 2.0], confidence=0.99, power=0.9)
-    assert wide.mde == pytest.approx((2.5758293035489 + 1.2815515655446) * 1.0 / math.sqrt(3), rel=1e-9)
+@pytest.mark.parametrize(("confidence", "power"), [(0.95, 0.8), (0.99, 0.9), (0.9, 0.5)])
+@pytest.mark.parametrize("seeds", [2, 3, 10, 30])
+def test_mde_matches_the_paired_t_formula_at_every_size(seeds: int, confidence: float, power: float) -> None:
+    differences = np.random.default_rng(seeds).normal(0.5, 2.0, size=seeds)
+    found = minimum_detectable_change("x", differences, confidence, power)
+    assert found.mde == pytest.approx(_t_mde(differences, confidence, power), rel=1e-12)
+
+
+def test_mde_needs_two_seeds_and_differences_with_a_spread() -> None:
     single = minimum_detectable_change("x", [3.0], confidence=0.95)
-    assert single.mde is None and single.initial_sd is None and not single.resolves(-0.1, 0.1)
-    alike = minimum_detectable_change("x", [3.0, 3.0, 3.0], confidence=0.95)
-    assert alike.initial_sd == 0.0 and alike.mde is None  # no spread: the approximation says nothing
+    assert single.mde is None and single.diff_sd is None and single.t_confidence is None
+    assert not single.resolves(-0.1, 0.1)
+    alike = minimum_detectable_change("x", [0.4, 0.4, 0.4], confidence=0.95)  # every seed changed alike
+    assert alike.diff_sd == 0.0 and alike.mde is None and not alike.resolves(-0.1, 0.1)
+    with pytest.raises(ValueError, match="one paired difference per held-out seed"):
+        minimum_detectable_change("x", [], confidence=0.95)
 
 
-def _change(low: float, high: float, delta: float = 0.0) -> PairedChange:
-    return PairedChange("progress_final_cm", "progress (cm)", 1.0, 1.0 + delta, delta, low, high, 30)
+def test_an_interval_without_spread_in_its_differences_states_no_mde() -> None:
+    alike = minimum_detectable_change("progress_final_cm", [0.0, 0.0, 0.0], confidence=0.95)
+    verdict, sentence, detectability = stage_verdict(_change(0.0, 0.0, 0.0, seeds=3), True, alike)
+    assert (verdict, detectability) == ("not shown", None)
+    assert "the paired differences in held-out progress have no spread over 3 seed(s)" in sentence
 
 
-MDE_3CM = DetectableChange("progress_final_cm", 30, 5.864, 0.95, 0.8, Z_975, Z_80, 3.0)
+def _change(low: float, high: float, delta: float = 0.0, seeds: int = 30) -> PairedChange:
+    return PairedChange("progress_final_cm", "progress (cm)", 1.0, 1.0 + delta, delta, low, high, seeds)
+
+
+def _mde(seeds: int, mde: float = 3.0) -> DetectableChange:
+    return DetectableChange(
+        "progress_final_cm", seeds, 5.0, 0.95, 0.8, t.ppf(0.975, seeds - 1), t.ppf(0.8, seeds - 1), mde
+    )
+
+
+MDE_3CM = _mde(30)
 
 
 def test_not_shown_reads_as_absent_at_this_power_only_when_the_interval_is_inside_the_mde() -> None:
@@ -68,11 +112,56 @@ def test_not_shown_reads_as_absent_at_this_power_only_when_the_interval_is_insid
     assert stage_verdict(_change(-2.0, -0.2, -1.0), True, MDE_3CM)[0] == "did not hold"
 
 
+@pytest.mark.parametrize("seeds", [2, 3, MIN_SEEDS_FOR_ABSENCE - 1, MIN_SEEDS_FOR_ABSENCE, 30])
+def test_absence_is_claimed_only_from_the_minimum_number_of_seeds(seeds: int) -> None:
+    """The same interval inside +-MDE: "absent at this power" from 10 seeds on, never on fewer."""
+    verdict, sentence, detectability = stage_verdict(_change(-1.0, 2.0, 0.5, seeds), True, _mde(seeds))
+    assert verdict == "not shown"
+    if seeds >= MIN_SEEDS_FOR_ABSENCE:
+        assert detectability == "absent at this power" and sentence.endswith("absent at this power")
+    else:
+        assert detectability == "too few seeds to rule out a change"
+        assert "absent at this power" not in sentence
+        refusal = f"with fewer than {MIN_SEEDS_FOR_ABSENCE} held-out seeds an absence cannot be claimed"
+        assert refusal in sentence
+        assert "the percentile bootstrap interval is too narrow to rule a change out" in sentence
+
+
+def test_few_seeds_outside_the_mde_still_read_below_what_they_can_detect() -> None:
+    verdict, _, detectability = stage_verdict(_change(-4.3, 0.8, -1.7, 3), True, _mde(3))
+    assert (verdict, detectability) == ("not shown", "below what 3 seeds can detect")
+
+
 def test_a_pilot_that_did_not_move_the_policy_is_not_tested_whatever_its_interval() -> None:
     for low, high in ((0.2, 2.0), (-1.0, 1.0), (-2.0, -0.5)):
         verdict, sentence, detectability = stage_verdict(_change(low, high), False, MDE_3CM, "KL 0")
         assert verdict == "not tested" and detectability is None
-        assert sentence.startswith("not tested: the pilot did not move the policy (KL 0)")
+        assert sentence.startswith(
+            "not tested: the pilot did not move the anchor, the policy the held-out evaluation runs (KL 0)"
+        )
+
+
+def _movement(kl: float, action_change: float) -> Movement:
+    return Movement("flow", kl, "nats per SDE step", 120, 5e-5, action_change, 9, 2e-3)
+
+
+def test_a_kl_above_its_floor_with_the_anchor_below_its_floor_has_not_moved() -> None:
+    """The smoke pilot's reads: the sampling distribution moved, the anchor the evaluation runs did not."""
+    still = _movement(2.6e-4, 1.5e-5)
+    assert still.sampling_moved and not still.moved
+    record = still.to_dict()
+    assert record["moved"] is False and record["sampling_moved"] is True
+    assert _movement(0.0, 2e-3).moved and _movement(0.0, 0.5).moved  # at or above the floor: moved
+    assert not _movement(0.0, 1.999e-3).moved
+    for low, high in ((0.2, 2.0), (-1.0, 1.0), (-2.0, -0.5)):
+        verdict, sentence, detectability = stage_verdict(
+            _change(low, high, seeds=3), still.moved, _mde(3), _movement_text(record)
+        )
+        assert (verdict, detectability) == ("not tested", None)
+        assert "anchor actions mean |delta a| 1.5e-05 (floor 0.002); KL to the initial policy" in sentence
+    page = _movement_markdown(record)
+    assert "the pilot **did not move** the anchor" in page
+    assert "Here the sampling distribution moved (KL above its floor) but the anchor" in page
 
 
 # -- movement --------------------------------------------------------------------------------------------

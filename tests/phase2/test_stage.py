@@ -25,6 +25,10 @@ from .conftest import PHASE2_SECTION, REPO, TINY, write_decision, write_design, 
 pytestmark = pytest.mark.slow
 
 ARMS = {"ar": "ar", "flow": "flow_teacher"}
+ANCHOR_MOVES = {"ar": True, "flow": False}
+"""Whether the two-iteration test pilot moves the arm's anchor past its floor (2e-3). The AR pilot changes
+its greedy decodes (mean |delta a| about 0.6); the flow pilot moves its SDE sampler (KL about 0.06 nats per
+step, far above its floor) but its Heun anchor by about 3e-4, so its stage is "not tested"."""
 
 
 def run_stage(
@@ -95,11 +99,21 @@ def test_a_stage_trains_writes_chained_checkpoints_and_reports_the_held_out_chan
         assert Path(chained).relative_to(tmp_path).as_posix() in [e["path"] for e in manifest["inputs"]]
     assert file_sha256(paths.checkpoint(2)) != file_sha256(heads[head])
     record = json.loads((tmp_path / "phase2.json").read_text())
-    assert record["trained"] and record["prediction"]["verdict"] in ("held", "did not hold", "not shown")
     stage = record["stages"][0]
+    movement = stage["movement"]
+    assert movement["kl_to_initial"] > movement["kl_floor"] and movement["sampling_moved"]
+    assert movement["moved"] is ANCHOR_MOVES[head] is (movement["action_change"] >= movement["action_floor"])
+    verdicts = ("held", "did not hold", "not shown") if ANCHOR_MOVES[head] else ("not tested",)
+    assert record["trained"] and record["prediction"]["verdict"] in verdicts and stage["verdict"] in verdicts
     assert stage["replay_oracle"]["passed"] and stage["eval"]["seeds"] == 3
-    assert stage["movement"]["moved"] and stage["movement"]["kl_to_initial"] > stage["movement"]["kl_floor"]
-    assert stage["eval"]["detectable"]["mde"] > 0 and stage["eval"]["detectable"]["seeds"] == 3
+    detectable = stage["eval"]["detectable"]
+    differences = (
+        pq.read_table(paths.eval_final).column("progress_final_cm").to_numpy()
+        - pq.read_table(paths.eval_initial).column("progress_final_cm").to_numpy()
+    )  # the MDE's spread is the paired differences' (the unmoved flow anchor: all exactly 0, no MDE)
+    assert detectable["seeds"] == 3 and (detectable["mde"] is None) == bool(np.ptp(differences) == 0)
+    assert detectable["diff_sd"] == (np.std(differences, ddof=1) if np.ptp(differences) > 0 else 0.0)
+    assert ANCHOR_MOVES[head] is (detectable["mde"] is not None)
     guards = ["reset_strike", "knocked_off", "not_upright", "away_tail", "swat"]
     assert stage["guards"] == guards and set(metrics[0]) >= {f"{g}_rate" for g in guards}
     assert [c["read"] for c in stage["eval"]["changes"] if c["guard"]] == guards
@@ -107,6 +121,8 @@ def test_a_stage_trains_writes_chained_checkpoints_and_reports_the_held_out_chan
     page = (tmp_path / "phase2.md").read_text()
     assert page.startswith("# Phase 2: the GRPO pilot of smoke")
     assert "**How far the policy moved**" in page and "**What the held-out seeds can detect**" in page
+    caveat = "Here the sampling distribution moved (KL above its floor) but the anchor"
+    assert (caveat in page) is not ANCHOR_MOVES[head]
     chain = verify_chain(tmp_path / "phase2.manifest.json")  # every hash re-checked back to the design
     assert chain.prereg_path == "pilot.yaml"
     assert {paths.iteration_manifest(1), paths.iteration_manifest(2), paths.train_manifest} <= {
@@ -127,7 +143,10 @@ def test_a_pilot_whose_final_policy_is_the_initial_one_is_reported_not_tested(
     assert all(c["delta"] == 0.0 for c in stage["eval"]["changes"])  # the same policy, the same episodes
     page = (tmp_path / "phase2.md").read_text()
     assert "**Did the probe's prediction hold?** Not tested. GRPO on arm flow_teacher" in page
-    assert "the pilot did not move the policy (KL to the initial policy" in page
+    assert (
+        "the pilot did not move the anchor, the policy the held-out evaluation runs (anchor actions" in page
+    )
+    assert "; KL to the initial policy" in page and "the pilot **did not move** the anchor" in page
 
 
 def test_training_a_stage_twice_writes_the_same_bytes(
@@ -213,6 +232,8 @@ def test_a_pusher_pilot_charges_and_reports_the_pusher_guards(
         "away_tail": None,
         "swat": 2.0,
     }
-    assert stage["movement"]["moved"] and stage["verdict"] in ("held", "did not hold", "not shown")
+    # the tiny flow pilot moves the SDE sampler but not the Heun anchor past its floor (see ANCHOR_MOVES)
+    assert stage["movement"]["sampling_moved"] and not stage["movement"]["moved"]
+    assert stage["verdict"] == "not tested"
     page = (tmp_path / "phase2.md").read_text()
     assert "reward = progress_final_cm - 5 x [joint_limit] - 10 x [off_table] - 2 x [swat]" in page

@@ -87,7 +87,8 @@ def test_an_amendment_that_changed_an_undeclared_section_is_shown_as_such() -> N
     decision_rule, and fields never change, so the record carries the rest as undeclared."""
     prereg = load_prereg(REPO / "prereg/grpo_signal_probe.yaml")
     assert prereg.amendments[0].undeclared == ("training.arms", "training.demos")
-    assert prereg.versions[0].differs_in == ("arms", "decision_rule", "phase2", "replay", "training")
+    differs = ("analysis", "arms", "decision_rule", "phase2", "replay", "training")
+    assert prereg.versions[0].differs_in == differs
 
 
 def test_an_amendment_relocks_and_the_new_version_is_recorded(smoke: Path) -> None:

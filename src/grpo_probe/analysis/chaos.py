@@ -4,23 +4,33 @@ Why: GRPO learns from the spread of rewards inside a group, but only from the pa
 choices cause. In a contact-rich scene the same choices, replayed with the same noise keys and a
 hair's-breadth perturbation, land elsewhere: that spread is chaos, which no update can learn. Per seed
 with K draws, each replayed R times (rewards r[k, 0] of the draw itself and r[k, j], j = 1..R, of its
-replays under the registered perturbations; DESIGN.md, "Signal or chaos"):
+replays under the registered perturbations; DESIGN.md, "Signal or chaos").
+
+The reads of the decomposition (:mod:`grpo_probe.analysis.variance_components`, the one-way
+random-effects ANOVA over all R + 1 rewards of every draw, pooled over the replayed seeds):
+
+    choice std     sqrt(max(0, sigma_b^2))                      (cm)
+    chaos std      sqrt(sigma_w^2)                              (cm; the chaos floor)
+    chaos share    sigma_w^2 / (sigma_w^2 + max(0, sigma_b^2))  (1 - the intraclass correlation)
+
+The first reads, kept under their names so that the versions of a design registered before the
+decomposition rebuild and decide as they did (they use the draw alone across draws and the replays
+alone within, and a median over seeds of a clipped difference, which is biased upward under pure chaos):
 
     across-draw variance   V_a = var_k(r[k, 0])                 (analysis.group_std_ddof, as the group std)
     within-draw variance   V_w = mean_k var_j(r[k, 1..R])      (ddof 1)
     chaos fraction         sum_s V_w / sum_s V_a                (pooled over the replayed seeds)
-    choice std             sqrt(max(0, V_a - V_w))              (per seed; the cell reads its median)
-    replay std             sqrt(mean_s V_w)                     (the chaos floor, pooled)
+    median choice std      median_s sqrt(max(0, V_a - V_w))
+    replay std             sqrt(mean_s V_w)
     rank stability         Spearman(r[., 0], r[., j]) within the group, median over seeds and replays
 
-This is the one-way random-effects decomposition of test-retest reliability (Shrout & Fleiss, 1979):
-1 - chaos fraction is the intraclass correlation of a draw's reward with itself. Every read has a
-percentile-bootstrap interval over the replayed seeds, keyed like the other reads'.
+Both are the intraclass-correlation decomposition of test-retest reliability (Shrout & Fleiss, 1979).
+Every read has a percentile-bootstrap interval over the replayed seeds, keyed like the other reads'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,15 +40,18 @@ from numpy.typing import NDArray
 
 from grpo_probe.analysis.bootstrap import Estimate, bootstrap_generator
 from grpo_probe.analysis.tables import RolloutTable
+from grpo_probe.analysis.variance_components import COMPONENT_READS, SeedSums, pooled_components, seed_sums
 from grpo_probe.prereg import AnalysisNumbers
 
 __all__ = [
+    "CHAOS_READS",
     "INTERVAL_READS",
     "TICK_READS",
     "ChaosColumns",
     "ChaosSummary",
     "PerturbationSummary",
     "SeedChaos",
+    "chaos_estimate",
     "chaos_reads",
     "chaos_statistics",
     "seed_chaos",
@@ -61,11 +74,20 @@ class SeedChaos:
     """Per replay episode, the tick it split from its draw (NaN: never)."""
     contact_ticks: tuple[float, ...] = ()
     """Per replay episode, its first pusher-object contact tick (NaN: none)."""
+    sums: SeedSums | None = None
+    """The seed's sums of squares over every reward of every draw (the decomposition's input)."""
 
     @property
     def choice_std_cm(self) -> float:
         """sqrt(max(0, V_a - V_w)): the spread the draws' choices explain."""
         return float(np.sqrt(max(0.0, self.group_var - self.replay_var)))
+
+    @property
+    def chaos_std_cm(self) -> float | None:
+        """sqrt(SS_w / df_w): this seed's chaos std over every reward of its draws (None without sums)."""
+        if self.sums is None:
+            return None
+        return float(np.sqrt(self.sums.ss_within / self.sums.df_within))
 
     @property
     def group_std_cm(self) -> float:
@@ -95,11 +117,18 @@ class ChaosSummary:
     """A cell's chaos reads over its replayed seeds."""
 
     seeds: tuple[SeedChaos, ...]
-    replays_per_draw: int
-    """R: replays of each draw, all perturbations together."""
+    replays: int
+    """R: replays of each draw, all perturbations together (the design's ``replays_per_draw`` M times the
+    number of perturbations P)."""
     median_group_std_cm: float
     """The median group std over the replayed seeds: the spread the choice std and the replay std split
     (the cell's primary read is over every seed, which a registered subset of replayed seeds may not be)."""
+    choice_std_cm: Estimate
+    """sigma_b of the decomposition (:mod:`grpo_probe.analysis.variance_components`)."""
+    chaos_std_cm: Estimate
+    """sigma_w: the chaos floor."""
+    chaos_share: Estimate
+    """sigma_w^2 / (sigma_w^2 + sigma_b^2)."""
     replay_std_cm: Estimate
     chaos_fraction: Estimate
     median_choice_std_cm: Estimate
@@ -143,6 +172,7 @@ def seed_chaos(
         tuple(rhos),
         tuple(map(float, divergence_ticks)),
         tuple(map(float, contact_ticks)),
+        seed_sums(draws, replays),
     )
 
 
@@ -159,6 +189,11 @@ class ChaosColumns:
     """[n, K x R]"""
     contact_ticks: NDArray[np.float64]
     """[n, K x R]"""
+    sums: NDArray[np.float64] | None = None
+    """[n, 4]: each seed's SS_b, SS_w, df_b, df_w
+    (:class:`~grpo_probe.analysis.variance_components.SeedSums`)."""
+    per_draw: int = 0
+    """m = R + 1 rewards of each draw (the draw and its replays)."""
 
     @classmethod
     def of(cls, seeds: Sequence[SeedChaos], all_seeds: Sequence[int] | None = None) -> ChaosColumns:
@@ -186,7 +221,24 @@ class ChaosColumns:
             contact_ticks=np.array([row(s, "contact_ticks", e) for s in order], dtype=np.float64).reshape(
                 len(order), e
             ),
+            sums=np.array([_sums_row(by_seed.get(s)) for s in order], np.float64).reshape(len(order), 4),
+            per_draw=_per_draw(seeds),
         )
+
+
+def _sums_row(seed: SeedChaos | None) -> tuple[float, float, float, float]:
+    if seed is None or seed.sums is None:
+        return (np.nan, np.nan, np.nan, np.nan)
+    x = seed.sums
+    return (x.ss_between, x.ss_within, float(x.df_between), float(x.df_within))
+
+
+def _per_draw(seeds: Sequence[SeedChaos]) -> int:
+    """The one m = R + 1 of every replayed seed (the design registers R; a table that varies is an error)."""
+    found = {s.sums.per_draw for s in seeds if s.sums is not None}
+    if len(found) > 1:
+        raise ValueError(f"replayed seeds have different replay counts per draw: {sorted(found)}")
+    return found.pop() if found else 0
 
 
 def _nanmedian_flat(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -199,29 +251,46 @@ def _nanmedian_flat(values: NDArray[np.float64]) -> NDArray[np.float64]:
     return out
 
 
-def chaos_statistics(columns: ChaosColumns, index: NDArray[np.int64]) -> dict[str, NDArray[np.float64]]:
-    """Every chaos read on the seeds ``index`` selects (``[..., n]`` positions into the columns): the
-    full sample is ``np.arange(n)``, a bootstrap or a stability resample is a [B, n] draw."""
+def chaos_statistics(
+    columns: ChaosColumns, index: NDArray[np.int64], names: Collection[str] | None = None
+) -> dict[str, NDArray[np.float64]]:
+    """Every chaos read (or the ``names`` among them) on the seeds ``index`` selects (``[..., n]``
+    positions into the columns): the full sample is ``np.arange(n)``, a bootstrap or a stability
+    resample a [B, n] draw, a nested bootstrap [B, B', n]."""
+    wanted = set(CHAOS_READS if names is None else names) & set(CHAOS_READS)
+    out: dict[str, NDArray[np.float64]] = {}
+    if wanted & set(COMPONENT_READS) and columns.sums is not None:
+        parts = pooled_components(columns.sums, columns.per_draw, index)
+        out.update({name: parts[name] for name in COMPONENT_READS if name in wanted})
+    if not wanted - set(COMPONENT_READS):
+        return out
     va, vw = columns.group_var[index], columns.replay_var[index]
     with np.errstate(invalid="ignore", divide="ignore"):
         replayed = np.isfinite(vw)
         n = replayed.sum(axis=-1)
         sum_w = np.where(replayed, vw, 0.0).sum(axis=-1)
         sum_a = np.where(replayed, va, 0.0).sum(axis=-1)
-        choice = np.where(replayed, np.sqrt(np.maximum(0.0, va - vw)), np.nan)
-        return {
-            "replay_std_cm": np.where(n > 0, np.sqrt(sum_w / np.maximum(n, 1)), np.nan),
-            "chaos_fraction": np.where(
+        if "replay_std_cm" in wanted:
+            out["replay_std_cm"] = np.where(n > 0, np.sqrt(sum_w / np.maximum(n, 1)), np.nan)
+        if "chaos_fraction" in wanted:
+            out["chaos_fraction"] = np.where(
                 (n > 0) & (sum_a > 0.0), sum_w / np.where(sum_a > 0.0, sum_a, 1.0), np.nan
-            ),
-            "median_choice_std_cm": _nanmedian_flat(choice[..., None]),
-            "rank_stability": _nanmedian_flat(columns.spearman[index]),
-            "median_divergence_tick": _nanmedian_flat(columns.divergence_ticks[index]),
-            "median_first_contact_tick": _nanmedian_flat(columns.contact_ticks[index]),
-        }
+            )
+        if "median_choice_std_cm" in wanted:
+            choice = np.where(replayed, np.sqrt(np.maximum(0.0, va - vw)), np.nan)
+            out["median_choice_std_cm"] = _nanmedian_flat(choice[..., None])
+    for name, column in (
+        ("rank_stability", columns.spearman),
+        ("median_divergence_tick", columns.divergence_ticks),
+        ("median_first_contact_tick", columns.contact_ticks),
+    ):
+        if name in wanted:
+            out[name] = _nanmedian_flat(column[index])
+    return out
 
 
 INTERVAL_READS: tuple[str, ...] = (
+    *COMPONENT_READS,
     "median_choice_std_cm",
     "replay_std_cm",
     "chaos_fraction",
@@ -230,11 +299,29 @@ INTERVAL_READS: tuple[str, ...] = (
 """Chaos reads reported with a bootstrap interval over the replayed seeds."""
 TICK_READS: tuple[str, ...] = ("median_divergence_tick", "median_first_contact_tick")
 """Chaos reads reported as points: medians over replay episodes."""
+CHAOS_READS: tuple[str, ...] = (*INTERVAL_READS, *TICK_READS)
+"""Every read of the replays."""
 
 
 def _point(value: NDArray[np.float64]) -> float | None:
     v = float(value)
     return v if np.isfinite(v) else None
+
+
+def chaos_estimate(columns: ChaosColumns, read: str, analysis: AnalysisNumbers, cell: str) -> Estimate:
+    """One read of the replayed seeds in ``columns`` with its percentile-bootstrap interval: B =
+    ``analysis.bootstrap.resamples`` resamples of the seeds, keyed by (bootstrap seed, cell, read)."""
+    n = len(columns.replay_var)
+    boot = analysis.bootstrap
+    value = float(chaos_statistics(columns, np.arange(n), (read,))[read])
+    index = bootstrap_generator(boot.seed, cell, read).integers(0, n, size=(boot.resamples, n))
+    replicates = chaos_statistics(columns, index, (read,))[read]
+    replicates = replicates[np.isfinite(replicates)]
+    if not np.isfinite(value) or replicates.size == 0:
+        return Estimate(value, float("nan"), float("nan"))
+    alpha = (1.0 - boot.confidence) / 2.0
+    low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
+    return Estimate(value, float(low), float(high))
 
 
 def summarize_chaos(
@@ -305,26 +392,18 @@ def summarize_chaos(
         )
     columns = ChaosColumns.of(seeds)
     full = chaos_statistics(columns, np.arange(len(seeds)))
-    boot = analysis.bootstrap
 
     def estimate(read: str) -> Estimate:
-        index = bootstrap_generator(boot.seed, cell, read).integers(
-            0, len(seeds), size=(boot.resamples, len(seeds))
-        )
-        replicates = chaos_statistics(columns, index)[read]
-        replicates = replicates[np.isfinite(replicates)]
-        value = float(full[read])
-        if not np.isfinite(value) or replicates.size == 0:
-            return Estimate(value, float("nan"), float("nan"))
-        alpha = (1.0 - boot.confidence) / 2.0
-        low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
-        return Estimate(value, float(low), float(high))
+        return chaos_estimate(columns, read, analysis, cell)
 
     diverged = int(np.isfinite(columns.divergence_ticks).sum())
     return ChaosSummary(
         seeds=tuple(seeds),
-        replays_per_draw=int(matrix.shape[1]),
+        replays=int(matrix.shape[1]),
         median_group_std_cm=float(np.median([s.group_std_cm for s in seeds])),
+        choice_std_cm=estimate("choice_std_cm"),
+        chaos_std_cm=estimate("chaos_std_cm"),
+        chaos_share=estimate("chaos_share"),
         replay_std_cm=estimate("replay_std_cm"),
         chaos_fraction=estimate("chaos_fraction"),
         median_choice_std_cm=estimate("median_choice_std_cm"),
@@ -339,6 +418,9 @@ def summarize_chaos(
 def chaos_reads(summary: ChaosSummary) -> dict[str, Estimate | float | None]:
     """The reads a decision rule may name, by name."""
     return {
+        "choice_std_cm": summary.choice_std_cm,
+        "chaos_std_cm": summary.chaos_std_cm,
+        "chaos_share": summary.chaos_share,
         "median_choice_std_cm": summary.median_choice_std_cm,
         "replay_std_cm": summary.replay_std_cm,
         "chaos_fraction": summary.chaos_fraction,

@@ -22,15 +22,15 @@ tolerance: fails``). decision.json keeps the read's name, value, operator, thres
 
 from __future__ import annotations
 
-import operator
+import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grpo_probe.analysis.glossary import number
 from grpo_probe.prereg import Cell
-from grpo_probe.prereg.rule import HEADS, DecisionRule, RankKey
+from grpo_probe.prereg.rule import HEADS, OPS, Condition, DecisionRule, RankKey, ReadRef
 
 __all__ = [
     "OUTCOMES",
@@ -55,19 +55,15 @@ OUTCOMES: dict[str, str] = {
 }
 """Outcome kind -> the sentence decision.md states."""
 
-_OPS: dict[str, Callable[[float, float], bool]] = {
-    ">=": operator.ge,
-    ">": operator.gt,
-    "<=": operator.le,
-    "<": operator.lt,
-}
-
 
 _READ_WORDS: dict[str, str] = {
     "median_group_std_progress_cm": "median group std",
     "median_group_std_best_point_cm": "median group std of best point",
-    "median_choice_std_cm": "choice std",
-    "replay_std_cm": "chaos floor",
+    "choice_std_cm": "choice std",
+    "chaos_std_cm": "chaos std",
+    "chaos_share": "chaos share",
+    "median_choice_std_cm": "median choice std",
+    "replay_std_cm": "replay std",
     "chaos_fraction": "chaos fraction",
     "rank_stability": "rank stability",
     "median_divergence_tick": "divergence tick",
@@ -89,6 +85,7 @@ _THRESHOLD_WORDS: dict[str, str] = {
 """Registered analysis numbers by their role in a clause (others: the key, underscores as spaces)."""
 
 _SOURCE = re.compile(r"(?:(?P<scale>\S+) x )?analysis\.(?P<key>\w+)")
+_READ_SOURCE = re.compile(r"(?:(?P<scale>\S+) x )?(?P<read>[a-z][\w.]*)")
 
 # op -> (words when the condition passes, words when it fails)
 _COMPARE: dict[str, tuple[str, str]] = {
@@ -105,10 +102,10 @@ def read_words(read: str) -> tuple[str, str]:
     Why not the read's name: ``mean_progress_delta_cm = -34.1`` asks the reader to know the code; a
     newcomer reads ``sampled minus anchor progress -34.1 cm``. decision.json keeps the name.
     """
-    for suffix, bound in (("_ci_low", "lower"), ("_ci_high", "upper")):
-        if read.endswith(suffix):
-            words, unit = read_words(read.removesuffix(suffix))
-            return f"{bound} end of the {words} interval", unit
+    ref = ReadRef.parse(read)
+    if ref.bound is not None:
+        words, unit = read_words(ref.name)
+        return f"{ref.bound} end of the {words} interval", unit
     unit = "cm" if read.endswith("_cm") else "nats" if read == "mean_token_entropy" else ""
     if read in _READ_WORDS:
         return _READ_WORDS[read], unit
@@ -141,33 +138,52 @@ def condition_text(
     source: str,
     passed: bool,
     interval: tuple[float | None, float | None] | None = None,
+    point: float | None = None,
 ) -> str:
     """One condition in words: ``choice std 13.5 cm [0, 27.1] is at or above the 0.25 cm signal bar:
     passes``, ``chaos fraction 0.72 is above the registered maximum 0.5: fails``, ``token entropy is
-    undefined for this cell: fails``.
+    undefined for this cell: fails``; on an end of an interval, ``chaos share 0.505 [0.368, 0.606]: its
+    upper end 0.606 is above the registered maximum 0.5: fails``.
 
     ``source`` says where the threshold came from (``analysis.signal_bar_cm``, ``-1 x
     analysis.competence_tol_cm``, ``registered value``) and names its role; ``interval`` is the read's
-    bootstrap interval, printed after the value where the read has one.
+    bootstrap interval, printed after the value where the read has one; ``point`` is the read's own value
+    where the condition reads an end of its interval.
     """
     words, unit = read_words(read)
     verdict = "passes" if passed else "fails"
     if value is None:
         return f"{words} is undefined for this cell: {verdict}"
+    if math.isnan(threshold):
+        return f"{words}: the {source} it is compared with is undefined for this cell: {verdict}"
     value_text, threshold_text = _shown(value, threshold)
     shown = _with_unit(value_text, unit)
-    if interval is not None and None not in interval:
-        shown += f" [{number(interval[0])}, {number(interval[1])}]"
+    has_interval = interval is not None and None not in interval
+    ref = ReadRef.parse(read)
+    if ref.bound is not None and point is not None and has_interval:
+        assert interval is not None
+        base = read_words(ref.name)[0]
+        low, high = number(interval[0]), number(interval[1])
+        subject = f"{base} {_with_unit(number(point), unit)} [{low}, {high}]: its {ref.bound} end {shown}"
+    else:
+        subject = f"{words} {shown}"
+        if has_interval and ref.bound is None:
+            assert interval is not None
+            subject += f" [{number(interval[0])}, {number(interval[1])}]"
     found = _SOURCE.fullmatch(source)
+    relative = _READ_SOURCE.fullmatch(source) if source != "registered value" else None
     if found is not None:
         key = found["key"]
         role = _THRESHOLD_WORDS.get(key, key.removesuffix("_cm").replace("_", " "))
         bar = f"the {_with_unit(threshold_text, unit)} {role}"
+    elif relative is not None:
+        times = f"{relative['scale']} x " if relative["scale"] else ""
+        bar = f"{times}the {read_words(relative['read'])[0]} ({_with_unit(threshold_text, unit)})"
     else:
         bound = "minimum" if op in (">=", ">") else "maximum"
         bar = f"the registered {bound} {_with_unit(threshold_text, unit)}"
     compare = _COMPARE[op][0 if passed else 1]
-    return f"{words} {shown} {compare} {bar}: {verdict}"
+    return f"{subject} {compare} {bar}: {verdict}"
 
 
 @dataclass(frozen=True)
@@ -182,11 +198,20 @@ class ConditionResult:
     passed: bool
     interval: tuple[float | None, float | None] | None = None
     """The read's bootstrap interval, when it has one (for the words only; the rule reads ``value``)."""
+    point: float | None = None
+    """The read's own value, where the condition reads an end of its interval (for the words only)."""
 
     def text(self) -> str:
         """The condition in words (:func:`condition_text`)."""
         return condition_text(
-            self.read, self.value, self.op, self.threshold, self.source, self.passed, self.interval
+            self.read,
+            self.value,
+            self.op,
+            self.threshold,
+            self.source,
+            self.passed,
+            self.interval,
+            self.point,
         )
 
 
@@ -219,12 +244,16 @@ class Outcome:
     clauses: tuple[str, ...]
 
 
-def _condition(cond: Any, reads: Mapping[str, float | None]) -> ConditionResult:
-    value = reads.get(cond.read)
-    passed = value is not None and _OPS[cond.op](value, cond.threshold)
-    low, high = f"{cond.read}_ci_low", f"{cond.read}_ci_high"
+def _condition(cond: Condition, reads: Mapping[str, float | None]) -> ConditionResult:
+    value = reads.get(cond.key)
+    threshold = cond.threshold_on(reads)
+    passed = value is not None and threshold is not None and OPS[cond.op](value, threshold)
+    base = cond.ref.name
+    low, high = f"{base}_ci_low", f"{base}_ci_high"
     interval = (reads[low], reads[high]) if low in reads and high in reads else None
-    return ConditionResult(cond.read, value, cond.op, cond.threshold, cond.source, passed, interval)
+    shown = float("nan") if threshold is None else float(threshold)
+    point = reads.get(base) if cond.ref.bound is not None else None
+    return ConditionResult(cond.read, value, cond.op, shown, cond.source, passed, interval, point)
 
 
 def _verdict(rule: DecisionRule, cell: Cell, reads: Mapping[str, float | None]) -> CellVerdict:

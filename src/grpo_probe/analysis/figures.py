@@ -74,7 +74,7 @@ class Interval:
 @dataclass(frozen=True)
 class SpreadRow:
     """One cell's row of the spread figure: each seed's group std, their median, and, for a design that
-    replays draws, each replayed seed's replay std (the chaos floor) and the median choice std."""
+    replays draws, each replayed seed's chaos std (the chaos floor) and the pooled choice std."""
 
     cell: str
     group_std_cm: tuple[float, ...]
@@ -268,7 +268,8 @@ def plot_spread_by_cell(
 ) -> Path:
     """Every cell's group spread against the signal bar: one row per cell (registered order, top down),
     each seed's group std, the median over seeds with its interval and, where draws were replayed, each
-    replayed seed's chaos floor and the median choice std the signal criterion reads."""
+    replayed seed's chaos std (the chaos floor) and the pooled choice std the signal criterion reads, with
+    its interval (the criterion reads its lower end)."""
     replay = any(r.replay_std_cm for r in rows)
     with matplotlib.style.context("default"):
         fig = _figure(4.6, 1.5 + 0.42 * len(rows) + (0.25 if replay else 0.0))
@@ -305,7 +306,7 @@ def plot_spread_by_cell(
                     color=_CHAOS,
                     linewidths=0.9,
                     zorder=3,
-                    label="chaos floor (replay std), one replayed seed" if first else None,
+                    label="chaos std (the chaos floor), one replayed seed" if first else None,
                 )
             _interval_row(
                 ax,
@@ -313,7 +314,7 @@ def plot_spread_by_cell(
                 row.choice,
                 "black",
                 "D",
-                f"median choice std [{pct} interval]" if first else None,
+                f"choice std, pooled [{pct} interval]" if first else None,
             )
             values += [*row.group_std_cm, *row.replay_std_cm]
             for est in (row.median, row.choice):

@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 SIGNIFICANT = 3
-"""Significant figures of a float on decision.md (decision.json keeps the quantized value the rule read)."""
+"""Significant figures of a float on decision.md (decision.json keeps every digit the rule read)."""
 
 _WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 

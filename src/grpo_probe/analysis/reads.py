@@ -1,9 +1,9 @@
 """The per-cell reads: the flat namespace of numbers the decision rule and decision.md refer to by name.
 
-Why: the registered rule names reads (``median_group_std_progress_cm >= analysis.signal_bar_cm``), the
-reads table in decision.md shows them, and decision.json stores them; one list of names keeps the three
-in step. Every float read is quantized to ``QUANTUM`` before anything sees it, so the rule is evaluated on
-exactly the digits decision.md prints.
+Why: the registered rule names reads (``choice_std_cm.lower >= analysis.signal_bar_cm``), the reads table
+in decision.md shows them, and decision.json stores them; one list of names keeps the three in step.
+decision.json holds every read at full precision (the value the rule compared); only the page rounds,
+to three significant figures, with more where three would hide which side of a threshold a value is on.
 """
 
 from __future__ import annotations
@@ -12,19 +12,20 @@ from dataclasses import dataclass
 
 from grpo_probe.envs.boat.spec import boat_spec
 
-__all__ = ["CHAOS_ROWS", "DECIMALS", "GUARDS", "READ_NAMES", "READ_ROWS", "ReadRow", "quantize", "read_rows"]
-
-DECIMALS = 4
-"""Decimal places of every reported float (1e-4 cm is far below what the simulator resolves)."""
+__all__ = [
+    "CHAOS_ROWS",
+    "EARLIER_CHAOS_ROWS",
+    "GUARDS",
+    "INTERVAL_BOUNDS",
+    "READ_NAMES",
+    "READ_ROWS",
+    "ReadRow",
+    "read_rows",
+]
 
 GUARDS: tuple[str, ...] = boat_spec().guard_names
 """The boat scene's guard channels, in the order decision.md lists them, read off their declarations
 (:func:`grpo_probe.envs.boat.spec.boat_guards`; another environment's are its spec's ``guard_names``)."""
-
-
-def quantize(x: float) -> float:
-    """``x`` rounded to ``DECIMALS`` places, with -0.0 folded into 0.0 so the printed sign is stable."""
-    return round(float(x), DECIMALS) + 0.0
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,10 @@ class ReadRow:
 
 CHAOS_ROWS: tuple[ReadRow, ...] = (
     ReadRow(
-        "median_choice_std_cm",
-        "median choice std: the spread the draws' choices explain (cm) [CI]",
-        True,
-        True,
+        "choice_std_cm", "choice std sigma_b: the spread the draws' choices explain (cm) [CI]", True, True
     ),
-    ReadRow("replay_std_cm", "replay std: the chaos floor, each draw replayed (cm) [CI]", True),
-    ReadRow("chaos_fraction", "chaos fraction: within-draw / across-draw variance [CI]", True),
+    ReadRow("chaos_std_cm", "chaos std sigma_w: the chaos floor, every draw replayed (cm) [CI]", True),
+    ReadRow("chaos_share", "chaos share: sigma_w^2 / (sigma_w^2 + sigma_b^2) [CI]", True),
     ReadRow("rank_stability", "rank stability: Spearman of draws vs replays, median [CI]", True),
     ReadRow(
         "median_divergence_tick",
@@ -55,16 +53,28 @@ CHAOS_ROWS: tuple[ReadRow, ...] = (
         versus="median_first_contact_tick",
     ),
 )
-"""The replay reads (DESIGN.md, "Signal or chaos"): shown for a design that registers replays."""
+"""The replay reads (DESIGN.md, "Signal or chaos"; :mod:`grpo_probe.analysis.variance_components`): shown
+for a design that registers replays."""
+
+EARLIER_CHAOS_ROWS: tuple[ReadRow, ...] = (
+    ReadRow("median_choice_std_cm", "median over seeds of sqrt(max(0, V_a - V_w)) (cm) [CI]", True),
+    ReadRow("replay_std_cm", "replay std sqrt(mean V_w) (cm) [CI]", True),
+    ReadRow("chaos_fraction", "chaos fraction sum V_w / sum V_a [CI]", True),
+)
+"""The first replay reads (the draw alone across draws, the replays alone within), which rules registered
+before the decomposition read: shown where a registered version of the design's rule names one."""
 
 
-def read_rows(guards: tuple[str, ...] = GUARDS, replay: bool = True) -> tuple[ReadRow, ...]:
+def read_rows(
+    guards: tuple[str, ...] = GUARDS, replay: bool = True, earlier: bool = True
+) -> tuple[ReadRow, ...]:
     """decision.md's reads table for an environment with these guard channels (the boat's by default),
-    with the replay reads when the design registers replays."""
+    with the replay reads when the design registers replays (and the first ones with ``earlier``)."""
     return (
         ReadRow("median_group_std_progress_cm", "median group std of progress (cm) [CI]", True, True),
         ReadRow("median_group_std_best_point_cm", "median group std of best point (cm) [CI]", True, True),
         *(CHAOS_ROWS if replay else ()),
+        *(EARLIER_CHAOS_ROWS if replay and earlier else ()),
         ReadRow("nondegenerate_fraction", "non-degenerate groups (fraction of seeds)", False, True),
         ReadRow("mean_progress_delta_cm", "sampled minus anchor progress, mean over seeds (cm) [CI]", True),
         ReadRow(
@@ -98,4 +108,10 @@ READ_NAMES: tuple[str, ...] = tuple(
         *((row.versus,) if row.versus else ()),
     )
 )
-"""Every read a decision-rule condition or rank key may name (the schema's ``rule_read_name`` enum)."""
+"""Every read a decision-rule condition or rank key may name (the schema's ``rule_fixed_read_name`` enum)."""
+
+INTERVAL_BOUNDS: tuple[str, ...] = tuple(
+    f"{row.read}.{bound}" for row in READ_ROWS if row.with_ci for bound in ("lower", "upper")
+)
+"""Every end of an interval a condition may name (``chaos_share.upper``; the schema's
+``rule_interval_bound`` enum)."""

@@ -1,19 +1,20 @@
 """decision.md, decision.json and the figures: the registered decision, built from the rollout tables.
 
 Why: decision.md is what the researcher reads and the owner signs. Every number it shows is computed
-here once, quantized (:func:`grpo_probe.analysis.reads.quantize`), stored in decision.json, and printed
-from that same value, so the two files cannot disagree and the rule reads exactly what the page shows.
+here once, stored in decision.json at full precision (the value the rule compared), and printed from
+that same value, so the two files cannot disagree; only the page rounds.
 Same inputs give the same bytes: sorted JSON keys, fixed float digits, deterministic PNGs, atomic writes.
 
 The page is written for a reader who has not seen the design: the outcome in one sentence that says what
 every cell passed or failed, the two figures that show why (group spread against the signal bar,
 competence against the anchor), and one line of reasons per cell fit in one screen; the reads, the version
 history, the registered design and the hashes follow below. It prints numbers at three significant figures
-(:func:`grpo_probe.analysis.glossary.number`); decision.json keeps the quantized values the rule read.
+(:func:`grpo_probe.analysis.glossary.number`); decision.json keeps every digit of the values the rule read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -50,7 +51,8 @@ from grpo_probe.analysis.glossary import count_words, glossary, guard_flags, num
 from grpo_probe.analysis.group_stats import SeedGroup, median_seed, summarize_groups
 from grpo_probe.analysis.guards import GuardRate, guard_rates
 from grpo_probe.analysis.joined import JoinedCell, join_cell, read_joined_table
-from grpo_probe.analysis.reads import DECIMALS, quantize, read_rows
+from grpo_probe.analysis.operating import operating_record
+from grpo_probe.analysis.reads import read_rows
 from grpo_probe.analysis.stability import SeedColumns, seed_columns
 from grpo_probe.analysis.tables import RolloutTable, read_anchor_table, read_probe_table
 from grpo_probe.analysis.versions import outcome_record, rule_record, version_records
@@ -86,9 +88,10 @@ def default_template() -> Path:
 
 
 def _q(x: float | None) -> float | None:
-    """A read as decision.json holds it: quantized, and None where it is undefined (None or NaN: a rank
-    correlation of draws whose rewards never differ, a chaos fraction of groups without spread)."""
-    return None if x is None or not math.isfinite(x) else quantize(x)
+    """A read as decision.json holds it: every digit (-0.0 as 0.0, so a printed sign is stable), and None
+    where it is undefined (None or NaN: a rank correlation of draws whose rewards never differ, a chaos
+    share of groups without spread)."""
+    return None if x is None or not math.isfinite(x) else float(x) + 0.0
 
 
 def _estimate(prefix: str, est: Estimate) -> dict[str, float | None]:
@@ -237,11 +240,17 @@ class _CellResult:
     chaos: ChaosSummary | None = None
 
 
+def _total_std(chaos: ChaosSummary) -> float:
+    """sqrt(sigma_b^2 + sigma_w^2): the spread of one reward that the decomposition splits (pooled)."""
+    return math.hypot(chaos.choice_std_cm.value, chaos.chaos_std_cm.value)
+
+
 def _chaos_record(chaos: ChaosSummary) -> dict[str, Any]:
     """decision.json's ``replay`` of a cell: per perturbation what it did, per replayed seed the parts."""
     return {
         "replayed_seeds": len(chaos.seeds),
-        "replays_per_draw": chaos.replays_per_draw,
+        "replays": chaos.replays,
+        "total_std_cm": _q(_total_std(chaos)),
         "median_group_std_cm": _q(chaos.median_group_std_cm),
         "diverged_fraction": _q(chaos.diverged_fraction),
         "perturbations": [
@@ -262,6 +271,9 @@ def _chaos_record(chaos: ChaosSummary) -> dict[str, Any]:
                 "group_std_cm": _q(s.group_std_cm),
                 "replay_std_cm": _q(s.replay_std_cm),
                 "choice_std_cm": _q(s.choice_std_cm),
+                "chaos_std_cm": None
+                if s.sums is None
+                else _q(math.sqrt(s.sums.ss_within / s.sums.df_within)),
             }
             for s in chaos.seeds
         ],
@@ -276,7 +288,7 @@ def _cell_analysis(
     analysis: AnalysisNumbers,
     replays: Any = None,
 ) -> tuple[dict[str, float | None], _CellResult]:
-    """The cell's reads (flat, quantized) and its analysis; figures are drawn by the caller.
+    """The cell's reads (flat, full precision) and its analysis; figures are drawn by the caller.
 
     The per-seed group statistics and anchor differences come from ``joined`` (the join table); the
     summaries over seeds, the guard trips and the AR entropy are computed here from the cell's tables.
@@ -403,8 +415,8 @@ def _all_cells_rows(parts: Sequence[_CellResult]) -> tuple[list[SpreadRow], list
                 median=_interval(reads, "median_group_std_progress_cm"),
                 replay_std_cm=()
                 if replay is None
-                else tuple(s["replay_std_cm"] for s in replay["seeds"] if s["replay_std_cm"] is not None),
-                choice=None if replay is None else _interval(reads, "median_choice_std_cm"),
+                else tuple(s["chaos_std_cm"] for s in replay["seeds"] if s["chaos_std_cm"] is not None),
+                choice=None if replay is None else _interval(reads, "choice_std_cm"),
             )
         )
         competence.append(
@@ -605,6 +617,65 @@ def _arms_text(outcome: Mapping[str, Any]) -> str:
     return ", ".join(arms) or "no arm"
 
 
+def _percent(rate: Mapping[str, Any] | None) -> str:
+    """``4.2 % [3.1, 5.6]``: a simulated rate with its Wilson interval, in percent."""
+    if rate is None:
+        return "not simulated"
+    return f"{number(rate['percent'])} % [{number(rate['low_percent'])}, {number(rate['high_percent'])}]"
+
+
+def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
+    """The rule's false-go rate and its go rate at the measured levels, as the page states them beside
+    the outcome (:mod:`grpo_probe.analysis.operating`)."""
+    op = decision.get("operating")
+    if not op or op["design"]["false_go"] is None:
+        return None
+    design = op["design"]
+    target = f"{number(op['false_go_target_percent'])} %"
+    within = "within" if op["within_target"] else "**above**"
+    how = f"{op['simulations']} simulated runs of this design's size, seed {op['seed']}" + (
+        "" if op["registered"] else ", the defaults: the design registers no simulation"
+    )
+    text = (
+        f"**How often this rule is wrong** ({how}): under pure chaos (no choice signal, each cell's chaos at "
+        f"its measured level) it says go in {_percent(design['false_go'])} of runs, {within} the {target} "
+        "the design accepts"
+    )
+    if design["go_at_measured"] is None:
+        return text + (
+            "; its power at the measured levels is not simulated: without replays the choice and the chaos "
+            "are not separated."
+        )
+    kind = decision["outcome"]["kind"]
+    return text + (
+        f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and gives this "
+        f"outcome ({kind}) in {_percent(design['same_kind_at_measured'])}."
+    )
+
+
+def _error_rate_rows(decision: Mapping[str, Any]) -> list[list[str]]:
+    """Per cell: its sizes, the levels simulated, its false-go rate and its power."""
+    op = decision.get("operating")
+    if not op:
+        return []
+    rows = []
+    for cell in op["cells"]:
+        null, measured = cell["levels"]["pure_chaos"], cell["levels"]["measured"]
+        rows.append(
+            [
+                cell["id"],
+                cell["size_text"],
+                f"{number(null['chaos_std_cm'])} cm",
+                _percent(cell["false_go"]),
+                "not simulated"
+                if measured is None
+                else f"{number(measured['choice_std_cm'])} cm, {number(measured['chaos_std_cm'])} cm",
+                _percent(cell["power"]),
+            ]
+        )
+    return rows
+
+
 def _resampled_line(decision: Mapping[str, Any]) -> str | None:
     """How often the outcome holds when the seeds are resampled, and which versions decide otherwise."""
     versions = decision["versions"]
@@ -651,7 +722,12 @@ def _resampled_line(decision: Mapping[str, Any]) -> str | None:
 
 
 def _conditions(criterion: Mapping[str, Any]) -> str:
-    return " and ".join(f"`{x['read']} {x['op']} {number(x['threshold'])}`" for x in criterion["all_of"])
+    def bar(x: Mapping[str, Any]) -> str:
+        if x.get("threshold_read") is None:
+            return number(x["threshold"])
+        return x["threshold_read"] if x["scale"] == 1.0 else f"{number(x['scale'])} x {x['threshold_read']}"
+
+    return " and ".join(f"`{x['read']} {x['op']} {bar(x)}`" for x in criterion["all_of"])
 
 
 def _rank_keys(rule: Mapping[str, Any]) -> str:
@@ -758,10 +834,11 @@ def _guard_counts(cell: Mapping[str, Any], read: str) -> tuple[str, str] | None:
 
 
 def _exact(value: Any) -> str:
-    """A value as reads.tsv holds it: every quantized digit (DECIMALS places), for a spreadsheet."""
+    """A value as reads.tsv holds it: every digit decision.json holds (the shortest text that reads back as
+    the same float), for a spreadsheet."""
     if value is None or isinstance(value, (bool, int)):
         return number(value)
-    return f"{value:.{DECIMALS}f}"
+    return repr(float(value))
 
 
 def _reads_table(decision: Mapping[str, Any], fmt: Callable[[Any], str] = number) -> list[list[str]]:
@@ -823,6 +900,8 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         summary=_outcome_summary(decision),
         arm_lines=_arm_lines(decision),
         resampled=_resampled_line(decision),
+        error_rates=_error_rates_line(decision),
+        error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),
     )
 
@@ -836,7 +915,7 @@ def reads_tsv_text(decision: Mapping[str, Any]) -> str:
 
 
 def decision_json_text(decision: Mapping[str, Any]) -> str:
-    """decision.json's text: sorted keys, two-space indent, floats already quantized, no NaN."""
+    """decision.json's text: sorted keys, two-space indent, floats at full precision, no NaN."""
     return json.dumps(decision, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -911,7 +990,7 @@ def decision_record(
     its replay tables (the replay rule's, one per shard), read when the design registers replays. Besides
     this run's outcome, the record holds what every registered version of the rule decides on the same
     tables (``versions``).
-    Returns the record as decision.json will hold it (through its JSON text: quantized floats, plain types).
+    Returns the record as decision.json will hold it (through its JSON text: plain types).
     """
     info, where = _prereg_info(prereg), str(prereg.path)
     analysis = prereg.analysis
@@ -956,8 +1035,9 @@ def decision_record(
     }
 
     def reads_for(numbers: AnalysisNumbers) -> tuple[dict[str, Any], dict[str, SeedColumns]]:
-        """Reads and per-seed columns under another version's analysis numbers (this run's are reused)."""
-        if numbers == analysis:
+        """Reads and per-seed columns under another version's analysis numbers (this run's are reused where
+        only how the error rates are simulated differs, which changes no read)."""
+        if dataclasses.replace(numbers, operating=analysis.operating) == analysis:
             return reads, columns
         other_reads, other_columns = {}, {}
         for c in cells:
@@ -971,6 +1051,17 @@ def decision_record(
         return other_reads, other_columns
 
     versions = version_records(prereg, cells, reads_for, outcome)
+    replay = prereg.replay
+    operating = operating_record(
+        prereg.decision_rule,
+        cells,
+        reads,
+        columns,
+        0 if replay is None else len(replay.seeds),
+        0 if replay is None else replay.replays,
+        analysis,
+        outcome.kind,
+    )
 
     figures = _draw_figures(
         cells,
@@ -1030,6 +1121,7 @@ def decision_record(
         "glossary": glossary(prereg, env),
         "cells": cells_out,
         "outcome": outcome_record(outcome),
+        "operating": operating,
         "versions": versions,
         "figures": {name: figures[name] for name in ("competence", "group_std", "guard_rates")},
         "compute": _compute_section(compute, compute_gate),

@@ -9,31 +9,32 @@ reads are computed, rerun the registered rule, and count how often it gives the 
 names the same arm(s).
 
 Everything is vectorised over resamples: a resample is a row of seed indices, each read is a reduction
-over the seeds of that row ([B, n] -> [B]), and the rule is evaluated on [B] arrays. Reads are quantized
-like the full-sample reads, so a resample that repeats every seed once reproduces the registered
-outcome. Bootstrap intervals (the ``*_ci_low``/``*_ci_high`` reads) have no value inside one resample
-without a nested bootstrap; a rule that reads them is reported as not resampled, with the reason.
+over the seeds of that row ([B, n] -> [B]), and the rule is evaluated on [B] arrays. The reductions are
+the full-sample ones on the same values in the same order, so a resample that repeats every seed once
+reproduces the registered outcome bit for bit. A condition on an end of an interval
+(``chaos_share.upper``) is evaluated on the interval recomputed inside each resample: a nested bootstrap
+of B' = B inner resamples (:func:`resampled_bounds`; Davison & Hinkley, *Bootstrap Methods and their
+Application*, 1997, Sec. 3.9).
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from grpo_probe.analysis.anchor_join import SeedJoin
-from grpo_probe.analysis.chaos import ChaosColumns, ChaosSummary, chaos_statistics
+from grpo_probe.analysis.bootstrap import bootstrap_generator
+from grpo_probe.analysis.chaos import CHAOS_READS, ChaosColumns, ChaosSummary, chaos_statistics
 from grpo_probe.analysis.decision_rule import Outcome
 from grpo_probe.analysis.group_stats import SeedGroup
 from grpo_probe.analysis.guards import guard_trips
-from grpo_probe.analysis.reads import DECIMALS, quantize
 from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.prereg import AnalysisNumbers, Cell
-from grpo_probe.prereg.rule import HEADS, DecisionRule
+from grpo_probe.prereg.rule import HEADS, OPS, BootstrapSpec, DecisionRule, ReadRef
 
 __all__ = [
     "KINDS",
@@ -50,13 +51,6 @@ __all__ = [
 
 KINDS: tuple[str, ...] = ("park", "phase2_ar", "phase2_flow", "ar_then_flow")
 """Outcome kinds by code: bit 0 = an AR cell qualifies, bit 1 = a flow cell qualifies."""
-
-_OPS: dict[str, Callable[[NDArray[np.float64], float], NDArray[np.bool_]]] = {
-    ">=": operator.ge,
-    ">": operator.gt,
-    "<=": operator.le,
-    "<": operator.lt,
-}
 
 
 @dataclass(frozen=True)
@@ -134,54 +128,109 @@ def resample_indices(seed: int, resamples: int, n_seeds: int) -> NDArray[np.int6
     return rng.integers(0, n_seeds, size=(resamples, n_seeds))
 
 
-def _quantize(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """:func:`quantize` on an array: numpy's rounding, with Python's exact rounding where they could
-    differ (a value within 1e-6 of a rounding midpoint), so the rule sees the digits decision.md would."""
-    scaled = x * 10.0**DECIMALS
-    out = np.round(x, DECIMALS) + 0.0
-    near = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
-    if near.any():
-        out[near] = [quantize(v) for v in x[near]]
-    return out
-
-
-def resampled_reads(columns: SeedColumns, index: NDArray[np.int64]) -> dict[str, NDArray[np.float64]]:
-    """Every point read of the cell on each resample (``index``: [B, n] seed positions), quantized.
+def resampled_reads(
+    columns: SeedColumns, index: NDArray[np.int64], names: Collection[str] | None = None
+) -> dict[str, NDArray[np.float64]]:
+    """Every point read of the cell (or the ``names`` among them) on each resample: ``index`` holds seed
+    positions ``[..., n]`` ([B, n] for B resamples, [B, B', n] for a nested bootstrap).
 
     The same definitions as the full-sample reads: medians over seeds of the group stds, the share of
     non-degenerate groups, means over seeds of the anchor differences, pooled guard-trip rates (equal K
     per seed, so pooled = mean over seeds), the replan-weighted entropy means, and the replay reads over
     the resample's replayed seeds (:func:`grpo_probe.analysis.chaos.chaos_statistics`).
     """
-    n = index.shape[1]
+    n = index.shape[-1]
+
+    def wanted(name: str) -> bool:
+        return names is None or name in names
 
     def mean(values: NDArray[np.float64]) -> NDArray[np.float64]:
-        return values[index].mean(axis=1)
+        return values[index].mean(axis=-1)
 
-    reads = {
-        "median_group_std_progress_cm": np.median(columns.std_progress_cm[index], axis=1),
-        "median_group_std_best_point_cm": np.median(columns.std_best_point_cm[index], axis=1),
-        "nondegenerate_fraction": mean(columns.nondegenerate),
-        "mean_progress_delta_cm": mean(columns.progress_delta_cm),
-        "sampled_engagement_rate": mean(columns.sampled_engagement),
-        "anchor_engagement_rate": mean(columns.anchor_engaged),
-        "engagement_delta": mean(columns.sampled_engagement - columns.anchor_engaged),
-    }
+    reads: dict[str, NDArray[np.float64]] = {}
+    for name, column in (
+        ("median_group_std_progress_cm", columns.std_progress_cm),
+        ("median_group_std_best_point_cm", columns.std_best_point_cm),
+    ):
+        if wanted(name):
+            reads[name] = np.median(column[index], axis=-1)
+    for name, column in (
+        ("nondegenerate_fraction", columns.nondegenerate),
+        ("mean_progress_delta_cm", columns.progress_delta_cm),
+        ("sampled_engagement_rate", columns.sampled_engagement),
+        ("anchor_engagement_rate", columns.anchor_engaged),
+    ):
+        if wanted(name):
+            reads[name] = mean(column)
+    if wanted("engagement_delta"):
+        reads["engagement_delta"] = mean(columns.sampled_engagement - columns.anchor_engaged)
     for guard in columns.sampled_trips:
-        reads[f"sampled_{guard}_rate"] = columns.sampled_trips[guard][index].sum(axis=1) / (n * columns.k)
-        reads[f"anchor_{guard}_rate"] = mean(columns.anchor_trips[guard])
+        if wanted(f"sampled_{guard}_rate"):
+            reads[f"sampled_{guard}_rate"] = columns.sampled_trips[guard][index].sum(axis=-1) / (
+                n * columns.k
+            )
+        if wanted(f"anchor_{guard}_rate"):
+            reads[f"anchor_{guard}_rate"] = mean(columns.anchor_trips[guard])
     if columns.entropy is not None:
         e_sum, e_n, t_sum, t_n = columns.entropy
-        reads["mean_token_entropy"] = e_sum[index].sum(axis=1) / e_n[index].sum(axis=1)
-        reads["mean_tokens_per_chunk"] = t_sum[index].sum(axis=1) / t_n[index].sum(axis=1)
+        if wanted("mean_token_entropy"):
+            reads["mean_token_entropy"] = e_sum[index].sum(axis=-1) / e_n[index].sum(axis=-1)
+        if wanted("mean_tokens_per_chunk"):
+            reads["mean_tokens_per_chunk"] = t_sum[index].sum(axis=-1) / t_n[index].sum(axis=-1)
     if columns.chaos is not None:
-        reads.update(chaos_statistics(columns.chaos, index))
-    return {name: _quantize(values) for name, values in reads.items()}
+        reads.update(chaos_statistics(columns.chaos, index, names))
+    return reads
+
+
+def interval_seeds(columns: SeedColumns, read: str) -> NDArray[np.int64]:
+    """The positions of the seeds ``read``'s interval resamples: the replayed seeds for a replay read
+    (:data:`grpo_probe.analysis.chaos.CHAOS_READS`), every seed for any other."""
+    if read in CHAOS_READS and columns.chaos is not None:
+        return np.flatnonzero(np.isfinite(columns.chaos.replay_var))
+    return np.arange(len(columns.std_progress_cm))
+
+
+def resampled_bounds(
+    columns: SeedColumns,
+    read: str,
+    outer: NDArray[np.int64],
+    bootstrap: BootstrapSpec,
+    chunk: int = 64,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The percentile interval of ``read`` inside each outer resample (a nested bootstrap): ([B], [B]).
+
+    Inside outer resample b the interval is computed as the full-sample one is: B' = the registered
+    resamples of that resample's own seeds, drawn at the same keyed positions (the generator of the
+    cell and read, :func:`grpo_probe.analysis.bootstrap.bootstrap_generator`), so an outer resample that
+    repeats every seed once gives exactly the registered interval. ``outer``: [B, m] positions into the
+    read's own seeds (:func:`interval_seeds`). Work is done ``chunk`` outer resamples at a time.
+    """
+    own = interval_seeds(columns, read)
+    m = outer.shape[-1]
+    inner = bootstrap_generator(bootstrap.seed, columns.cell.id, read).integers(
+        0, m, size=(bootstrap.resamples, m)
+    )
+    alpha = (1.0 - bootstrap.confidence) / 2.0
+    low = np.empty(outer.shape[0])
+    high = np.empty(outer.shape[0])
+    for start in range(0, outer.shape[0], chunk):
+        block = own[outer[start : start + chunk]]  # [b, m] seed positions
+        values = resampled_reads(columns, block[:, inner], (read,))[read]  # [b, B']
+        with np.errstate(invalid="ignore"):
+            ends = np.nanquantile(values, [alpha, 1.0 - alpha], axis=-1)
+        low[start : start + chunk], high[start : start + chunk] = ends
+    return low, high
 
 
 def rule_reads(rule: DecisionRule) -> tuple[str, ...]:
     """Every read the rule's conditions and rank keys name, in first-use order."""
-    names = [c.read for criterion in rule.criteria for c in criterion.all_of] + [k.read for k in rule.rank_by]
+    names = []
+    for criterion in rule.criteria:
+        for c in criterion.all_of:
+            names.append(c.key)
+            if c.threshold_read is not None:
+                names.append(c.threshold_read.key)
+    names += [k.read for k in rule.rank_by]
     return tuple(dict.fromkeys(names))
 
 
@@ -247,9 +296,11 @@ def resampled_outcomes(
                 if criterion.name not in needed:
                     continue
                 for cond in criterion.all_of:
-                    values = reads[cell.id].get(cond.read, np.full(resamples, np.nan))
+                    mine = reads[cell.id]
+                    values = mine.get(cond.key, np.full(resamples, np.nan))
+                    threshold = cond.threshold_on(mine)
                     with np.errstate(invalid="ignore"):
-                        qualifies[j] &= _OPS[cond.op](values, cond.threshold)
+                        qualifies[j] &= OPS[cond.op](values, np.nan if threshold is None else threshold)
         best = _pick(rule, members, qualifies, [reads[c.id] for c in members], resamples)
         kind |= (best >= 0).astype(np.int64) << bit
         arms[head] = [members[b].arm if b >= 0 else None for b in best.tolist()]
@@ -276,17 +327,36 @@ def stability(
     columns: Mapping[str, SeedColumns],
     outcome: Outcome,
     index: NDArray[np.int64],
+    bootstrap: BootstrapSpec,
 ) -> Stability:
-    """Rerun ``rule`` on every resample in ``index`` ([B, n]) and compare with the registered ``outcome``."""
+    """Rerun ``rule`` on every resample in ``index`` ([B, n]) and compare with the registered ``outcome``.
+
+    A condition that reads an end of an interval (``chaos_share.upper``) is evaluated on that interval
+    recomputed inside each resample (:func:`resampled_bounds`, a nested bootstrap), so the resampled rule
+    is the registered rule. A replay read's interval resamples the replayed seeds; where those are not
+    every seed, a resample of all seeds does not hold a fixed number of them, and the outcome is reported
+    as not resampled, with the reason.
+    """
     resamples = index.shape[0]
-    interval_reads = [r for r in rule_reads(rule) if r.endswith(("_ci_low", "_ci_high"))]
-    if interval_reads:
-        reason = (
-            f"the rule reads bootstrap intervals ({', '.join(interval_reads)}), which a single resample "
-            "does not have without a nested bootstrap"
-        )
-        return Stability(resamples, 0, 0, (), reason)
-    reads = {cell.id: resampled_reads(columns[cell.id], index) for cell in cells}
+    bounds = [ReadRef.parse(r) for r in rule_reads(rule)]
+    bounds = [r for r in bounds if r.bound is not None]
+    for ref in bounds:
+        for cell in cells:
+            own = interval_seeds(columns[cell.id], ref.name)
+            if own.size != index.shape[1]:
+                reason = (
+                    f"the rule reads the interval of {ref.name}, over the {own.size} replayed of the "
+                    f"{index.shape[1]} seeds, which a resample of all the seeds does not hold at a fixed "
+                    "number (register replay.seeds: all to resample it)"
+                )
+                return Stability(resamples, 0, 0, (), reason)
+    names = {ReadRef.parse(r).name for r in rule_reads(rule)}
+    reads = {cell.id: resampled_reads(columns[cell.id], index, names) for cell in cells}
+    for ref in {r.name: r for r in bounds}.values():
+        for cell in cells:
+            low, high = resampled_bounds(columns[cell.id], ref.name, index, bootstrap)
+            reads[cell.id][f"{ref.name}_ci_low"] = low
+            reads[cell.id][f"{ref.name}_ci_high"] = high
     found = resampled_outcomes(rule, cells, reads, resamples)
     labels = [
         (KINDS[k], ar, flow)

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from grpo_probe.analysis.decision_rule import Outcome, evaluate_rule
-from grpo_probe.analysis.reads import quantize
 from grpo_probe.analysis.stability import SeedColumns, resample_indices, stability
 from grpo_probe.prereg import AnalysisNumbers, Cell, DecisionRule, Prereg
 from grpo_probe.prereg.amendments import Amendment, RegisteredVersion
@@ -31,14 +30,25 @@ ReadsFor = Callable[
 
 
 def rule_record(rule: DecisionRule) -> dict[str, Any]:
-    """The rule as decision.json records it (thresholds quantized like every reported number)."""
+    """The rule as decision.json records it: each condition's read, operator and threshold (a number, or
+    ``threshold_read`` times ``scale`` for a bar relative to another read)."""
     return {
         "criteria": [
             {
                 "name": c.name,
                 "description": c.description,
                 "all_of": [
-                    {"read": x.read, "op": x.op, "threshold": quantize(x.threshold), "source": x.source}
+                    {
+                        "read": x.read,
+                        "op": x.op,
+                        "threshold": x.threshold,
+                        "source": x.source,
+                        **(
+                            {}
+                            if x.threshold_read is None
+                            else {"threshold_read": str(x.threshold_read), "scale": x.scale}
+                        ),
+                    }
                     for x in c.all_of
                 ],
             }
@@ -85,18 +95,18 @@ def _stability_record(
 ) -> dict[str, Any]:
     n_seeds = len(next(iter(columns.values())).std_progress_cm)
     index = resample_indices(analysis.bootstrap.seed, analysis.bootstrap.resamples, n_seeds)
-    found = stability(rule, cells, columns, outcome, index)
+    found = stability(rule, cells, columns, outcome, index, analysis.bootstrap)
     b = found.resamples
     return {
         "resamples": b,
         "seed": analysis.bootstrap.seed,
         "n_seeds": n_seeds,
         "same_outcome": found.same_outcome,
-        "same_outcome_fraction": quantize(found.same_outcome / b),
+        "same_outcome_fraction": found.same_outcome / b,
         "same_kind": found.same_kind,
-        "same_kind_fraction": quantize(found.same_kind / b),
+        "same_kind_fraction": found.same_kind / b,
         "outcomes": [
-            {"kind": kind, "ar_arm": ar, "flow_arm": flow, "count": count, "fraction": quantize(count / b)}
+            {"kind": kind, "ar_arm": ar, "flow_arm": flow, "count": count, "fraction": count / b}
             for kind, ar, flow, count in found.outcomes
         ],
         "not_resampled": found.not_resampled,

@@ -341,10 +341,11 @@ def phase2_eval(
     atol = phase2.recipe(prereg.arms[arm].head).replay_atol
     movement = policy_movement(initial, final_checkpoint, batch, held_out, anchor, atol)
     atomic_write_json(movement_json, {"arm": arm, **movement.to_dict()})
+    anchor_moved = "the anchor moved" if movement.moved else "the anchor did not move: not tested"
     _log(
         f"phase 2 {arm}: KL to the initial policy {movement.kl_to_initial:.3g} {movement.kl_unit} "
         f"(floor {movement.kl_floor:.3g}), anchor mean |delta a| {movement.action_change:.3g} "
-        f"(floor {movement.action_floor:.3g}): {'moved' if movement.moved else 'did not move'}"
+        f"(floor {movement.action_floor:.3g}): {anchor_moved}"
     )
     write_design_manifest(
         prereg,

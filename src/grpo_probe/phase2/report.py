@@ -5,12 +5,15 @@ higher than the initial policy's (paired percentile-bootstrap interval over held
 the prediction held; below zero: it did not; holding zero: not shown), then the guard trips. Two reads
 qualify that answer:
 
-- whether the pilot moved the policy at all (:mod:`grpo_probe.phase2.movement`: KL to the initial policy
-  and the anchor's action change, each against a stated floor). A pilot that did not is "not tested":
-  its held-out comparison compares a policy with itself, whatever its interval says;
-- what the held-out seeds could detect (:func:`grpo_probe.phase2.evaluate.minimum_detectable_change`),
-  so "not shown" reads either as "absent at this power" (the interval excludes a change as large as the
-  MDE) or as "below what n seeds can detect".
+- whether the pilot moved the policy the held-out evaluation runs (:mod:`grpo_probe.phase2.movement`:
+  the anchor's action change against its floor, with the KL to the initial policy reported beside it). A
+  pilot whose anchor did not move is "not tested": its held-out comparison compares the deployed policy
+  with itself, whatever its interval or its KL says;
+- what the held-out seeds could detect (:func:`grpo_probe.phase2.evaluate.minimum_detectable_change`,
+  from the spread of the paired differences), so "not shown" reads as "absent at this power" (the
+  interval excludes a change as large as the MDE, from
+  :data:`grpo_probe.phase2.evaluate.MIN_SEEDS_FOR_ABSENCE` seeds on), as "too few seeds to rule out a
+  change" (the same interval on fewer seeds) or as "below what n seeds can detect".
 
 Then the registered pilot, each stage's replay oracle, its per-iteration table and learning curves, its
 held-out evaluation (every guard the environment declares, with n), and the provenance of every artifact
@@ -42,6 +45,7 @@ from grpo_probe.compute.accounting import read_benchmarks
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.parquet_io import read_parquet
 from grpo_probe.phase2.evaluate import (
+    MIN_SEEDS_FOR_ABSENCE,
     DetectableChange,
     PairedChange,
     minimum_detectable_change,
@@ -78,17 +82,20 @@ def stage_verdict(
 ) -> tuple[str, str, str | None]:
     """(verdict, sentence, detectability) from the paired change in held-out progress.
 
-    ``moved``: whether the pilot moved the policy (:attr:`grpo_probe.phase2.movement.Movement.moved`); a
-    pilot that did not is "not tested" whatever the interval says (``movement_text`` says by how much it
-    moved). ``detectability`` words a "not shown": ``absent at this power`` when the interval lies inside
-    +-MDE, ``below what n seeds can detect`` otherwise (None for any other verdict).
+    ``moved``: whether the pilot moved the anchor the held-out evaluation runs
+    (:attr:`grpo_probe.phase2.movement.Movement.moved`); a pilot whose anchor did not move is "not tested"
+    whatever the interval says (``movement_text`` says by how much it moved). ``detectability`` words a
+    "not shown": ``absent at this power`` when the interval lies inside +-MDE on at least
+    :data:`~grpo_probe.phase2.evaluate.MIN_SEEDS_FOR_ABSENCE` seeds, ``too few seeds to rule out a
+    change`` when it does on fewer, ``below what n seeds can detect`` otherwise (None for any other
+    verdict, and when the differences have no spread to size an MDE by).
     """
     interval = f"{progress.delta:+.2f} cm, {progress.ci_low:+.2f} to {progress.ci_high:+.2f}"
     if not moved:
         return (
             "not tested",
-            f"not tested: the pilot did not move the policy ({movement_text}), so the held-out comparison "
-            f"({interval}) compares the policy with itself",
+            "not tested: the pilot did not move the anchor, the policy the held-out evaluation runs "
+            f"({movement_text}), so the held-out comparison ({interval}) compares that policy with itself",
             None,
         )
     if progress.verdict == "up":
@@ -100,12 +107,21 @@ def stage_verdict(
     if detectable.mde is None:
         return (
             "not shown",
-            f"{zero}; the initial policy's held-out progress has no spread over {n} seed(s) to size a "
-            "detectable change by",
+            f"{zero}; the paired differences in held-out progress have no spread over {n} seed(s) to size "
+            "a detectable change by",
             None,
         )
     power = f"{detectable.confidence:.0%} confidence, {detectable.power:.0%} power"
     if detectable.resolves(progress.ci_low, progress.ci_high):
+        if n < MIN_SEEDS_FOR_ABSENCE:
+            return (
+                "not shown",
+                f"{zero} and lies inside +-{detectable.mde:.3g} cm, the smallest change {n} held-out seeds "
+                f"detect ({power}); but with fewer than {MIN_SEEDS_FOR_ABSENCE} held-out seeds an absence "
+                "cannot be claimed: with so few seeds the percentile bootstrap interval is too narrow to "
+                "rule a change out",
+                "too few seeds to rule out a change",
+            )
         return (
             "not shown",
             f"{zero} and lies inside +-{detectable.mde:.3g} cm, the smallest change {n} held-out seeds "
@@ -121,12 +137,12 @@ def stage_verdict(
 
 
 def _movement_text(movement: dict[str, Any]) -> str:
-    """``KL to the initial policy 3e-09 nats per token (floor 5e-09), anchor actions mean |delta a| 0
-    (floor 0.002)``."""
+    """``anchor actions mean |delta a| 0 (floor 0.002); KL to the initial policy 3e-09 nats per token
+    (floor 5e-09)``."""
     return (
-        f"KL to the initial policy {movement['kl_to_initial']:.2g} {movement['kl_unit']} (floor "
-        f"{movement['kl_floor']:.2g}), anchor actions mean |delta a| {movement['action_change']:.2g} "
-        f"(floor {movement['action_floor']:.2g})"
+        f"anchor actions mean |delta a| {movement['action_change']:.2g} (floor "
+        f"{movement['action_floor']:.2g}); KL to the initial policy {movement['kl_to_initial']:.2g} "
+        f"{movement['kl_unit']} (floor {movement['kl_floor']:.2g})"
     )
 
 
@@ -190,7 +206,8 @@ def _stage_record(
     by_read = {c.read: c for c in changes}
     initial = read_parquet(paths.eval_initial, ["progress_final_cm"]).column(0).to_numpy()
     final = read_parquet(paths.eval_final, ["progress_final_cm"]).column(0).to_numpy()
-    detectable = minimum_detectable_change("progress_final_cm", initial, boot.confidence)
+    # paired by seed: paired_changes refused tables evaluated on different seeds
+    detectable = minimum_detectable_change("progress_final_cm", final - initial, boot.confidence)
     verdict, sentence, detectability = stage_verdict(
         by_read["progress_final_cm"], bool(movement["moved"]), detectable, _movement_text(movement)
     )
@@ -215,6 +232,7 @@ def _stage_record(
             "confidence": boot.confidence,
             "changes": [{**asdict(c), "verdict": c.verdict} for c in changes],
             "detectable": asdict(detectable),
+            "min_seeds_for_absence": MIN_SEEDS_FOR_ABSENCE,
         },
         "verdict": verdict,
         "sentence": sentence,
@@ -240,39 +258,51 @@ def _rate(value: float, n: int) -> str:
 
 def _movement_markdown(movement: dict[str, Any]) -> str:
     moved = "moved" if movement["moved"] else "**did not move**"
-    anchor_still = movement["moved"] and movement["action_change"] < movement["action_floor"]
+    sampling_only = not movement["moved"] and movement["kl_to_initial"] > movement["kl_floor"]
     caveat = (
-        " Here the sampling distribution moved but the anchor, the policy the held-out evaluation runs, "
-        "moved by less than its floor: that comparison sees little of what training changed."
-        if anchor_still
+        " Here the sampling distribution moved (KL above its floor) but the anchor, the policy the held-out "
+        "evaluation runs, moved by less than its floor: training changed what the pilot samples, not what "
+        "the held-out comparison sees."
+        if sampling_only
         else ""
     )
     return (
-        f"**How far the policy moved** (final against initial checkpoint): KL(pi_0 || pi_N) "
-        f"{movement['kl_to_initial']:.3g} {movement['kl_unit']} on the {movement['kl_entries']} recorded "
-        f"entries of iteration 0's rollouts (k3 estimate on the initial policy's own samples; floor "
-        f"1/2 x replay tolerance^2 = {movement['kl_floor']:.3g}); the anchor sampler's actions on "
+        f"**How far the policy moved** (final against initial checkpoint): the anchor sampler's actions on "
         f"{movement['action_observations']} held-out observations moved by mean |delta a| "
         f"{movement['action_change']:.3g} (normalized units, range {movement['action_range']:g}; floor "
         f"{movement['action_floor']:.3g} = {movement['action_movement_tol']:g} of the range): the pilot "
-        f"{moved} the policy. A pilot below both floors is not tested, whatever its held-out interval."
+        f"{moved} the anchor. Beside it, KL(pi_0 || pi_N) {movement['kl_to_initial']:.3g} "
+        f"{movement['kl_unit']} on the {movement['kl_entries']} recorded entries of iteration 0's rollouts "
+        f"(k3 estimate on the initial policy's own samples; floor 1/2 x replay tolerance^2 = "
+        f"{movement['kl_floor']:.3g}). A pilot whose anchor actions moved less than their floor is not "
+        "tested, whatever its KL or its held-out interval: the held-out evaluation runs the anchor."
         f"{caveat}"
     )
 
 
-def _detectable_markdown(detectable: dict[str, Any]) -> str:
+def _detectable_markdown(ev: dict[str, Any]) -> str:
+    detectable = ev["detectable"]
+    n = detectable["seeds"]
     if detectable["mde"] is None:
         return (
-            "**What the held-out seeds can detect**: the initial policy's held-out progress has no spread "
-            f"over {detectable['seeds']} seed(s), so no detectable change is stated."
+            "**What the held-out seeds can detect**: the paired differences (final - initial) in held-out "
+            f"progress have no spread over {n} seed(s), so no detectable change is stated."
         )
+    minimum = ev["min_seeds_for_absence"]
+    rule_out = (
+        "an interval inside +-MDE rules a change that large out."
+        if n >= minimum
+        else f"with fewer than {minimum} held-out seeds no interval rules a change out (the percentile "
+        'bootstrap interval is too narrow at so few seeds), so a "not shown" here claims no absence.'
+    )
     return (
-        f"**What the held-out seeds can detect**: MDE = (z_{{1-alpha/2}} {detectable['z_confidence']:.2f} + "
-        f"z_{{power}} {detectable['z_power']:.2f}) x s {detectable['initial_sd']:.3g} cm / "
-        f"sqrt({detectable['seeds']}) = **{detectable['mde']:.3g} cm** of held-out progress, at "
-        f"{detectable['confidence']:.0%} confidence and {detectable['power']:.0%} power (s: the initial "
-        "policy's per-seed standard deviation, fixed before training). A change smaller than that is one "
-        "these seeds would mostly miss; an interval inside +-MDE rules a change that large out."
+        f"**What the held-out seeds can detect**: MDE = (t_{{1-alpha/2, n-1}} "
+        f"{detectable['t_confidence']:.2f} + t_{{1-beta, n-1}} {detectable['t_power']:.2f}) x s_d "
+        f"{detectable['diff_sd']:.3g} cm / sqrt({n}) = **{detectable['mde']:.3g} cm** of held-out progress, "
+        f"at {detectable['confidence']:.0%} confidence and {detectable['power']:.0%} power (s_d: the "
+        "standard deviation of the per-seed paired differences final - initial, from the held-out pairs "
+        f"themselves; t quantiles with n - 1 = {n - 1} degrees of freedom). A change smaller than that is "
+        f"one these seeds would mostly miss; {rule_out}"
     )
 
 
@@ -340,7 +370,7 @@ def _stage_markdown(number: int, record: dict[str, Any], figures_rel: str) -> li
         )
     lines += [
         "",
-        _detectable_markdown(ev["detectable"]),
+        _detectable_markdown(ev),
         "",
         f"Final checkpoint sha256 `{record['final_checkpoint_sha256']}`.",
         "",

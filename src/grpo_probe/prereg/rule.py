@@ -10,8 +10,9 @@ Errors name the prereg and the field.
 
 from __future__ import annotations
 
+import operator
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,16 +21,28 @@ from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.schema import analysis_fragment_path, validate_against
 
 __all__ = [
+    "BOUNDS",
     "HEADS",
+    "OPS",
     "AnalysisNumbers",
     "BootstrapSpec",
     "Condition",
     "Criterion",
     "DecisionRule",
+    "OperatingSpec",
     "RankKey",
+    "ReadRef",
     "analysis_schema",
     "parse_analysis_sections",
 ]
+
+OPS: dict[str, Callable[[Any, Any], Any]] = {
+    ">=": operator.ge,
+    ">": operator.gt,
+    "<=": operator.le,
+    "<": operator.lt,
+}
+"""A condition's comparison operators (on floats, or elementwise on arrays of resampled reads)."""
 
 HEADS: tuple[str, ...] = ("ar", "flow")
 """Heads the decision rule routes to a phase-2 path; a cell of any other head is reported, never routed."""
@@ -50,6 +63,33 @@ class BootstrapSpec:
 
 
 @dataclass(frozen=True)
+class OperatingSpec:
+    """``analysis.operating_characteristics``: S = ``simulations`` simulated runs per scenario, their RNG
+    keyed by ``seed``; ``false_go_target`` the highest false-go rate the design accepts."""
+
+    simulations: int = 1000
+    seed: int = 20261205
+    false_go_target: float = 0.05
+    registered: bool = True
+    """False for the defaults a design without the section is simulated with."""
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> OperatingSpec:
+        """The section, or the defaults (``registered`` False) where the design has none."""
+        if raw is None:
+            return cls(registered=False)
+        return cls(int(raw["simulations"]), int(raw["seed"]), float(raw.get("false_go_target", 0.05)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "simulations": self.simulations,
+            "seed": self.seed,
+            "false_go_target": self.false_go_target,
+            "registered": self.registered,
+        }
+
+
+@dataclass(frozen=True)
 class AnalysisNumbers:
     """The ``analysis:`` section: registered numbers in cm and m/s, and the bootstrap over seeds."""
 
@@ -60,6 +100,8 @@ class AnalysisNumbers:
     away_tail_cm: float
     swat_speed_m_s: float
     bootstrap: BootstrapSpec
+    operating: OperatingSpec = OperatingSpec(registered=False)
+    """How the rule's error rates are simulated (the defaults where the design registers none)."""
 
     @classmethod
     def from_dict(cls, analysis: Mapping[str, Any]) -> AnalysisNumbers:
@@ -73,6 +115,7 @@ class AnalysisNumbers:
             away_tail_cm=float(analysis["away_tail_cm"]),
             swat_speed_m_s=float(analysis["swat_speed_m_s"]),
             bootstrap=BootstrapSpec(int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"])),
+            operating=OperatingSpec.from_dict(analysis.get("operating_characteristics")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,17 +132,79 @@ class AnalysisNumbers:
                 "seed": self.bootstrap.seed,
                 "confidence": self.bootstrap.confidence,
             },
+            "operating_characteristics": self.operating.to_dict(),
         }
+
+
+BOUNDS: dict[str, str] = {"lower": "_ci_low", "upper": "_ci_high"}
+"""A condition may read a bound of a read's interval: ``chaos_share.upper`` is the upper end of the chaos
+share's percentile-bootstrap interval over seeds, which the reads hold as ``chaos_share_ci_high`` (the
+spelling the earliest registered rules used, still read the same)."""
+
+
+@dataclass(frozen=True)
+class ReadRef:
+    """A read a condition names: the read, or one end of its bootstrap interval."""
+
+    name: str
+    """The read (``chaos_share``)."""
+    bound: str | None = None
+    """None for the read's value, ``lower`` or ``upper`` for an end of its interval."""
+
+    @classmethod
+    def parse(cls, text: str) -> ReadRef:
+        """``chaos_share.upper`` or ``chaos_share_ci_high`` -> (chaos_share, upper); else the read itself."""
+        name, dot, bound = text.partition(".")
+        if dot:
+            return cls(name, bound)
+        for end, suffix in BOUNDS.items():
+            if text.endswith(suffix):
+                return cls(text.removesuffix(suffix), end)
+        return cls(text)
+
+    @property
+    def key(self) -> str:
+        """The name the reads hold it under (``chaos_share_ci_high``)."""
+        return self.name if self.bound is None else self.name + BOUNDS[self.bound]
+
+    def __str__(self) -> str:
+        return self.name if self.bound is None else f"{self.name}.{self.bound}"
 
 
 @dataclass(frozen=True)
 class Condition:
-    """``read op threshold``; ``source`` says where the threshold came from, for the clause text."""
+    """``read op threshold``; ``source`` says where the threshold came from, for the clause text.
+
+    The threshold is a registered number (``threshold``), or ``scale`` times another read of the same
+    cell (``threshold_read``, e.g. ``choice_std_cm.lower >= 0.5 x chaos_std_cm``: a bar relative to the
+    chaos floor), resolved on each cell's reads when the rule is evaluated (:meth:`threshold_on`).
+    """
 
     read: str
     op: str
-    threshold: float
+    threshold: float | None
+    """The registered number; None for a threshold relative to another read."""
     source: str
+    threshold_read: ReadRef | None = None
+    scale: float = 1.0
+
+    @property
+    def ref(self) -> ReadRef:
+        """The read as parsed (a bound of an interval, or the read)."""
+        return ReadRef.parse(self.read)
+
+    @property
+    def key(self) -> str:
+        """The name the cell's reads hold the value under."""
+        return self.ref.key
+
+    def threshold_on(self, reads: Mapping[str, Any]) -> Any:
+        """The threshold on one cell's reads (a float, or an array of them on resampled reads); None where
+        the read it is relative to is undefined for the cell."""
+        if self.threshold_read is None:
+            return self.threshold
+        value = reads.get(self.threshold_read.key)
+        return None if value is None else self.scale * value
 
 
 @dataclass(frozen=True)
@@ -139,8 +244,7 @@ class DecisionRule:
             body = raw["criteria"][name]
             conditions = []
             for cond in body["all_of"]:
-                value, source = _threshold(cond["threshold"], analysis)
-                conditions.append(Condition(cond["read"], cond["op"], value, source))
+                conditions.append(_condition(cond, analysis))
             criteria.append(Criterion(name, body["description"], tuple(conditions)))
         known = {c.name for c in criteria}
         qualifies = []
@@ -157,14 +261,18 @@ class DecisionRule:
         return cls(tuple(criteria), tuple(qualifies), rank_by)
 
 
-def _threshold(raw: Any, analysis: Mapping[str, Any]) -> tuple[float, str]:
-    if isinstance(raw, Mapping):
-        key = raw["analysis"]
-        scale = float(raw.get("scale", 1.0))
-        value = float(analysis[key]) * scale
-        source = f"analysis.{key}" if scale == 1.0 else f"{scale:g} x analysis.{key}"
-        return value + 0.0, source
-    return float(raw), "registered value"
+def _condition(cond: Mapping[str, Any], analysis: Mapping[str, Any]) -> Condition:
+    raw = cond["threshold"]
+    if not isinstance(raw, Mapping):
+        return Condition(cond["read"], cond["op"], float(raw), "registered value")
+    scale = float(raw.get("scale", 1.0))
+    times = "" if scale == 1.0 else f"{scale:g} x "
+    if "read" in raw:
+        ref = ReadRef.parse(raw["read"])
+        return Condition(cond["read"], cond["op"], None, f"{times}{ref}", ref, scale)
+    key = raw["analysis"]
+    value = float(analysis[key]) * scale
+    return Condition(cond["read"], cond["op"], value + 0.0, f"{times}analysis.{key}")
 
 
 def parse_analysis_sections(
