@@ -66,7 +66,8 @@ def test_the_policy_protocol_loads_without_torch() -> None:
 
 @pytest.mark.parametrize("module", ["grpo_probe.prereg", "grpo_probe.sampling"])
 def test_the_prereg_loads_without_torch_or_mujoco(module: str) -> None:
-    """The workflow reads the design when Snakemake parses the rules (rules/common.smk), without torch."""
+    """The workflow reads the design when Snakemake parses its rules (workflow/rules/common.smk), without
+    torch."""
     loaded = loaded_after(f"import {module}")
     ours = sorted(m for m in loaded if m.startswith("grpo_probe"))
     assert sorted(m for m in HEAVY if m in loaded) == [], f"import {module} loads {ours}"

@@ -3,8 +3,8 @@
 Why: a design may name a user's environment factory (``env.id: "labenv.scene:make"``) and a run config
 may bind an arm to a user's adapter and checkpoint. Snakemake plans reruns from declared inputs only, so
 unless these files are inputs of the jobs that run them, an edited scene or adapter leaves the results
-silently stale. ``rules/common.smk`` declares what this module lists, and every manifest records their
-sha256 (``sources``), so ``grpo-probe verify`` can say which one changed since a result was made.
+silently stale. ``workflow/rules/common.smk`` declares what this module lists, and every manifest records
+their sha256 (``sources``), so ``grpo-probe verify`` can say which one changed since a result was made.
 
 A factory's code is the whole top-level package it lives in (its ``.py`` files and MuJoCo scenes, the
 ``.xml`` files next to them), because a factory calls into its siblings. Locating a package uses

@@ -8,6 +8,7 @@ from grpo_probe.analysis.anchor_join import check_seeds_match, join_seeds, summa
 from grpo_probe.analysis.entropy import entropy_summary
 from grpo_probe.analysis.guards import guard_rates
 from grpo_probe.analysis.tables import read_anchor_table, read_probe_table, read_rollout_table
+from grpo_probe.envs.boat.spec import boat_spec
 
 from .rollout_factory import anchor_rows, as_prereg, probe_rows, rollout_row, write_table
 
@@ -91,14 +92,15 @@ def test_guard_trip_rates_by_hand_with_thresholds_strict(tmp_path, prereg):
     anchor = anchor_rows("ar_arm", "ar", {0: 0.0}, reset_strikes=3) + anchor_rows("ar_arm", "ar", {1: 0.0})
     p, a = _tables(tmp_path, probe, anchor)
     rates = {r.guard: r for r in guard_rates(p, a, as_prereg(prereg).analysis)}
-    assert list(rates) == ["reset_strike", "knocked_off", "not_upright", "away_tail", "swat"]
-    assert {g: (r.sampled_count, r.sampled_n) for g, r in rates.items()} == {
+    assert list(rates) == list(boat_spec().guard_names)  # the environment's declarations, in order
+    expected = {
         "reset_strike": (2, 4),
         "knocked_off": (1, 4),
         "not_upright": (1, 4),
         "away_tail": (1, 4),
         "swat": (2, 4),
     }
+    assert {g: (rates[g].sampled_count, rates[g].sampled_n) for g in expected} == expected
     assert rates["reset_strike"].anchor_rate == 0.5
     assert rates["swat"].anchor_rate == 0.0
 

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from grpo_probe.analysis.glossary import glossary
 from grpo_probe.analysis.guards import guard_rates
@@ -16,9 +17,13 @@ from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
 from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.protocol import EnvSpec, Guard
 from grpo_probe.phase2.reward import guard_trips, shaped_rewards
+from grpo_probe.prereg.design import environment_problems
 from grpo_probe.prereg.phase2 import penalty_problems
+from grpo_probe.prereg.rule import parse_analysis_sections
 
 from .rollout_factory import anchor_rows, as_prereg, rollout_row, write_table
+
+REPO = Path(__file__).resolve().parents[2]
 
 TILTED = Guard(
     "tilted",
@@ -36,7 +41,29 @@ def _with_tilted() -> EnvSpec:
 
 def test_the_boats_guard_names_are_read_off_its_declarations() -> None:
     assert boat_spec().guard_names == GUARDS
-    assert GUARDS == ("reset_strike", "knocked_off", "not_upright", "away_tail", "swat")
+    assert {"reset_strike", "swat"} <= set(GUARDS)
+
+
+def test_a_rule_may_name_a_declared_guards_rates_and_no_other() -> None:
+    """The schema names no guard: a guard's rates are read by pattern, and the design check asks the
+    environment's declarations, so a guard added to the spec is readable with no schema change."""
+    raw = {
+        "criteria": {
+            "calm": {
+                "description": "few tilts",
+                "all_of": [{"read": "sampled_tilted_rate", "op": "<=", "threshold": 0.1}],
+            }
+        },
+        "qualifies": {"ar": ["calm"], "flow": ["calm"]},
+        "arm_choice": {"rank_by": [{"read": "anchor_tilted_rate", "prefer": "min"}]},
+    }
+    analysis = yaml.safe_load((REPO / "prereg" / "smoke.yaml").read_text())["analysis"]
+    _, rule = parse_analysis_sections({"analysis": analysis, "decision_rule": raw}, "toy.yaml")
+    assert environment_problems(rule, None, _with_tilted()) == []
+    problems = environment_problems(rule, None, boat_spec())
+    assert len(problems) == 2 and all(
+        "reads guard 'tilted', which environment 'boat_push'" in p for p in problems
+    )
 
 
 def test_a_toy_guard_flows_through_counting_reads_glossary_and_the_phase2_reward(

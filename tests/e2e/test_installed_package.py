@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SMOKE = ["--config", "prereg=prereg/smoke.yaml"]
 DECISION = Path("results/smoke/decision.json")
-WORKFLOW = ("Snakefile", "rules", "config", "prereg", "workflow", "profiles", "environment.yml")
+WORKFLOW = ("workflow", "config", "prereg", "profiles")
 """What a user copies to run the workflow against an installed package: everything but ``src/``."""
 PACKAGE_SOURCE = ("pyproject.toml", "README.md", "src")
 """What building the wheel reads."""

@@ -11,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.demos import collect_env_demos
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.phase2 import pilot_jobs as steps
@@ -114,7 +115,7 @@ def test_a_stage_trains_writes_chained_checkpoints_and_reports_the_held_out_chan
     assert detectable["seeds"] == 3 and (detectable["mde"] is None) == bool(np.ptp(differences) == 0)
     assert detectable["diff_sd"] == (np.std(differences, ddof=1) if np.ptp(differences) > 0 else 0.0)
     assert ANCHOR_MOVES[head] is (detectable["mde"] is not None)
-    guards = ["reset_strike", "knocked_off", "not_upright", "away_tail", "swat"]
+    guards = list(boat_spec().guard_names)
     assert stage["guards"] == guards and set(metrics[0]) >= {f"{g}_rate" for g in guards}
     assert [c["read"] for c in stage["eval"]["changes"] if c["guard"]] == guards
     assert all(c["seeds"] == 3 for c in stage["eval"]["changes"])

@@ -99,19 +99,26 @@ READ_ROWS: tuple[ReadRow, ...] = read_rows(GUARDS)
 
 _CI_SUFFIXES = ("_ci_low", "_ci_high")
 
+_EVERY_CELL: tuple[ReadRow, ...] = read_rows(guards=())
+"""The reads every cell of every environment has: the table less its guard rows (a guard's rates,
+``sampled_<guard>_rate`` and ``anchor_<guard>_rate``, exist for the guards the design's environment
+declares, and the design check reads them off its spec)."""
+
 READ_NAMES: tuple[str, ...] = tuple(
     name
-    for row in READ_ROWS
+    for row in _EVERY_CELL
     for name in (
         row.read,
         *((row.read + s for s in _CI_SUFFIXES) if row.with_ci else ()),
         *((row.versus,) if row.versus else ()),
     )
 )
-"""Every read a decision-rule condition or rank key may name (the schema's ``rule_fixed_read_name`` enum)."""
+"""Every read a decision-rule condition or rank key may name in any environment (the schema's
+``rule_fixed_read_name`` enum); a guard's rates are named by the schema's pattern and checked against the
+environment's declarations with the design."""
 
 INTERVAL_BOUNDS: tuple[str, ...] = tuple(
-    f"{row.read}.{bound}" for row in READ_ROWS if row.with_ci for bound in ("lower", "upper")
+    f"{row.read}.{bound}" for row in _EVERY_CELL if row.with_ci for bound in ("lower", "upper")
 )
 """Every end of an interval a condition may name (``chaos_share.upper``; the schema's
 ``rule_interval_bound`` enum)."""

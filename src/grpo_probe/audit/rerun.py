@@ -4,10 +4,10 @@ Why through Snakemake: the job must run with the rule's own inputs, params, thre
 script, so the rerun is a Snakemake run of the workflow's own files, targeted at the job's manifest and
 restricted to the recorded rule (``--allowed-rules``): every upstream file is then treated as given,
 and nothing but that job can run. The scratch directory holds the workflow files of the audited tree
-(Snakefile, rules, scripts, config) and the recorded chain upstream of the job, at the same
-root-relative paths, so the rerun writes its outputs (and its manifest) at the paths the manifest
-records. Before anything runs, the chain upstream of the job is verified: a rerun from inputs that no
-longer match their manifests would prove nothing.
+(``workflow/``, ``config/``) and the recorded chain upstream of the job, at the same root-relative
+paths, so the rerun writes its outputs (and its manifest) at the paths the manifest records. Before
+anything runs, the chain upstream of the job is verified: a rerun from inputs that no longer match
+their manifests would prove nothing.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from grpo_probe.provenance.manifest import file_sha256, read_manifest
 
 __all__ = ["WORKFLOW_FILES", "AuditResult", "RerunFailedError", "audit", "rerun_settings"]
 
-WORKFLOW_FILES = ("Snakefile", "rules", "workflow", "config", "profiles/default", "environment.yml")
+WORKFLOW_FILES = ("workflow", "config", "profiles/default")
 """What, besides the recorded chain, a job needs to run: the workflow's own files, from the audited tree
 (``profiles/default`` is the profile Snakemake reads by itself; a cluster profile is not wanted here)."""
 
@@ -109,8 +109,9 @@ def _stage(record: JobRecord, root: Path, scratch: Path, results_dir: str) -> No
             shutil.copytree(source, scratch / name, ignore=shutil.ignore_patterns("__pycache__"))
         elif source.is_file():
             shutil.copy2(source, scratch / name)
-    if not (scratch / "Snakefile").is_file():
-        raise FileNotFoundError(f"{root / 'Snakefile'}: the audited tree has no workflow to rerun")
+    if not (scratch / "workflow" / "Snakefile").is_file():
+        snakefile = root / "workflow" / "Snakefile"
+        raise FileNotFoundError(f"{snakefile}: the audited tree has no workflow to rerun")
     for rel in upstream_files(record, root, results_dir):
         source = root / rel
         if not source.is_file():

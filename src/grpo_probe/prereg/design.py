@@ -451,6 +451,9 @@ def environment_problems(
     for criterion in rule.criteria:
         for i, condition in enumerate(criterion.all_of):
             check(condition.read, f"decision_rule.criteria.{criterion.name}.all_of[{i}].read")
+            if condition.threshold_read is not None:
+                at = f"decision_rule.criteria.{criterion.name}.all_of[{i}].threshold.read"
+                check(condition.threshold_read.name, at)
     for i, key in enumerate(rule.rank_by):
         check(key.read, f"decision_rule.arm_choice.rank_by[{i}].read")
     if isinstance(phase2_penalties, Mapping):

@@ -13,9 +13,9 @@ rule root_decision:
     # Bookkeeping: runs where Snakemake runs, not as a cluster job.
     localrule: True
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=500,
         runtime=5,
     script:
-        "../workflow/scripts/root_decision.py"
+        "../scripts/root_decision.py"

@@ -13,7 +13,7 @@ rule parallel_oracle:
     benchmark:
         f"{R}/benchmarks/parallel_oracle.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     threads: PREREG.oracles.parallel.workers
     resources:
         mem_mb=4000,
@@ -23,4 +23,4 @@ rule parallel_oracle:
         checkpoints=oracle_checkpoints(),
         device=RUN.device,
     script:
-        "../workflow/scripts/parallel_oracle.py"
+        "../scripts/parallel_oracle.py"

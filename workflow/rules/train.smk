@@ -14,13 +14,13 @@ rule train:
     wildcard_constraints:
         arm=_alternatives(REFERENCE_ARMS),
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     threads: 1
     resources:
         mem_mb=3000,
         runtime=60,
     script:
-        "../workflow/scripts/train.py"
+        "../scripts/train.py"
 
 
 rule bind_checkpoint:
@@ -37,7 +37,7 @@ rule bind_checkpoint:
     wildcard_constraints:
         arm=_alternatives(CHECKPOINT_ARMS),
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=500,
         runtime=5,
@@ -45,4 +45,4 @@ rule bind_checkpoint:
         adapter=bound_adapter,
         device=RUN.device,
     script:
-        "../workflow/scripts/bind_checkpoint.py"
+        "../scripts/bind_checkpoint.py"

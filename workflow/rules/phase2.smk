@@ -19,12 +19,12 @@ checkpoint phase2_plan:
     # Bookkeeping: runs where Snakemake runs, not as a cluster job.
     localrule: True
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=500,
         runtime=5,
     script:
-        "../workflow/scripts/phase2_plan.py"
+        "../scripts/phase2_plan.py"
 
 
 rule phase2_rollouts:
@@ -43,13 +43,13 @@ rule phase2_rollouts:
     benchmark:
         f"{R}/benchmarks/phase2_rollouts/{{arm}}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     threads: RUN.workers
     resources:
         mem_mb=3000,
         runtime=60,
     script:
-        "../workflow/scripts/phase2_rollouts.py"
+        "../scripts/phase2_rollouts.py"
 
 
 rule phase2_train:
@@ -71,14 +71,14 @@ rule phase2_train:
     benchmark:
         f"{R}/benchmarks/phase2_train/{{arm}}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     # rollout worker processes; the update itself runs on one thread
     threads: RUN.workers
     resources:
         mem_mb=4000,
         runtime=60,
     script:
-        "../workflow/scripts/phase2_train.py"
+        "../scripts/phase2_train.py"
 
 
 rule phase2_eval:
@@ -101,7 +101,7 @@ rule phase2_eval:
     benchmark:
         f"{R}/benchmarks/phase2_eval/{{arm}}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     threads: RUN.workers
     resources:
         mem_mb=3000,
@@ -109,7 +109,7 @@ rule phase2_eval:
     params:
         device=RUN.device,
     script:
-        "../workflow/scripts/phase2_eval.py"
+        "../scripts/phase2_eval.py"
 
 
 rule phase2_report:
@@ -125,12 +125,12 @@ rule phase2_report:
     benchmark:
         f"{R}/benchmarks/phase2_report.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../workflow/scripts/phase2_report.py"
+        "../scripts/phase2_report.py"
 
 
 rule phase2_compute:
@@ -145,14 +145,14 @@ rule phase2_compute:
     # Bookkeeping: runs where Snakemake runs, not as a cluster job.
     localrule: True
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=500,
         runtime=5,
     params:
         benchmarks=f"{R}/benchmarks",
     script:
-        "../workflow/scripts/phase2_compute.py"
+        "../scripts/phase2_compute.py"
 
 
 # The configured design's phase2.md again at the repository root, rendered for that folder.
@@ -169,9 +169,9 @@ rule phase2_root:
     # Bookkeeping: runs where Snakemake runs, not as a cluster job.
     localrule: True
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=500,
         runtime=5,
     script:
-        "../workflow/scripts/phase2_root.py"
+        "../scripts/phase2_root.py"

@@ -9,13 +9,13 @@ rule decision:
     output:
         md=report(
             f"{R}/decision.md",
-            caption="../workflow/report/decision.rst",
+            caption="../report/decision.rst",
             category="Decision",
         ),
         json=f"{R}/decision.json",
         reads=report(
             f"{R}/reads.tsv",
-            caption="../workflow/report/reads.rst",
+            caption="../report/reads.rst",
             category="Decision",
         ),
         figures=report(
@@ -23,7 +23,7 @@ rule decision:
             patterns=[
                 "{kind,group_std|competence|trajectories|entropy|chaos|guard_rates}_{cell}.png"
             ],
-            caption="../workflow/report/cell_figure.rst",
+            caption="../report/cell_figure.rst",
             category="{cell}",
             labels={"figure": "{kind}"},
         ),
@@ -33,7 +33,7 @@ rule decision:
     benchmark:
         f"{R}/benchmarks/decision.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=2000,
         runtime=10,
@@ -44,7 +44,7 @@ rule decision:
         anchors=decision_anchor_tables(),
         replays=decision_replay_tables(),
     script:
-        "../workflow/scripts/decision.py"
+        "../scripts/decision.py"
 
 
 rule compute:
@@ -59,7 +59,7 @@ rule compute:
     # Bookkeeping: runs where Snakemake runs, not as a cluster job.
     localrule: True
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=500,
         runtime=5,
@@ -67,4 +67,4 @@ rule compute:
         prereg=RUN.prereg,
         benchmarks=f"{R}/benchmarks",
     script:
-        "../workflow/scripts/compute.py"
+        "../scripts/compute.py"

@@ -1,4 +1,4 @@
-# Helpers of the phase-2 rules (rules/phase2.smk): where a stage's artifacts live, and what the plan that
+# Helpers of the phase-2 rules (workflow/rules/phase2.smk): where a stage's artifacts live, and what the plan that
 # the phase2_plan checkpoint wrote asks for.
 from grpo_probe.phase2.paths import StagePaths
 from grpo_probe.phase2.plan import read_plan

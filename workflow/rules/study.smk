@@ -43,23 +43,23 @@ rule study_report:
         md=report(
             f"{S}/validation.md",
             category="Study",
-            caption="../workflow/report/study.rst",
+            caption="../report/study.rst",
         ),
         json=f"{S}/validation.json",
         table=f"{S}/validation_arms.parquet",
         figure=report(
             f"{S}/probe_vs_gain.png",
             category="Study",
-            caption="../workflow/report/study.rst",
+            caption="../report/study.rst",
         ),
         manifest=f"{S}/validation.manifest.json",
     log:
         f"{S}/logs/study_report.log",
     localrule: True
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=1000,
         runtime=5,
     script:
-        "../workflow/scripts/study_report.py"
+        "../scripts/study_report.py"

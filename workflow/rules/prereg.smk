@@ -10,12 +10,12 @@ rule prereg_check:
     # Bookkeeping: runs where Snakemake runs, not as a cluster job.
     localrule: True
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=500,
         runtime=5,
     script:
-        "../workflow/scripts/prereg_check.py"
+        "../scripts/prereg_check.py"
 
 
 rule demos:
@@ -30,9 +30,9 @@ rule demos:
     benchmark:
         f"{R}/benchmarks/demos.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=1000,
         runtime=20,
     script:
-        "../workflow/scripts/demos.py"
+        "../scripts/demos.py"

@@ -14,7 +14,7 @@ rule anchors:
     benchmark:
         f"{R}/benchmarks/anchors/{{arm}}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     threads: RUN.workers
     resources:
         mem_mb=3000,
@@ -22,7 +22,7 @@ rule anchors:
     params:
         device=RUN.device,
     script:
-        "../workflow/scripts/anchors.py"
+        "../scripts/anchors.py"
 
 
 rule probe:
@@ -40,7 +40,7 @@ rule probe:
     benchmark:
         f"{R}/benchmarks/probe/{{cell}}/{{shard}}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     threads: RUN.workers
     resources:
         mem_mb=3000,
@@ -49,7 +49,7 @@ rule probe:
         seeds=shard_seeds,
         device=RUN.device,
     script:
-        "../workflow/scripts/probe.py"
+        "../scripts/probe.py"
 
 
 rule join:
@@ -67,12 +67,12 @@ rule join:
     benchmark:
         f"{R}/benchmarks/join/{{cell}}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../workflow/scripts/join.py"
+        "../scripts/join.py"
 
 
 rule replay:
@@ -93,7 +93,7 @@ rule replay:
     benchmark:
         f"{R}/benchmarks/replay/{{cell}}.tsv"
     conda:
-        "../environment.yml"
+        "../envs/grpo-probe.yaml"
     threads: RUN.workers
     resources:
         mem_mb=3000,
@@ -102,4 +102,4 @@ rule replay:
         seeds=REPLAY_SHARD_SEEDS,
         device=RUN.device,
     script:
-        "../workflow/scripts/replay.py"
+        "../scripts/replay.py"

@@ -1,0 +1,80 @@
+"""Every repository path the reader is pointed at exists: no stale pointer in the docs, the README, the run
+settings, the designs' comments, the workflow or the commands.
+
+Why: a moved file leaves its old path in prose, where no import or test would notice (five files pointed
+at a schemas folder that had moved into the package). The paths are read off the text as a reader would
+follow them, from the repository root.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+TOP = (
+    "workflow",
+    "config",
+    "prereg",
+    "src",
+    "docs",
+    "tests",
+    "benchmarks",
+    "tools",
+    "examples",
+    "bin",
+    "profiles",
+)
+PATH = re.compile(rf"(?<![\w./@$-])((?:{'|'.join(TOP)})/[A-Za-z0-9_./-]*[A-Za-z0-9_])(?![<*{{])")
+"""A repository-relative path: a top-level folder, then path characters (a glob or a placeholder such as
+``results/<design>`` or ``prereg/*.yaml`` is no path to follow)."""
+
+READ = ("README.md", "mkdocs.yml", ".ci/run", "docs/", "config/", "prereg/", "workflow/", "profiles/", "bin/")
+"""What a reader follows paths from (the package's and the tests' own strings name files relative to other
+folders, or the files a test writes)."""
+
+EXAMPLES = {
+    "prereg/mine.yaml",
+    "prereg/mine.yaml.lock",
+    "prereg/my_design.yaml",
+    "prereg/x.yaml",
+    "src/grpo_probe/policies/flow_midpoint.py",
+    "tests/policies/test_flow_midpoint.py",
+}
+"""Files the docs ask the reader to write (a design of their own, a sampler of their own)."""
+
+
+def _read_files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    names = [
+        n
+        for n in listed.split("\0")
+        if n and (n in READ or n.startswith(tuple(r for r in READ if r.endswith("/"))))
+    ]
+    return [REPO / n for n in names if (REPO / n).is_file() and not n.endswith((".lock", ".png", ".parquet"))]
+
+
+def test_every_path_a_reader_is_pointed_at_exists() -> None:
+    files = _read_files()
+    assert any(f.name == "README.md" for f in files) and any(f.suffix == ".smk" for f in files)
+    stale = sorted(
+        f"{f.relative_to(REPO)}: {found}"
+        for f in files
+        for found in set(PATH.findall(f.read_text(encoding="utf-8")))
+        if found not in EXAMPLES and not (REPO / found).exists()
+    )
+    assert stale == []
+
+
+def test_the_pattern_finds_a_stale_path_and_skips_placeholders() -> None:
+    text = (
+        "see workflow/schemas/config.schema.yaml, results/<design>/x, prereg/*.yaml and src/grpo_probe/cli.py"
+    )
+    assert PATH.findall(text) == ["workflow/schemas/config.schema.yaml", "src/grpo_probe/cli.py"]
