@@ -21,7 +21,8 @@ from grpo_probe.analysis.bootstrap import bootstrap_generator
 from grpo_probe.analysis.chaos import ChaosColumns, chaos_estimate, seed_chaos
 from grpo_probe.analysis.decision_rule import evaluate_rule
 from grpo_probe.analysis.operating import CellSize, Levels, Rate, simulate_cell, wilson_interval
-from grpo_probe.analysis.stability import SeedColumns, resampled_bounds
+from grpo_probe.analysis.seed_columns import SeedColumns
+from grpo_probe.analysis.stability import resampled_bounds
 from grpo_probe.envs.planes import make_luck_plane
 from grpo_probe.prereg import AnalysisNumbers, load_prereg
 from grpo_probe.prereg.rule import DecisionRule, OperatingSpec, parse_analysis_sections

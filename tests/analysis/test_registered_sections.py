@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.reads import READ_NAMES
+from grpo_probe.analysis.reads import READ_NAMES, STATISTICS
 from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.rule import analysis_schema
+from grpo_probe.prereg.vocabulary import READS
 
 from .rollout_factory import as_prereg
 
@@ -74,6 +75,7 @@ def test_a_head_the_rule_cannot_route_is_refused_naming_the_arm(prereg):
 
 def test_schema_read_names_are_the_reads_the_analysis_computes():
     assert analysis_schema()["$defs"]["rule_fixed_read_name"]["enum"] == list(READ_NAMES)
+    assert set(STATISTICS) == {spec.name for spec in READS}
 
 
 @pytest.mark.parametrize("name", ["grpo_signal_probe.yaml", "smoke.yaml"])

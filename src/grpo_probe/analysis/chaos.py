@@ -50,10 +50,11 @@ __all__ = [
     "ChaosColumns",
     "ChaosSummary",
     "PerturbationSummary",
+    "ReplayDraws",
     "SeedChaos",
     "chaos_estimate",
-    "chaos_reads",
     "chaos_statistics",
+    "replay_draws",
     "seed_chaos",
     "summarize_chaos",
 ]
@@ -110,6 +111,21 @@ class PerturbationSummary:
     """Median over its replays of |replay reward - draw reward|."""
     diverged_fraction: float
     median_divergence_tick: float | None
+
+
+@dataclass(frozen=True)
+class ReplayDraws:
+    """A cell's replays, per replayed seed (its decomposition) and per perturbation (what it did)."""
+
+    seeds: tuple[SeedChaos, ...]
+    perturbations: tuple[PerturbationSummary, ...]
+    replays: int
+    """R: replays of each draw, all perturbations together (the design's ``replays_per_draw`` M times the
+    number of perturbations P)."""
+    median_group_std_cm: float
+    """The median group std over the replayed seeds."""
+    diverged_fraction: float
+    """The share of replay episodes that split from their draw."""
 
 
 @dataclass(frozen=True)
@@ -324,11 +340,10 @@ def chaos_estimate(columns: ChaosColumns, read: str, analysis: AnalysisNumbers, 
     return Estimate(value, float(low), float(high))
 
 
-def summarize_chaos(
-    probe: RolloutTable, replays: pa.Table, analysis: AnalysisNumbers, cell: str
-) -> ChaosSummary:
-    """The chaos reads of a cell from its probe rows and its replay table (every replayed seed's K draws,
-    each with R replays); a draw without its replays, or replays of a draw the probe lacks, is an error."""
+def replay_draws(probe: RolloutTable, replays: pa.Table, analysis: AnalysisNumbers, cell: str) -> ReplayDraws:
+    """Every replayed seed's decomposition and what each perturbation did, from a cell's probe rows and its
+    replay table (every replayed seed's K draws, each with R replays); a draw without its replays, or
+    replays of a draw the probe lacks, is an error."""
     rows = replays.select(
         ["seed", "draw", "perturbation_index", "perturbation", "perturbation_scale", "replay",
          "progress_final_cm", "divergence_tick", "first_contact_tick"]
@@ -390,17 +405,34 @@ def summarize_chaos(
                 median_divergence_tick=float(np.median(ticks)) if ticks else None,
             )
         )
+    diverged = sum(1 for s in seeds for t in s.divergence_ticks if np.isfinite(t))
+    episodes = sum(len(s.divergence_ticks) for s in seeds)
+    return ReplayDraws(
+        seeds=tuple(seeds),
+        perturbations=tuple(perturbations),
+        replays=int(matrix.shape[1]),
+        median_group_std_cm=float(np.median([s.group_std_cm for s in seeds])),
+        diverged_fraction=diverged / episodes if episodes else float("nan"),
+    )
+
+
+def summarize_chaos(
+    probe: RolloutTable, replays: pa.Table, analysis: AnalysisNumbers, cell: str
+) -> ChaosSummary:
+    """The chaos reads of a cell with their intervals, from its probe rows and its replay table
+    (:func:`replay_draws`, then :func:`chaos_estimate` per read)."""
+    draws = replay_draws(probe, replays, analysis, cell)
+    seeds = list(draws.seeds)
     columns = ChaosColumns.of(seeds)
     full = chaos_statistics(columns, np.arange(len(seeds)))
 
     def estimate(read: str) -> Estimate:
         return chaos_estimate(columns, read, analysis, cell)
 
-    diverged = int(np.isfinite(columns.divergence_ticks).sum())
     return ChaosSummary(
         seeds=tuple(seeds),
-        replays=int(matrix.shape[1]),
-        median_group_std_cm=float(np.median([s.group_std_cm for s in seeds])),
+        replays=draws.replays,
+        median_group_std_cm=draws.median_group_std_cm,
         choice_std_cm=estimate("choice_std_cm"),
         chaos_std_cm=estimate("chaos_std_cm"),
         chaos_share=estimate("chaos_share"),
@@ -410,21 +442,6 @@ def summarize_chaos(
         rank_stability=estimate("rank_stability"),
         median_divergence_tick=_point(full["median_divergence_tick"]),
         median_first_contact_tick=_point(full["median_first_contact_tick"]),
-        diverged_fraction=diverged / columns.divergence_ticks.size,
-        perturbations=tuple(perturbations),
+        diverged_fraction=draws.diverged_fraction,
+        perturbations=draws.perturbations,
     )
-
-
-def chaos_reads(summary: ChaosSummary) -> dict[str, Estimate | float | None]:
-    """The reads a decision rule may name, by name."""
-    return {
-        "choice_std_cm": summary.choice_std_cm,
-        "chaos_std_cm": summary.chaos_std_cm,
-        "chaos_share": summary.chaos_share,
-        "median_choice_std_cm": summary.median_choice_std_cm,
-        "replay_std_cm": summary.replay_std_cm,
-        "chaos_fraction": summary.chaos_fraction,
-        "rank_stability": summary.rank_stability,
-        "median_divergence_tick": summary.median_divergence_tick,
-        "median_first_contact_tick": summary.median_first_contact_tick,
-    }

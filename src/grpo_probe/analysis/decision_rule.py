@@ -31,6 +31,7 @@ from typing import Any
 from grpo_probe.analysis.glossary import number
 from grpo_probe.prereg import Cell
 from grpo_probe.prereg.rule import HEADS, OPS, Condition, DecisionRule, RankKey, ReadRef
+from grpo_probe.prereg.vocabulary import read_spec
 
 __all__ = [
     "OUTCOMES",
@@ -55,27 +56,6 @@ OUTCOMES: dict[str, str] = {
 }
 """Outcome kind -> the sentence decision.md states."""
 
-
-_READ_WORDS: dict[str, str] = {
-    "median_group_std_progress_cm": "median group std",
-    "median_group_std_best_point_cm": "median group std of best point",
-    "choice_std_cm": "choice std",
-    "chaos_std_cm": "chaos std",
-    "chaos_share": "chaos share",
-    "median_choice_std_cm": "median choice std",
-    "replay_std_cm": "replay std",
-    "chaos_fraction": "chaos fraction",
-    "rank_stability": "rank stability",
-    "median_divergence_tick": "divergence tick",
-    "median_first_contact_tick": "first-contact tick",
-    "nondegenerate_fraction": "share of non-degenerate groups",
-    "mean_progress_delta_cm": "sampled minus anchor progress",
-    "engagement_delta": "sampled minus anchor engagement",
-    "mean_token_entropy": "token entropy",
-    "mean_tokens_per_chunk": "tokens per chunk",
-}
-"""Reads by what they measure, as a clause names them (others: ``sampled_swat_rate`` -> ``sampled swat
-rate``, any other name with its underscores as spaces)."""
 
 _THRESHOLD_WORDS: dict[str, str] = {
     "signal_bar_cm": "signal bar",
@@ -106,13 +86,10 @@ def read_words(read: str) -> tuple[str, str]:
     if ref.bound is not None:
         words, unit = read_words(ref.name)
         return f"{ref.bound} end of the {words} interval", unit
-    unit = "cm" if read.endswith("_cm") else "nats" if read == "mean_token_entropy" else ""
-    if read in _READ_WORDS:
-        return _READ_WORDS[read], unit
-    rate = re.fullmatch(r"(sampled|anchor)_(\w+)_rate", read)
-    if rate:
-        return f"{rate[1]} {rate[2].replace('_', ' ')} rate", unit
-    return read.removesuffix("_cm").replace("_", " "), unit
+    spec = read_spec(read)
+    if spec is not None:
+        return spec.words, spec.unit
+    return read.removesuffix("_cm").replace("_", " "), "cm" if read.endswith("_cm") else ""
 
 
 def _with_unit(text: str, unit: str) -> str:

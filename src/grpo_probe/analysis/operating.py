@@ -47,12 +47,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from grpo_probe.analysis.bootstrap import bootstrap_generator
-from grpo_probe.analysis.chaos import CHAOS_READS, ChaosColumns
-from grpo_probe.analysis.stability import SeedColumns, resampled_reads
+from grpo_probe.analysis.chaos import ChaosColumns
+from grpo_probe.analysis.reads import compute_reads
+from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.analysis.variance_components import COMPONENT_READS
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.prereg import AnalysisNumbers, Cell
 from grpo_probe.prereg.rule import HEADS, OPS, Condition, DecisionRule, OperatingSpec
+from grpo_probe.prereg.vocabulary import read_spec
 
 __all__ = [
     "SCENARIOS",
@@ -218,13 +220,14 @@ def _simulated_reads(
     n = size.seeds
     base = (np.arange(runs) * n)[:, None]
     points = {name for name in names if name in SIMULATED_READS}
-    out = resampled_reads(columns, base + np.arange(n), points) if points else {}
+    out = compute_reads(columns, base + np.arange(n), points) if points else {}
     boot = analysis.bootstrap
     alpha = (1.0 - boot.confidence) / 2.0
     for read in sorted({n.removesuffix("_ci_low").removesuffix("_ci_high") for n in names} - points):
         if read not in SIMULATED_READS:
             continue
-        own = np.arange(size.replayed if read in CHAOS_READS else n)
+        spec = read_spec(read)
+        own = np.arange(size.replayed if spec is not None and spec.replayed_seeds else n)
         inner = bootstrap_generator(boot.seed, columns.cell.id, read).integers(
             0, own.size, size=(boot.resamples, own.size)
         )
@@ -232,7 +235,7 @@ def _simulated_reads(
         step = max(1, _CHUNK_ELEMENTS // inner.size)
         for start in range(0, runs, step):
             index = base[start : start + step, :, None] + own[inner][None]  # [b, B, m]
-            values = resampled_reads(columns, index, {read})[read]
+            values = compute_reads(columns, index, {read})[read]
             with np.errstate(invalid="ignore"):
                 ends = np.nanquantile(values, [alpha, 1.0 - alpha], axis=-1)
             low[start : start + step], high[start : start + step] = ends

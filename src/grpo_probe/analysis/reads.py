@@ -1,16 +1,31 @@
-"""The per-cell reads: the flat namespace of numbers the decision rule and decision.md refer to by name.
+"""The per-cell reads: one statistic per declared read, the reads table, and every read of a cell.
 
-Why: the registered rule names reads (``choice_std_cm.lower >= analysis.signal_bar_cm``), the reads table
-in decision.md shows them, and decision.json stores them; one list of names keeps the three in step.
+Why one statistic per read: a read's full-sample value, its bootstrap interval, its value on a resample
+of the seeds (the outcome's stability), inside a nested bootstrap, and in a simulated run are the same
+reduction of the cell's per-seed columns (:class:`~grpo_probe.analysis.seed_columns.SeedColumns`) over
+different arrays of seed positions ``[..., n]``. :data:`STATISTICS` maps each read the vocabulary
+declares (:data:`grpo_probe.prereg.vocabulary.READS`) to that reduction, and this module refuses at import
+a declared read without one (it would be undefined on every resample) or one no read declares. A new
+read is its declaration in the vocabulary and its statistic here.
+
 decision.json holds every read at full precision (the value the rule compared); only the page rounds,
 to three significant figures, with more where three would hide which side of a threshold a value is on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
+from grpo_probe.analysis.bootstrap import bootstrap_generator
+from grpo_probe.analysis.chaos import chaos_statistics
+from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.envs.boat.spec import boat_spec
+from grpo_probe.prereg import AnalysisNumbers, vocabulary
+from grpo_probe.prereg.vocabulary import BOUND_SUFFIXES, READS, ReadSpec, guard_reads, read_names, read_spec
 
 __all__ = [
     "CHAOS_ROWS",
@@ -19,15 +34,183 @@ __all__ = [
     "INTERVAL_BOUNDS",
     "READ_NAMES",
     "READ_ROWS",
+    "STATISTICS",
     "ReadRow",
+    "cell_reads",
+    "compute_reads",
+    "interval_seeds",
     "read_rows",
 ]
 
-GUARDS: tuple[str, ...] = boat_spec().guard_names
-"""The boat scene's guard channels, in the order decision.md lists them, read off their declarations
-(:func:`grpo_probe.envs.boat.spec.boat_guards`; another environment's are its spec's ``guard_names``)."""
+Statistic = Callable[[SeedColumns, NDArray[np.int64]], NDArray[np.float64]]
+"""(a cell's per-seed columns, seed positions [..., n]) -> one value per row of positions [...]."""
 
 
+def _median(column: str) -> Statistic:
+    return lambda c, index: np.median(getattr(c, column)[index], axis=-1)
+
+
+def _mean(column: str) -> Statistic:
+    return lambda c, index: getattr(c, column)[index].mean(axis=-1)
+
+
+def _engagement_delta(c: SeedColumns, index: NDArray[np.int64]) -> NDArray[np.float64]:
+    return (c.sampled_engagement - c.anchor_engaged)[index].mean(axis=-1)
+
+
+def _entropy(numerator: int) -> Statistic:
+    """A replan-weighted mean of an AR cell: the sums over the seeds' replans over their counts."""
+
+    def statistic(c: SeedColumns, index: NDArray[np.int64]) -> NDArray[np.float64]:
+        if c.entropy is None:
+            return np.full(index.shape[:-1], np.nan)
+        return c.entropy[numerator][index].sum(axis=-1) / c.entropy[numerator + 1][index].sum(axis=-1)
+
+    return statistic
+
+
+def _replay(name: str) -> Statistic:
+    """A read of the replays (:func:`grpo_probe.analysis.chaos.chaos_statistics`); NaN without them."""
+
+    def statistic(c: SeedColumns, index: NDArray[np.int64]) -> NDArray[np.float64]:
+        if c.chaos is None:
+            return np.full(index.shape[:-1], np.nan)
+        return chaos_statistics(c.chaos, index, (name,))[name]
+
+    return statistic
+
+
+STATISTICS: dict[str, Statistic] = {
+    "median_group_std_progress_cm": _median("std_progress_cm"),
+    "median_group_std_best_point_cm": _median("std_best_point_cm"),
+    **{
+        name: _replay(name)
+        for name in (
+            "choice_std_cm",
+            "chaos_std_cm",
+            "chaos_share",
+            "rank_stability",
+            "median_divergence_tick",
+            "median_first_contact_tick",
+            "median_choice_std_cm",
+            "replay_std_cm",
+            "chaos_fraction",
+        )
+    },
+    "nondegenerate_fraction": _mean("nondegenerate"),
+    "mean_progress_delta_cm": _mean("progress_delta_cm"),
+    "sampled_engagement_rate": _mean("sampled_engagement"),
+    "anchor_engagement_rate": _mean("anchor_engaged"),
+    "engagement_delta": _engagement_delta,
+    "mean_token_entropy": _entropy(0),
+    "mean_tokens_per_chunk": _entropy(2),
+}
+"""Each declared read's reduction over the seeds (a guard's rates: :func:`_guard_statistic`)."""
+
+_declared = {spec.name for spec in READS}
+if set(STATISTICS) != _declared:
+    missing, undeclared = sorted(_declared - set(STATISTICS)), sorted(set(STATISTICS) - _declared)
+    raise ImportError(
+        f"grpo_probe.analysis.reads: reads declared without a statistic {missing}, statistics no read "
+        f"declares {undeclared}"
+    )
+
+
+def _guard_statistic(name: str) -> Statistic | None:
+    """A guard's rate: tripped sampled episodes pooled over the seeds (equal K per seed, so pooled = mean
+    over seeds), or the share of anchor episodes (one per seed) that tripped it."""
+    for side in ("sampled_", "anchor_"):
+        if name.startswith(side) and name.endswith("_rate"):
+            guard = name[len(side) : -len("_rate")]
+
+            def statistic(
+                c: SeedColumns, index: NDArray[np.int64], guard: str = guard, side: str = side
+            ) -> NDArray[np.float64]:
+                if side == "sampled_":
+                    return c.sampled_trips[guard][index].sum(axis=-1) / (index.shape[-1] * c.k)
+                return c.anchor_trips[guard][index].mean(axis=-1)
+
+            return statistic
+    return None
+
+
+def _statistic(c: SeedColumns, name: str) -> Statistic:
+    found = STATISTICS.get(name)
+    if found is None and (name.removeprefix("sampled_").removeprefix("anchor_").removesuffix("_rate")) in (
+        c.sampled_trips
+    ):
+        found = _guard_statistic(name)
+    if found is None:
+        raise KeyError(f"{name!r} is no read of cell {c.cell.id}")
+    return found
+
+
+def cell_read_names(c: SeedColumns) -> tuple[str, ...]:
+    """Every read of the cell: the declared ones (the replay reads only where the design replays) and its
+    environment's guard rates."""
+    guards = tuple(n for g in c.sampled_trips for n in (f"sampled_{g}_rate", f"anchor_{g}_rate"))
+    declared = tuple(
+        name
+        for name in STATISTICS
+        if c.chaos is not None or not getattr(read_spec(name), "replayed_seeds", False)
+    )
+    return (*declared, *guards)
+
+
+def compute_reads(
+    c: SeedColumns, index: NDArray[np.int64], names: Collection[str] | None = None
+) -> dict[str, NDArray[np.float64]]:
+    """Every read of the cell (or the ``names`` among them) on the seeds ``index`` selects: ``[..., n]``
+    positions ([n] the full sample, [B, n] a bootstrap or a resample, [B, B', n] a nested bootstrap)."""
+    wanted = cell_read_names(c) if names is None else [n for n in cell_read_names(c) if n in names]
+    return {name: _statistic(c, name)(c, index) for name in wanted}
+
+
+def interval_seeds(c: SeedColumns, read: str) -> NDArray[np.int64]:
+    """The positions of the seeds ``read`` is computed over: the replayed seeds for a replay read (whose
+    declaration says so), every seed for any other."""
+    spec = read_spec(read)
+    if spec is not None and spec.replayed_seeds and c.chaos is not None:
+        return np.flatnonzero(np.isfinite(c.chaos.replay_var))
+    return np.arange(len(c.std_progress_cm))
+
+
+def _value(x: NDArray[np.float64]) -> float | None:
+    v = float(x)
+    return v + 0.0 if np.isfinite(v) else None
+
+
+def cell_reads(c: SeedColumns, analysis: AnalysisNumbers) -> dict[str, float | None]:
+    """Every read of the cell at full precision, with ``<read>_ci_low``/``<read>_ci_high`` where it has an
+    interval: Efron's percentile bootstrap (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993,
+    ch. 13.3) of B = ``analysis.bootstrap.resamples`` resamples of the read's own seeds, drawn from the
+    generator keyed by (bootstrap seed, cell, read), so an interval never depends on which other reads
+    were computed; undefined reads (a share of groups that never differ) are None."""
+    boot = analysis.bootstrap
+    alpha = (1.0 - boot.confidence) / 2.0
+    out: dict[str, float | None] = {}
+    for name in cell_read_names(c):
+        statistic = _statistic(c, name)
+        own = interval_seeds(c, name)
+        value = _value(statistic(c, own))
+        out[name] = value
+        spec = read_spec(name)
+        if spec is None or not spec.interval:
+            continue
+        rng = bootstrap_generator(boot.seed, c.cell.id, name)
+        index = rng.integers(0, own.size, size=(boot.resamples, own.size))
+        replicates = statistic(c, own[index])
+        replicates = replicates[np.isfinite(replicates)]
+        if value is None or replicates.size == 0:
+            out[name + BOUND_SUFFIXES["lower"]] = out[name + BOUND_SUFFIXES["upper"]] = None
+            continue
+        low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
+        out[name + BOUND_SUFFIXES["lower"]] = float(low) + 0.0
+        out[name + BOUND_SUFFIXES["upper"]] = float(high) + 0.0
+    return out
+
+
+# -- decision.md's reads table ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ReadRow:
     """One row of decision.md's reads table: a read, optionally with its bootstrap interval or, after
@@ -39,86 +222,48 @@ class ReadRow:
     primary: bool = False
     versus: str | None = None
 
+    @classmethod
+    def of(cls, spec: ReadSpec) -> ReadRow:
+        return cls(spec.name, spec.label, spec.interval, spec.primary, spec.versus)
 
-CHAOS_ROWS: tuple[ReadRow, ...] = (
-    ReadRow(
-        "choice_std_cm", "choice std sigma_b: the spread the draws' choices explain (cm) [CI]", True, True
-    ),
-    ReadRow("chaos_std_cm", "chaos std sigma_w: the chaos floor, every draw replayed (cm) [CI]", True),
-    ReadRow("chaos_share", "chaos share: sigma_w^2 / (sigma_w^2 + sigma_b^2) [CI]", True),
-    ReadRow("rank_stability", "rank stability: Spearman of draws vs replays, median [CI]", True),
-    ReadRow(
-        "median_divergence_tick",
-        "tick replays split from their draws vs first contact (medians)",
-        versus="median_first_contact_tick",
-    ),
-)
-"""The replay reads (DESIGN.md, "Signal or chaos"; :mod:`grpo_probe.analysis.variance_components`): shown
-for a design that registers replays."""
 
-EARLIER_CHAOS_ROWS: tuple[ReadRow, ...] = (
-    ReadRow("median_choice_std_cm", "median over seeds of sqrt(max(0, V_a - V_w)) (cm) [CI]", True),
-    ReadRow("replay_std_cm", "replay std sqrt(mean V_w) (cm) [CI]", True),
-    ReadRow("chaos_fraction", "chaos fraction sum V_w / sum V_a [CI]", True),
-)
-"""The first replay reads (the draw alone across draws, the replays alone within), which rules registered
-before the decomposition read: shown where a registered version of the design's rule names one."""
+GUARDS: tuple[str, ...] = boat_spec().guard_names
+"""The boat scene's guard channels, in the order decision.md lists them, read off their declarations
+(:func:`grpo_probe.envs.boat.spec.boat_guards`; another environment's are its spec's ``guard_names``)."""
+
+CHAOS_ROWS: tuple[ReadRow, ...] = tuple(ReadRow.of(s) for s in READS if s.scope == "replay")
+"""The replay reads (DESIGN.md, "Signal or chaos"): shown for a design that registers replays."""
+EARLIER_CHAOS_ROWS: tuple[ReadRow, ...] = tuple(ReadRow.of(s) for s in READS if s.scope == "earlier_replay")
+"""The first replay reads, which rules registered before the decomposition read."""
 
 
 def read_rows(
     guards: tuple[str, ...] = GUARDS, replay: bool = True, earlier: bool = True
 ) -> tuple[ReadRow, ...]:
     """decision.md's reads table for an environment with these guard channels (the boat's by default),
-    with the replay reads when the design registers replays (and the first ones with ``earlier``)."""
-    return (
-        ReadRow("median_group_std_progress_cm", "median group std of progress (cm) [CI]", True, True),
-        ReadRow("median_group_std_best_point_cm", "median group std of best point (cm) [CI]", True, True),
-        *(CHAOS_ROWS if replay else ()),
-        *(EARLIER_CHAOS_ROWS if replay and earlier else ()),
-        ReadRow("nondegenerate_fraction", "non-degenerate groups (fraction of seeds)", False, True),
-        ReadRow("mean_progress_delta_cm", "sampled minus anchor progress, mean over seeds (cm) [CI]", True),
-        ReadRow(
-            "sampled_engagement_rate", "engagement rate, sampled vs anchor", versus="anchor_engagement_rate"
-        ),
-        ReadRow("engagement_delta", "engagement rate, sampled minus anchor, mean over seeds [CI]", True),
-        *(
-            ReadRow(
-                f"sampled_{guard}_rate",
-                f"{guard.replace('_', ' ')} rate, sampled vs anchor",
-                versus=f"anchor_{guard}_rate",
-            )
-            for guard in guards
-        ),
-        ReadRow("mean_token_entropy", "action-token entropy per replan, mean (nats)"),
-        ReadRow("mean_tokens_per_chunk", "tokens per chunk, mean"),
-    )
+    with the replay reads when the design registers replays (and the first ones with ``earlier``): the
+    vocabulary's order, a guard's rates after the engagement rows."""
+    rows: list[ReadRow] = []
+    for spec in vocabulary.READS:
+        if spec.scope == "shown_with" or (spec.scope == "replay" and not replay):
+            continue
+        if spec.scope == "earlier_replay" and not (replay and earlier):
+            continue
+        rows.append(ReadRow.of(spec))
+        if spec.name == "engagement_delta":
+            rows += [ReadRow.of(guard_reads(g)[0]) for g in guards]
+    return tuple(rows)
 
 
 READ_ROWS: tuple[ReadRow, ...] = read_rows(GUARDS)
 """The boat scene's reads table."""
 
-_CI_SUFFIXES = ("_ci_low", "_ci_high")
-
-_EVERY_CELL: tuple[ReadRow, ...] = read_rows(guards=())
-"""The reads every cell of every environment has: the table less its guard rows (a guard's rates,
-``sampled_<guard>_rate`` and ``anchor_<guard>_rate``, exist for the guards the design's environment
-declares, and the design check reads them off its spec)."""
-
-READ_NAMES: tuple[str, ...] = tuple(
-    name
-    for row in _EVERY_CELL
-    for name in (
-        row.read,
-        *((row.read + s for s in _CI_SUFFIXES) if row.with_ci else ()),
-        *((row.versus,) if row.versus else ()),
-    )
-)
+READ_NAMES: tuple[str, ...] = read_names()
 """Every read a decision-rule condition or rank key may name in any environment (the schema's
 ``rule_fixed_read_name`` enum); a guard's rates are named by the schema's pattern and checked against the
 environment's declarations with the design."""
 
 INTERVAL_BOUNDS: tuple[str, ...] = tuple(
-    f"{row.read}.{bound}" for row in _EVERY_CELL if row.with_ci for bound in ("lower", "upper")
+    f"{spec.name}.{end}" for spec in READS if spec.interval for end in BOUND_SUFFIXES
 )
-"""Every end of an interval a condition may name (``chaos_share.upper``; the schema's
-``rule_interval_bound`` enum)."""
+"""Every end of an interval a condition may name (``chaos_share.upper``)."""

@@ -29,9 +29,8 @@ from xml.etree import ElementTree
 import jinja2
 import pyarrow as pa
 
-from grpo_probe.analysis.anchor_join import SeedJoin, summarize_join
-from grpo_probe.analysis.bootstrap import Estimate
-from grpo_probe.analysis.chaos import ChaosSummary, chaos_reads, summarize_chaos
+from grpo_probe.analysis.anchor_join import SeedJoin
+from grpo_probe.analysis.chaos import ReplayDraws, replay_draws
 from grpo_probe.analysis.decision_rule import evaluate_rule, rank_text, read_words
 from grpo_probe.analysis.entropy import EntropySummary, entropy_summary
 from grpo_probe.analysis.figures import (
@@ -48,12 +47,12 @@ from grpo_probe.analysis.figures import (
     plot_trajectories,
 )
 from grpo_probe.analysis.glossary import count_words, glossary, guard_flags, number, qualification_notes
-from grpo_probe.analysis.group_stats import SeedGroup, median_seed, summarize_groups
+from grpo_probe.analysis.group_stats import SeedGroup, median_seed
 from grpo_probe.analysis.guards import GuardRate, guard_rates
 from grpo_probe.analysis.joined import JoinedCell, join_cell, read_joined_table
 from grpo_probe.analysis.operating import operating_record
-from grpo_probe.analysis.reads import read_rows
-from grpo_probe.analysis.stability import SeedColumns, seed_columns
+from grpo_probe.analysis.reads import cell_reads, read_rows
+from grpo_probe.analysis.seed_columns import SeedColumns, seed_columns
 from grpo_probe.analysis.tables import RolloutTable, read_anchor_table, read_probe_table
 from grpo_probe.analysis.versions import outcome_record, rule_record, version_records
 from grpo_probe.atomic_io import atomic_write_text
@@ -92,10 +91,6 @@ def _q(x: float | None) -> float | None:
     where it is undefined (None or NaN: a rank correlation of draws whose rewards never differ, a chaos
     share of groups without spread)."""
     return None if x is None or not math.isfinite(x) else float(x) + 0.0
-
-
-def _estimate(prefix: str, est: Estimate) -> dict[str, float | None]:
-    return {prefix: _q(est.value), f"{prefix}_ci_low": _q(est.ci_low), f"{prefix}_ci_high": _q(est.ci_high)}
 
 
 def _slug(cell: str) -> str:
@@ -237,20 +232,22 @@ class _CellResult:
     joins: list[SeedJoin]
     rates: list[GuardRate]
     entropy: EntropySummary | None
-    chaos: ChaosSummary | None = None
+    columns: SeedColumns
+    chaos: ReplayDraws | None = None
 
 
-def _total_std(chaos: ChaosSummary) -> float:
+def _total_std(reads: Mapping[str, float | None]) -> float | None:
     """sqrt(sigma_b^2 + sigma_w^2): the spread of one reward that the decomposition splits (pooled)."""
-    return math.hypot(chaos.choice_std_cm.value, chaos.chaos_std_cm.value)
+    choice, chaos = reads.get("choice_std_cm"), reads.get("chaos_std_cm")
+    return None if choice is None or chaos is None else math.hypot(choice, chaos)
 
 
-def _chaos_record(chaos: ChaosSummary) -> dict[str, Any]:
+def _chaos_record(chaos: ReplayDraws, reads: Mapping[str, float | None]) -> dict[str, Any]:
     """decision.json's ``replay`` of a cell: per perturbation what it did, per replayed seed the parts."""
     return {
         "replayed_seeds": len(chaos.seeds),
         "replays": chaos.replays,
-        "total_std_cm": _q(_total_std(chaos)),
+        "total_std_cm": _q(_total_std(reads)),
         "median_group_std_cm": _q(chaos.median_group_std_cm),
         "diverged_fraction": _q(chaos.diverged_fraction),
         "perturbations": [
@@ -291,35 +288,19 @@ def _cell_analysis(
     """The cell's reads (flat, full precision) and its analysis; figures are drawn by the caller.
 
     The per-seed group statistics and anchor differences come from ``joined`` (the join table); the
-    summaries over seeds, the guard trips and the AR entropy are computed here from the cell's tables.
+    replays' decomposition, the guard trips and the AR entropy from the cell's tables. Every read is its
+    registered statistic over the cell's per-seed columns (:func:`grpo_probe.analysis.reads.cell_reads`).
     """
     groups = list(joined.groups)
-    summary = summarize_groups(groups, analysis, cell.id)
     joins = list(joined.joins)
-    join = summarize_join(joins, analysis, cell.id)
     rates = guard_rates(probe, anchor, analysis)
     entropy = entropy_summary(probe)
-    chaos = None if replays is None else summarize_chaos(probe, replays, analysis, cell.id)
-    reads: dict[str, float | None] = {
-        **_estimate("median_group_std_progress_cm", summary.median_std_progress_cm),
-        **_estimate("median_group_std_best_point_cm", summary.median_std_best_point_cm),
-        "nondegenerate_fraction": _q(summary.nondegenerate_fraction),
-        **_estimate("mean_progress_delta_cm", join.mean_progress_delta_cm),
-        "sampled_engagement_rate": _q(join.sampled_engagement_rate),
-        "anchor_engagement_rate": _q(join.anchor_engagement_rate),
-        **_estimate("engagement_delta", join.engagement_delta),
-        "mean_token_entropy": _q(entropy.mean) if entropy else None,
-        "mean_tokens_per_chunk": _q(entropy.mean_tokens_per_chunk) if entropy else None,
-    }
-    for rate in rates:
-        reads[f"sampled_{rate.guard}_rate"] = _q(rate.sampled_rate)
-        reads[f"anchor_{rate.guard}_rate"] = _q(rate.anchor_rate)
-    if chaos is not None:
-        for name, value in chaos_reads(chaos).items():
-            if isinstance(value, Estimate):
-                reads.update(_estimate(name, value))
-            else:
-                reads[name] = _q(value)
+    chaos = None if replays is None else replay_draws(probe, replays, analysis, cell.id)
+    columns = seed_columns(
+        cell, groups, joins, probe, anchor, analysis, None if chaos is None else chaos.seeds
+    )
+    reads = cell_reads(columns, analysis)
+    nondegenerate = sum(g.nondegenerate for g in groups)
     record: dict[str, Any] = {
         "id": cell.id,
         "arm": cell.arm,
@@ -331,9 +312,9 @@ def _cell_analysis(
         "probe_table": probe.path,
         "anchor_table": anchor.path,
         "join_table": joined.path,
-        "n_seeds": summary.n_seeds,
-        "k": summary.k,
-        "nondegenerate_count": summary.nondegenerate_count,
+        "n_seeds": len(groups),
+        "k": groups[0].k,
+        "nondegenerate_count": nondegenerate,
         "median_seed": median_seed(groups),
         "reads": reads,
         "seeds": [
@@ -375,9 +356,9 @@ def _cell_analysis(
             "min_tokens_per_chunk": entropy.min_tokens_per_chunk,
             "max_tokens_per_chunk": entropy.max_tokens_per_chunk,
         },
-        "replay": None if chaos is None else _chaos_record(chaos),
+        "replay": None if chaos is None else _chaos_record(chaos, reads),
     }
-    return reads, _CellResult(record, groups, joins, rates, entropy, chaos)
+    return reads, _CellResult(record, groups, joins, rates, entropy, columns, chaos)
 
 
 def _table_outline(env: EnvSpec) -> tuple[float, float, float, float] | None:
@@ -1021,18 +1002,7 @@ def decision_record(
             cell, probes[cell.id], anchors[cell.arm], joined[cell.id], analysis, replays.get(cell.id)
         )
     verdicts, outcome = evaluate_rule(prereg.decision_rule, cells, reads)
-    columns = {
-        c.id: seed_columns(
-            c,
-            joined[c.id].groups,
-            joined[c.id].joins,
-            probes[c.id],
-            anchors[c.arm],
-            analysis,
-            parts[c.id].chaos,
-        )
-        for c in cells
-    }
+    columns = {c.id: parts[c.id].columns for c in cells}
 
     def reads_for(numbers: AnalysisNumbers) -> tuple[dict[str, Any], dict[str, SeedColumns]]:
         """Reads and per-seed columns under another version's analysis numbers (this run's are reused where
@@ -1045,9 +1015,7 @@ def decision_record(
             other_reads[c.id], part = _cell_analysis(
                 c, probes[c.id], anchors[c.arm], other, numbers, replays.get(c.id)
             )
-            other_columns[c.id] = seed_columns(
-                c, other.groups, other.joins, probes[c.id], anchors[c.arm], numbers, part.chaos
-            )
+            other_columns[c.id] = part.columns
         return other_reads, other_columns
 
     versions = version_records(prereg, cells, reads_for, outcome)

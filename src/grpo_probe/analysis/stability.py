@@ -19,33 +19,28 @@ Application*, 1997, Sec. 3.9).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from grpo_probe.analysis.anchor_join import SeedJoin
 from grpo_probe.analysis.bootstrap import bootstrap_generator
-from grpo_probe.analysis.chaos import CHAOS_READS, ChaosColumns, ChaosSummary, chaos_statistics
 from grpo_probe.analysis.decision_rule import Outcome
-from grpo_probe.analysis.group_stats import SeedGroup
-from grpo_probe.analysis.guards import guard_trips
-from grpo_probe.analysis.tables import RolloutTable
+from grpo_probe.analysis.reads import compute_reads, interval_seeds
+from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.prereg import AnalysisNumbers, Cell
+from grpo_probe.prereg import Cell
 from grpo_probe.prereg.rule import HEADS, OPS, BootstrapSpec, DecisionRule, ReadRef
 
 __all__ = [
     "KINDS",
     "ResampledOutcome",
-    "SeedColumns",
     "Stability",
     "resample_indices",
+    "resampled_bounds",
     "resampled_outcomes",
-    "resampled_reads",
     "rule_reads",
-    "seed_columns",
     "stability",
 ]
 
@@ -53,141 +48,11 @@ KINDS: tuple[str, ...] = ("park", "phase2_ar", "phase2_flow", "ar_then_flow")
 """Outcome kinds by code: bit 0 = an AR cell qualifies, bit 1 = a flow cell qualifies."""
 
 
-@dataclass(frozen=True)
-class SeedColumns:
-    """One cell's per-seed values, seeds ascending: the rows a resample of seeds draws from."""
-
-    cell: Cell
-    k: int
-    std_progress_cm: NDArray[np.float64]
-    std_best_point_cm: NDArray[np.float64]
-    nondegenerate: NDArray[np.float64]
-    progress_delta_cm: NDArray[np.float64]
-    sampled_engagement: NDArray[np.float64]
-    anchor_engaged: NDArray[np.float64]
-    sampled_trips: dict[str, NDArray[np.float64]]
-    """Per guard, the seed's tripped draws (of ``k``)."""
-    anchor_trips: dict[str, NDArray[np.float64]]
-    """Per guard, 1.0 where the seed's anchor episode tripped it."""
-    entropy: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]] | None
-    """AR cells: per seed, the sum and count of replan entropies and of tokens per chunk."""
-    chaos: ChaosColumns | None = None
-    """The replay reads' per-seed columns (NaN rows for seeds not replayed); None without replays."""
-
-
-def seed_columns(
-    cell: Cell,
-    groups: Sequence[SeedGroup],
-    joins: Sequence[SeedJoin],
-    probe: RolloutTable,
-    anchor: RolloutTable,
-    analysis: AnalysisNumbers,
-    chaos: ChaosSummary | None = None,
-) -> SeedColumns:
-    """The per-seed columns of a cell: group statistics and the anchor join as joined, guard trips and
-    entropy summed per seed from the cell's rollout tables (rows sorted by seed, K per seed)."""
-    seeds = np.array([g.seed for g in groups], dtype=np.int64)
-    k = groups[0].k
-    if not np.array_equal(probe.seeds, seeds) or not np.array_equal(anchor.seeds, seeds):
-        raise ValueError(f"{probe.path}: column seed: the cell's seeds differ from its joined seeds")
-    sampled = {
-        g: v.reshape(len(seeds), k).sum(axis=1).astype(np.float64)
-        for g, v in guard_trips(probe, analysis).items()
-    }
-    anchored = {g: v.astype(np.float64) for g, v in guard_trips(anchor, analysis).items()}
-    entropy = None
-    if probe.replan_entropy_mean is not None and probe.replan_n_tokens is not None:
-        per_seed = np.repeat(np.arange(len(seeds)), k)
-        sums = np.zeros((4, len(seeds)))
-        for row, (values, tokens) in enumerate(
-            zip(probe.replan_entropy_mean, probe.replan_n_tokens, strict=True)
-        ):
-            s = per_seed[row]
-            sums[:, s] += (values.sum(), values.size, tokens.sum(), tokens.size)
-        entropy = (sums[0], sums[1], sums[2], sums[3])
-    return SeedColumns(
-        cell=cell,
-        k=k,
-        std_progress_cm=np.array([g.std_progress_cm for g in groups]),
-        std_best_point_cm=np.array([g.std_best_point_cm for g in groups]),
-        nondegenerate=np.array([float(g.nondegenerate) for g in groups]),
-        progress_delta_cm=np.array([j.progress_delta_cm for j in joins]),
-        sampled_engagement=np.array([j.sampled_engagement_rate for j in joins]),
-        anchor_engaged=np.array([float(j.anchor_engaged) for j in joins]),
-        sampled_trips=sampled,
-        anchor_trips=anchored,
-        entropy=entropy,
-        chaos=None if chaos is None else ChaosColumns.of(chaos.seeds, seeds.tolist()),
-    )
-
-
 def resample_indices(seed: int, resamples: int, n_seeds: int) -> NDArray[np.int64]:
     """[B, n] seed positions drawn with replacement, from the generator keyed by (registered bootstrap
     seed, "bootstrap", "decision_stability"): the same draw for every cell, as a resample of spawns."""
     rng = numpy_generator(seed, tag("bootstrap"), tag("decision_stability"))
     return rng.integers(0, n_seeds, size=(resamples, n_seeds))
-
-
-def resampled_reads(
-    columns: SeedColumns, index: NDArray[np.int64], names: Collection[str] | None = None
-) -> dict[str, NDArray[np.float64]]:
-    """Every point read of the cell (or the ``names`` among them) on each resample: ``index`` holds seed
-    positions ``[..., n]`` ([B, n] for B resamples, [B, B', n] for a nested bootstrap).
-
-    The same definitions as the full-sample reads: medians over seeds of the group stds, the share of
-    non-degenerate groups, means over seeds of the anchor differences, pooled guard-trip rates (equal K
-    per seed, so pooled = mean over seeds), the replan-weighted entropy means, and the replay reads over
-    the resample's replayed seeds (:func:`grpo_probe.analysis.chaos.chaos_statistics`).
-    """
-    n = index.shape[-1]
-
-    def wanted(name: str) -> bool:
-        return names is None or name in names
-
-    def mean(values: NDArray[np.float64]) -> NDArray[np.float64]:
-        return values[index].mean(axis=-1)
-
-    reads: dict[str, NDArray[np.float64]] = {}
-    for name, column in (
-        ("median_group_std_progress_cm", columns.std_progress_cm),
-        ("median_group_std_best_point_cm", columns.std_best_point_cm),
-    ):
-        if wanted(name):
-            reads[name] = np.median(column[index], axis=-1)
-    for name, column in (
-        ("nondegenerate_fraction", columns.nondegenerate),
-        ("mean_progress_delta_cm", columns.progress_delta_cm),
-        ("sampled_engagement_rate", columns.sampled_engagement),
-        ("anchor_engagement_rate", columns.anchor_engaged),
-    ):
-        if wanted(name):
-            reads[name] = mean(column)
-    if wanted("engagement_delta"):
-        reads["engagement_delta"] = mean(columns.sampled_engagement - columns.anchor_engaged)
-    for guard in columns.sampled_trips:
-        if wanted(f"sampled_{guard}_rate"):
-            reads[f"sampled_{guard}_rate"] = columns.sampled_trips[guard][index].sum(axis=-1) / (
-                n * columns.k
-            )
-        if wanted(f"anchor_{guard}_rate"):
-            reads[f"anchor_{guard}_rate"] = mean(columns.anchor_trips[guard])
-    if columns.entropy is not None:
-        e_sum, e_n, t_sum, t_n = columns.entropy
-        if wanted("mean_token_entropy"):
-            reads["mean_token_entropy"] = e_sum[index].sum(axis=-1) / e_n[index].sum(axis=-1)
-        if wanted("mean_tokens_per_chunk"):
-            reads["mean_tokens_per_chunk"] = t_sum[index].sum(axis=-1) / t_n[index].sum(axis=-1)
-    if columns.chaos is not None:
-        reads.update(chaos_statistics(columns.chaos, index, names))
-    return reads
-
-
-def interval_seeds(columns: SeedColumns, read: str) -> NDArray[np.int64]:
-    """The positions of the seeds ``read``'s interval resamples: the replayed seeds for a replay read
-    (:data:`grpo_probe.analysis.chaos.CHAOS_READS`), every seed for any other."""
-    if read in CHAOS_READS and columns.chaos is not None:
-        return np.flatnonzero(np.isfinite(columns.chaos.replay_var))
-    return np.arange(len(columns.std_progress_cm))
 
 
 def resampled_bounds(
@@ -215,7 +80,7 @@ def resampled_bounds(
     high = np.empty(outer.shape[0])
     for start in range(0, outer.shape[0], chunk):
         block = own[outer[start : start + chunk]]  # [b, m] seed positions
-        values = resampled_reads(columns, block[:, inner], (read,))[read]  # [b, B']
+        values = compute_reads(columns, block[:, inner], (read,))[read]  # [b, B']
         with np.errstate(invalid="ignore"):
             ends = np.nanquantile(values, [alpha, 1.0 - alpha], axis=-1)
         low[start : start + chunk], high[start : start + chunk] = ends
@@ -351,7 +216,7 @@ def stability(
                 )
                 return Stability(resamples, 0, 0, (), reason)
     names = {ReadRef.parse(r).name for r in rule_reads(rule)}
-    reads = {cell.id: resampled_reads(columns[cell.id], index, names) for cell in cells}
+    reads = {cell.id: compute_reads(columns[cell.id], index, names) for cell in cells}
     for ref in {r.name: r for r in bounds}.values():
         for cell in cells:
             low, high = resampled_bounds(columns[cell.id], ref.name, index, bootstrap)

@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from grpo_probe.analysis.decision_rule import Outcome, evaluate_rule
-from grpo_probe.analysis.stability import SeedColumns, resample_indices, stability
+from grpo_probe.analysis.seed_columns import SeedColumns
+from grpo_probe.analysis.stability import resample_indices, stability
 from grpo_probe.prereg import AnalysisNumbers, Cell, DecisionRule, Prereg
 from grpo_probe.prereg.amendments import Amendment, RegisteredVersion
 

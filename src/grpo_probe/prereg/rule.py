@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.prereg.canonical import read_yaml
-from grpo_probe.prereg.schema import analysis_fragment_path, validate_against
+from grpo_probe.prereg.schema import analysis_fragment_path, validate_against, with_read_vocabulary
+from grpo_probe.prereg.vocabulary import BOUND_SUFFIXES
 
 __all__ = [
     "BOUNDS",
@@ -49,8 +50,9 @@ HEADS: tuple[str, ...] = ("ar", "flow")
 
 
 def analysis_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The JSON-schema fragment for the ``analysis:`` and ``decision_rule:`` sections."""
-    return read_yaml(analysis_fragment_path(schema_dir))
+    """The JSON-schema fragment for the ``analysis:`` and ``decision_rule:`` sections, with the read names
+    of :mod:`grpo_probe.prereg.vocabulary` filled in."""
+    return with_read_vocabulary(read_yaml(analysis_fragment_path(schema_dir)))
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ class AnalysisNumbers:
         }
 
 
-BOUNDS: dict[str, str] = {"lower": "_ci_low", "upper": "_ci_high"}
+BOUNDS: dict[str, str] = BOUND_SUFFIXES
 """A condition may read a bound of a read's interval: ``chaos_share.upper`` is the upper end of the chaos
 share's percentile-bootstrap interval over seeds, which the reads hold as ``chaos_share_ci_high`` (the
 spelling the earliest registered rules used, still read the same)."""

@@ -24,6 +24,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
 from grpo_probe.prereg.canonical import canonical_json, read_yaml
+from grpo_probe.prereg.vocabulary import interval_bounds, read_names
 from grpo_probe.sampling import mode_schema_rules
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "load_config_schema",
     "load_prereg_schema",
     "validate_against",
+    "with_read_vocabulary",
 ]
 
 PREREG_SCHEMA = "prereg.schema.yaml"
@@ -73,8 +75,9 @@ def analysis_fragment_path(schema_dir: str | os.PathLike[str] | None = None) -> 
 
 
 def load_prereg_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """The base prereg schema with the analysis fragment's ``properties`` (and ``$defs``) merged in, and
-    the sampling kinds of :mod:`grpo_probe.sampling`'s registry as ``sampling_mode``'s enum."""
+    """The base prereg schema with the analysis fragment's ``properties`` (and ``$defs``) merged in, the
+    sampling kinds of :mod:`grpo_probe.sampling`'s registry as ``sampling_mode``'s enum, and the reads of
+    :mod:`grpo_probe.prereg.vocabulary` as the rule's read names."""
     base_path = _schema_file(schema_dir, PREREG_SCHEMA)
     schema = read_yaml(base_path)
     fragment_path = analysis_fragment_path(schema_dir)
@@ -90,11 +93,23 @@ def load_prereg_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict
         if key in schema.setdefault("$defs", {}):
             raise SchemaError(f"{fragment_path}: $defs.{key} is already defined in {base_path}")
         schema["$defs"][key] = sub
+    with_read_vocabulary(schema)
     # The sampling kinds and the parameters each requires come from the sampler registry.
     kinds, required, cell_kinds = mode_schema_rules()
     schema["$defs"]["sampling_mode"]["properties"]["kind"]["enum"] = kinds
     schema["$defs"]["sampling_mode"]["allOf"] = required
     schema["$defs"]["cell_kind"]["enum"] = cell_kinds
+    return schema
+
+
+def with_read_vocabulary(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (the prereg schema or the analysis fragment) with the read names a rule may use filled
+    in from :mod:`grpo_probe.prereg.vocabulary`, in place: the reads and the ends of their intervals."""
+    defs = schema.get("$defs", {})
+    if "rule_fixed_read_name" in defs:
+        defs["rule_fixed_read_name"]["enum"] = list(read_names())
+    if "rule_interval_bound" in defs:
+        defs["rule_interval_bound"]["enum"] = list(interval_bounds())
     return schema
 
 

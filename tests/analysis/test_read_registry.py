@@ -1,0 +1,97 @@
+"""A read is one declaration (the vocabulary) and one statistic (the analysis): a toy read added here is
+validated by the schema, computed with its interval, resampled for the outcome's stability, worded in a
+clause and shown in the reads table, with no other file changed; a read declared without a statistic is
+refused when the analysis is imported.
+
+Why: a read used to live in seven places, and one missing from the resampling became NaN on every
+resample, so the outcome's stability was misreported with no error.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from grpo_probe.analysis import reads as analysis_reads
+from grpo_probe.analysis.decision_rule import evaluate_rule, read_words
+from grpo_probe.analysis.reads import cell_reads, compute_reads, read_rows
+from grpo_probe.analysis.seed_columns import SeedColumns
+from grpo_probe.analysis.stability import resample_indices, stability
+from grpo_probe.prereg import load_prereg, vocabulary
+from grpo_probe.prereg.rule import parse_analysis_sections
+from grpo_probe.prereg.vocabulary import ReadSpec
+
+REPO = Path(__file__).resolve().parents[2]
+SMOKE = load_prereg(REPO / "prereg" / "smoke.yaml", require_lock=False)
+SMOKE_RAW = yaml.safe_load((REPO / "prereg" / "smoke.yaml").read_text())
+CELL = next(c for c in SMOKE.enabled_cells if c.head == "flow")
+
+TOY = ReadSpec(
+    "best_seed_std_cm", "largest group std", "largest group std over seeds (cm) [CI]", "cm", interval=True
+)
+
+
+def _toy_statistic(c: SeedColumns, index: np.ndarray) -> np.ndarray:
+    return c.std_progress_cm[index].max(axis=-1)
+
+
+@pytest.fixture
+def with_toy_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two edits a new read takes: its declaration and its statistic."""
+    monkeypatch.setattr(vocabulary, "READS", (*vocabulary.READS, TOY))
+    monkeypatch.setitem(analysis_reads.STATISTICS, TOY.name, _toy_statistic)
+
+
+def _columns(stds: list[float]) -> SeedColumns:
+    n = len(stds)
+    zeros = np.zeros(n)
+    return SeedColumns(CELL, 4, np.array(stds), zeros, zeros + 1, zeros, zeros, zeros, {}, {}, None, None)
+
+
+def _rule_section(read: str, rank_by: list[dict]) -> dict:
+    condition = {"read": read, "op": ">=", "threshold": 1.0}
+    return {
+        "criteria": {"wide": {"description": "d", "all_of": [condition]}},
+        "qualifies": {"ar": ["wide"], "flow": ["wide"]},
+        "arm_choice": {"rank_by": rank_by},
+    }
+
+
+def test_a_new_read_flows_through_schema_reads_resampling_words_and_table(with_toy_read: None) -> None:
+    raw = _rule_section("best_seed_std_cm.lower", [{"read": "best_seed_std_cm", "prefer": "max"}])
+    _, rule = parse_analysis_sections({"analysis": SMOKE_RAW["analysis"], "decision_rule": raw}, "toy.yaml")
+    columns = _columns([0.5, 3.0, 1.5, 2.0])
+    reads = cell_reads(columns, SMOKE.analysis)
+    assert reads["best_seed_std_cm"] == 3.0
+    assert reads["best_seed_std_cm_ci_low"] is not None and reads["best_seed_std_cm_ci_low"] <= 3.0
+    assert (
+        compute_reads(columns, np.array([[0, 0, 0, 0]]), {"best_seed_std_cm"})["best_seed_std_cm"][0] == 0.5
+    )
+    _, outcome = evaluate_rule(rule, [CELL], {CELL.id: reads})
+    index = resample_indices(SMOKE.analysis.bootstrap.seed, 50, 4)
+    found = stability(rule, [CELL], {CELL.id: columns}, outcome, index, SMOKE.analysis.bootstrap)
+    assert found.not_resampled is None and sum(c for *_, c in found.outcomes) == 50
+    assert read_words("best_seed_std_cm.lower") == ("lower end of the largest group std interval", "cm")
+    assert "best_seed_std_cm" in [row.read for row in read_rows(())]
+
+
+def test_the_schema_refuses_a_read_nothing_declares() -> None:
+    raw = _rule_section("best_seed_std_cm", [])
+    with pytest.raises(ValueError, match=r"toy\.yaml: decision_rule\.criteria\.wide\.all_of\[0\]\.read"):
+        parse_analysis_sections({"analysis": SMOKE_RAW["analysis"], "decision_rule": raw}, "toy.yaml")
+
+
+def test_a_read_declared_without_a_statistic_is_refused_when_the_analysis_loads() -> None:
+    code = (
+        "from grpo_probe.prereg import vocabulary as v\n"
+        "v.READS = (*v.READS, v.ReadSpec('orphan_cm', 'orphan', 'orphan (cm)', 'cm'))\n"
+        "import grpo_probe.analysis.reads\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert "reads declared without a statistic ['orphan_cm']" in proc.stderr
