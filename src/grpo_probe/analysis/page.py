@@ -1,0 +1,446 @@
+"""decision.md's text, rendered from the decision record (the content of decision.json) alone.
+
+Why: the page is written for a reader who has not seen the design: the outcome in one sentence that says
+what every cell passed or failed, the figure that shows each clause the rule reads, and one line of
+reasons per cell fit in one screen; the reads, the version history, the registered design and the hashes
+follow below. It prints numbers at three significant figures
+(:func:`grpo_probe.analysis.glossary.number`); decision.json keeps every digit of the values the rule
+read, and nothing here computes a number the record does not hold.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from grpo_probe.analysis.decision_rule import rank_text, read_words
+from grpo_probe.analysis.glossary import count_words, number
+from grpo_probe.analysis.reads import read_rows
+
+__all__ = ["HEADS", "default_template", "reads_tsv_text", "render_decision_md"]
+
+
+def default_template() -> Path:
+    """The package's ``templates/decision.md.j2``, found through :mod:`importlib.resources`.
+
+    Why package data: a non-editable install renders decision.md without the source tree; a path (not a
+    resource handle) because jinja2 loads the template's folder and errors name the file.
+    """
+    found = resources.files("grpo_probe.analysis").joinpath("templates", "decision.md.j2")
+    if not isinstance(found, Path):
+        raise RuntimeError(f"{found}: the template must be a file on disk (grpo_probe in an archive)")
+    return found
+
+
+HEADS = {"ar": "AR", "flow": "flow"}
+"""How the page names a head."""
+
+
+def _names(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _criterion_order(decision: Mapping[str, Any]) -> list[str]:
+    return [c["name"] for c in decision["decision_rule"]["criteria"]]
+
+
+def _failed_on(criterion: str, failing: Sequence[Mapping[str, Any]]) -> str:
+    """`` on the chaos fraction`` when every failing cell failed the same part of a criterion of several
+    conditions; empty otherwise (one condition, or cells that failed it differently)."""
+    parts = [c["verdict"]["criteria"][criterion]["conditions"] for c in failing]
+    if not parts or len(parts[0]) < 2:
+        return ""
+    failed = {tuple(x["read"] for x in conditions if not x["passed"]) for conditions in parts}
+    if len(failed) != 1:
+        return ""
+    (reads,) = failed
+    if not reads or len(reads) == len(parts[0]):
+        return ""
+    return " on the " + _names([read_words(r)[0] for r in reads])
+
+
+def _outcome_summary(decision: Mapping[str, Any]) -> str:
+    """The sentence under the headline: which cells qualify, and what every cell failed.
+
+    E.g. "c3 and c5 qualify for flow, which needs only signal; c1 does not: all three cells fail
+    competence; c1 also fails signal on the chaos fraction." Criteria are named by their registered names,
+    the most often failed first.
+    """
+    cells = decision["cells"]
+    rule = decision["decision_rule"]
+    order = _criterion_order(decision)
+    qualifying = [c for c in cells if c["verdict"]["qualifies"]]
+    left_out = [c["id"] for c in cells if c["verdict"]["qualifies"] is False]
+    if not qualifying:
+        lead = "No cell qualifies"
+    else:
+        parts = []
+        for head, label in HEADS.items():
+            ids = [c["id"] for c in qualifying if c["head"] == head]
+            if not ids:
+                continue
+            need = rule["qualifies"].get(head, [])
+            only = f", which needs only {_names(need)}" if need and set(need) < set(order) else ""
+            parts.append(f"{_names(ids)} {'qualifies' if len(ids) == 1 else 'qualify'} for {label}{only}")
+        lead = "; ".join(parts)
+        if left_out:
+            lead += f"; {_names(left_out)} {'does' if len(left_out) == 1 else 'do'} not"
+    failing = {name: [c for c in cells if not c["verdict"]["criteria"][name]["passed"]] for name in order}
+    said: set[str] = set()
+    clauses = []
+    for name in sorted(order, key=lambda n: (-len(failing[n]), order.index(n))):
+        ids = [c["id"] for c in failing[name]]
+        if not ids:
+            continue
+        if len(ids) == len(cells) > 1:
+            who = "both cells" if len(cells) == 2 else f"all {count_words(len(cells))} cells"
+        elif not said and qualifying and set(ids) == set(left_out):  # the cells the lead just named
+            who = "it" if len(ids) == 1 else "they"
+        else:
+            who = _names(ids)
+        verb = "fails" if len(ids) == 1 else "fail"
+        also = " also" if said and set(ids) <= said else ""
+        clauses.append(f"{who}{also} {verb} {name}{_failed_on(name, failing[name])}")
+        said |= set(ids)
+    unrouted = [c for c in cells if c["verdict"]["qualifies"] is None]
+    if unrouted:
+        heads = sorted({c["head"] for c in unrouted})
+        clauses.append(
+            f"{_names([c['id'] for c in unrouted])} (head {', '.join(heads)}) not routed by the rule"
+        )
+    return f"{lead}: {'; '.join(clauses) if clauses else 'every cell passes every criterion'}."
+
+
+def _arm_lines(decision: Mapping[str, Any]) -> list[str]:
+    """Per head the outcome names an arm for, why that arm: the qualifying cells as the rule ranked them."""
+    outcome, rule = decision["outcome"], decision["decision_rule"]
+    by_id = {c["id"]: c for c in decision["cells"]}
+    keys = [(k["read"], k["prefer"]) for k in rule["rank_by"]]
+    lines = []
+    for head, label in HEADS.items():
+        arm = outcome[f"{head}_arm"]
+        if arm is None:
+            continue
+        ranked = outcome["ranking"][head]
+        if len(ranked) == 1:
+            lines.append(
+                f"Phase 2 trains the {label} arm `{arm}`, the arm of {ranked[0]}, the only {label} cell "
+                "that qualifies."
+            )
+            continue
+        rows = [(i, by_id[i]["arm"], [by_id[i]["reads"].get(r) for r, _ in keys]) for i in ranked]
+        lines.append(
+            f"Phase 2 trains the {label} arm `{arm}`, the arm of the first qualifying {label} cell "
+            f"{rank_text(keys, rows)}."
+        )
+    return lines
+
+
+def _arms_text(outcome: Mapping[str, Any]) -> str:
+    arms = [f"{HEADS[h]} `{outcome[f'{h}_arm']}`" for h in HEADS if outcome.get(f"{h}_arm") is not None]
+    return ", ".join(arms) or "no arm"
+
+
+def _percent(rate: Mapping[str, Any] | None) -> str:
+    """``4.2 % [3.1, 5.6]``: a simulated rate with its Wilson interval, in percent."""
+    if rate is None:
+        return "not simulated"
+    return f"{number(rate['percent'])} % [{number(rate['low_percent'])}, {number(rate['high_percent'])}]"
+
+
+def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
+    """The rule's false-go rate and its go rate at the measured levels, as the page states them beside
+    the outcome (:mod:`grpo_probe.analysis.operating`)."""
+    op = decision.get("operating")
+    if not op or op["design"]["false_go"] is None:
+        return None
+    design = op["design"]
+    target = f"{number(op['false_go_target_percent'])} %"
+    within = "within" if op["within_target"] else "**above**"
+    how = f"{op['simulations']} simulated runs of this design's size, seed {op['seed']}" + (
+        "" if op["registered"] else ", the defaults: the design registers no simulation"
+    )
+    text = (
+        f"**How often this rule is wrong** ({how}): under pure chaos (no choice signal, each cell's chaos at "
+        f"its measured level) it says go in {_percent(design['false_go'])} of runs, {within} the {target} "
+        "the design accepts"
+    )
+    if design["go_at_measured"] is None:
+        return text + (
+            "; its power at the measured levels is not simulated: without replays the choice and the chaos "
+            "are not separated."
+        )
+    kind = decision["outcome"]["kind"]
+    return text + (
+        f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and gives this "
+        f"outcome ({kind}) in {_percent(design['same_kind_at_measured'])}."
+    )
+
+
+def _error_rate_rows(decision: Mapping[str, Any]) -> list[list[str]]:
+    """Per cell: its sizes, the levels simulated, its false-go rate and its power."""
+    op = decision.get("operating")
+    if not op:
+        return []
+    rows = []
+    for cell in op["cells"]:
+        null, measured = cell["levels"]["pure_chaos"], cell["levels"]["measured"]
+        rows.append(
+            [
+                cell["id"],
+                cell["size_text"],
+                f"{number(null['chaos_std_cm'])} cm",
+                _percent(cell["false_go"]),
+                "not simulated"
+                if measured is None
+                else f"{number(measured['choice_std_cm'])} cm, {number(measured['chaos_std_cm'])} cm",
+                _percent(cell["power"]),
+            ]
+        )
+    return rows
+
+
+def _resampled_line(decision: Mapping[str, Any]) -> str | None:
+    """How often the outcome holds when the seeds are resampled, and which versions decide otherwise."""
+    versions = decision["versions"]
+    current = next((v for v in versions if v["current"]), None)
+    parts = []
+    stability = None if current is None else current["stability"]
+    if stability is not None and stability["not_resampled"] is None:
+        parts.append(
+            f"The outcome and its arm hold in {stability['same_outcome']} of {stability['resamples']} "
+            f"resamples of the {stability['n_seeds']} seeds"
+            + (
+                f" (the outcome kind in {stability['same_kind']})"
+                if stability["same_kind"] != stability["same_outcome"]
+                else ""
+            )
+            + "."
+        )
+    elif stability is not None:
+        parts.append(f"The outcome is not resampled: {stability['not_resampled']}.")
+    mine = decision["outcome"]
+    key = (mine["kind"], mine["ar_arm"], mine["flow_arm"])
+    other, unevaluated = [], []
+    for v in versions:
+        if v["current"]:
+            continue
+        if v["outcome"] is None:
+            unevaluated.append(str(v["version"]))
+        elif (v["outcome"]["kind"], v["outcome"]["ar_arm"], v["outcome"]["flow_arm"]) != key:
+            other.append(
+                f"version {v['version']} ({v['label']}) gives {v['outcome']['kind']} with "
+                f"{_arms_text(v['outcome'])}"
+            )
+    see = "(see [what each registered version decides](#what-each-registered-version-decides))"
+    if other:
+        parts.append(f"Not every registered version agrees: {'; '.join(other)} {see}.")
+    elif len(versions) > 1 and not unevaluated:
+        parts.append(f"All {count_words(len(versions))} registered versions of the design give the same.")
+    if unevaluated:
+        parts.append(
+            f"Version{'s' if len(unevaluated) > 1 else ''} {_names(unevaluated)} of the design cannot be "
+            f"evaluated{'' if other else ' ' + see}."
+        )
+    return " ".join(parts) or None
+
+
+def _conditions(criterion: Mapping[str, Any]) -> str:
+    def bar(x: Mapping[str, Any]) -> str:
+        if x.get("threshold_read") is None:
+            return number(x["threshold"])
+        return x["threshold_read"] if x["scale"] == 1.0 else f"{number(x['scale'])} x {x['threshold_read']}"
+
+    return " and ".join(f"`{x['read']} {x['op']} {bar(x)}`" for x in criterion["all_of"])
+
+
+def _rank_keys(rule: Mapping[str, Any]) -> str:
+    return ", then ".join(f"`{k['read']}` ({k['prefer']})" for k in rule["rank_by"]) or "registered order"
+
+
+def _rule_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """What a version's rule changes against the version before it, criterion by criterion."""
+    was = {c["name"]: c for c in before["criteria"]}
+    now = {c["name"]: c for c in after["criteria"]}
+    out = []
+    for name, criterion in now.items():
+        if name not in was:
+            out.append(f"adds criterion `{name}`: {_conditions(criterion)}")
+        elif criterion["all_of"] != was[name]["all_of"]:
+            out.append(f"`{name}` reads {_conditions(criterion)} (was {_conditions(was[name])})")
+    out += [f"drops criterion `{name}`" for name in was if name not in now]
+    for head in sorted(set(before["qualifies"]) | set(after["qualifies"])):
+        old, new = before["qualifies"].get(head, []), after["qualifies"].get(head, [])
+        if old != new:
+            out.append(
+                f"a {head} cell needs {', '.join(new) or 'nothing'} (was {', '.join(old) or 'nothing'})"
+            )
+    if before["rank_by"] != after["rank_by"]:
+        out.append(f"arms ranked by {_rank_keys(after)} (was {_rank_keys(before)})")
+    return out
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of an amendment's reason: up to a full stop that a capital letter follows (so
+    "e.g. the boat" or "1e-4 m. nudge" do not end it)."""
+    return re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(text.split()), maxsplit=1)[0]
+
+
+_YES_NO = {True: "yes", False: "no", None: "not recorded"}
+
+
+def _version_rows(decision: Mapping[str, Any]) -> list[list[str]]:
+    """decision.md's version table: per registered version only what differs from the version before it
+    (the amendment's reason in its first sentence, the paths it changed, how its rule changed), its outcome
+    and how often that holds in resamples of the seeds. The hashes are in the page's footer."""
+    rows = []
+    before: Mapping[str, Any] | None = None
+    for v in decision["versions"]:
+        amendment = v["amendment"]
+        changes = []
+        if amendment is None:
+            changes.append("As first registered" if v["version"] == 0 else "No amendment recorded")
+        else:
+            changes.append(_first_sentence(amendment["reason"]).rstrip("."))
+            if amendment["replaces"] is not None:
+                paths = ", ".join(f"`{c['path']}` ({c['change']})" for c in amendment["replaces"])
+                changes.append(f"Changes {paths}")
+            if amendment["undeclared"]:
+                changes.append(
+                    f"Of these, {', '.join(f'`{p}`' for p in amendment['undeclared'])} not named in its "
+                    f"fields ({', '.join(amendment['fields'])})"
+                )
+        if v["rule"] is not None and before is not None:
+            changes += [f"Rule: {change}" for change in _rule_changes(before, v["rule"])]
+        if v["analysis_recomputed"]:
+            changes.append(
+                "Its analysis numbers differ from this run's, so every read was recomputed with them"
+            )
+        if v["problem"] is not None:
+            shown = next(w["version"] for w in decision["versions"] if w["problem"] == v["problem"])
+            same = f" (as version {shown})" if shown != v["version"] else f": {v['problem']}"
+            outcome = f"cannot be evaluated{same}"
+        elif v["outcome"] is None:
+            outcome = "cannot be evaluated"
+        else:
+            outcome = f"{v['outcome']['kind']}: {_arms_text(v['outcome'])}"
+        stability = v["stability"]
+        if stability is None or stability["not_resampled"] is not None:
+            held = "n/a"
+        else:
+            held = f"{stability['same_outcome']}/{stability['resamples']}"
+            if stability["same_kind"] != stability["same_outcome"]:
+                held += f" (kind {stability['same_kind']}/{stability['resamples']})"
+        rows.append(
+            [
+                f"{v['version']}: {v['label']}" + (" (this run's design)" if v["current"] else ""),
+                v["locked"] or "not recorded",
+                "n/a" if amendment is None else _YES_NO[amendment["after_results"]],
+                "".join(f"{change}. " for change in changes).rstrip(),
+                outcome,
+                held,
+            ]
+        )
+        if v["rule"] is not None:
+            before = v["rule"]
+    return rows
+
+
+def _guard_counts(cell: Mapping[str, Any], read: str) -> tuple[str, str] | None:
+    """(``3/120``, ``0/15``) for a guard's rate row: the episodes behind the sampled and anchor rates."""
+    found = re.fullmatch(r"sampled_(\w+)_rate", read)
+    if found is None:
+        return None
+    for g in cell["guards"]:
+        if g["guard"] == found[1]:
+            return f"{g['sampled_count']}/{g['sampled_n']}", f"{g['anchor_count']}/{g['anchor_n']}"
+    return None
+
+
+def _exact(value: Any) -> str:
+    """A value as reads.tsv holds it: every digit decision.json holds (the shortest text that reads back as
+    the same float), for a spreadsheet."""
+    if value is None or isinstance(value, (bool, int)):
+        return number(value)
+    return repr(float(value))
+
+
+def _reads_table(decision: Mapping[str, Any], fmt: Callable[[Any], str] = number) -> list[list[str]]:
+    """Rows of decision.md's reads table: one row per read, one column per cell (a guard's rate with the
+    episode counts behind it); values written by ``fmt`` (three significant figures on the page)."""
+    cells = decision["cells"]
+    rows = []
+    replay = any(c.get("replay") is not None for c in cells)
+    for row in read_rows(tuple(g["guard"] for g in cells[0]["guards"]), replay):
+        line = [row.label + (" (primary)" if row.primary else "")]
+        for cell in cells:
+            reads = cell["reads"]
+            text = fmt(reads[row.read])
+            if row.with_ci and reads[row.read] is not None:
+                text += f" [{fmt(reads[row.read + '_ci_low'])}, {fmt(reads[row.read + '_ci_high'])}]"
+            if row.read == "nondegenerate_fraction":
+                text += f" ({cell['nondegenerate_count']}/{cell['n_seeds']})"
+            counts = _guard_counts(cell, row.read)
+            if counts is not None:
+                text += f" ({counts[0]})"
+            if row.versus is not None:
+                text += f" vs {fmt(reads[row.versus])}"
+                if counts is not None:
+                    text += f" ({counts[1]})"
+            line.append(text)
+        rows.append(line)
+    for criterion in decision["decision_rule"]["criteria"]:
+        name = criterion["name"]
+        rows.append(
+            [f"criterion {name}"]
+            + [("holds" if c["verdict"]["criteria"][name]["passed"] else "fails") for c in cells]
+        )
+    rows.append(
+        ["qualifies for phase 2"]
+        + [{True: "yes", False: "no", None: "not routed"}[c["verdict"]["qualifies"]] for c in cells]
+    )
+    return rows
+
+
+def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[str] | None = None) -> str:
+    """decision.md's text from the decision record (the content of decision.json) and the jinja2 template."""
+    path = Path(template) if template is not None else default_template()
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: decision.md template not found")
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(path.parent),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["num"] = number
+    env.filters["cellsafe"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    return env.get_template(path.name).render(
+        d=decision,
+        heads=HEADS,
+        reads_table=_reads_table(decision),
+        summary=_outcome_summary(decision),
+        arm_lines=_arm_lines(decision),
+        resampled=_resampled_line(decision),
+        error_rates=_error_rates_line(decision),
+        error_rate_rows=_error_rate_rows(decision),
+        version_rows=_version_rows(decision),
+    )
+
+
+def reads_tsv_text(decision: Mapping[str, Any]) -> str:
+    """The reads table of decision.md as tab-separated text (one row per read, one column per cell), for
+    readers who want it in a spreadsheet or Snakemake's report: with every digit decision.json holds."""
+    header = ["read", *(c["id"] for c in decision["cells"])]
+    rows = [header, *_reads_table(decision, _exact)]
+    return "".join("\t".join(cell.replace("\t", " ") for cell in row) + "\n" for row in rows)
