@@ -84,6 +84,11 @@ def _numbers_not_in_json(md: str, decision: dict) -> list[str]:
     return [t for t in _NUMBER.findall(md) if t not in printed]
 
 
+def _flat(text: str) -> str:
+    """The page's text with its wrapped lines joined: the words as a reader reads them."""
+    return " ".join(text.split())
+
+
 def _above_the_fold(md: str) -> str:
     """What a reader sees first: the page up to its first horizontal rule."""
     return md.split("\n---\n", 1)[0]
@@ -113,7 +118,7 @@ def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
     assert decision["outcome"]["kind"] == kind
     md = (tmp_path / "out" / "decision.md").read_text()
     assert json.loads((tmp_path / "out" / "decision.json").read_text()) == decision
-    assert decision["outcome"]["headline"] in md
+    assert decision["outcome"]["headline"] in _flat(md)
     assert _numbers_not_in_json(md, decision) == []
     # the reads table, cell by cell, equals decision.json's reads
     table = _reads_table(md)
@@ -131,16 +136,21 @@ def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
         for name in cell["figures"].values():
             assert f"]({name})" in md
             assert (tmp_path / "out" / name).read_bytes().startswith(b"\x89PNG")
-    # above the fold: the outcome, the two all-cells figures embedded, one line of reasons per cell
-    top = _above_the_fold(md)
+    # above the fold, in 80 columns x 40 lines: the outcome, the rule's figure and the spread figure
+    # embedded, a short line of reasons per cell; the competence figure and the full reasons below
+    top, below = md.split("\n---\n", 1)
     assert top.startswith("# GRPO signal probe: decision\n")
-    assert f"**{decision['outcome']['headline']}**" in top
-    for key in ("group_std", "competence"):
+    assert f"**{decision['outcome']['headline']}**" in _flat(top)
+    for key in ("rule", "group_std"):
         assert f"]({decision['figures'][key]})" in top
         assert (tmp_path / "out" / decision["figures"][key]).read_bytes().startswith(b"\x89PNG")
+    assert f"]({decision['figures']['competence']})" in below
     for cell in decision["cells"]:
-        assert re.search(rf"^- \*\*{cell['id']}\*\* \((AR|flow)\) (qualifies|does not qualify)\.", top, re.M)
-    assert len(top.splitlines()) <= 25
+        assert re.search(rf"^- \*\*{cell['id']}\*\* \((AR|flow)\) (qualifies|does not qualify)", top, re.M)
+        assert re.search(
+            rf"^- \*\*{cell['id']}\*\* \((AR|flow)\) (qualifies|does not qualify)\.", below, re.M
+        )
+    assert len(top.splitlines()) <= 40 and max(len(line) for line in top.splitlines()) <= 80
 
 
 def test_reads_from_tables_match_hand_values(tmp_path, prereg):
@@ -177,7 +187,7 @@ def test_same_inputs_give_identical_bytes_and_row_order_does_not_matter(tmp_path
         compute=[{"stage": "probe", "cpu_s": 10, "gpu_s": 0, "max_rss_mb": 300}],
     )
     first = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    assert len(first) == 2 + 4 + 3 + 3  # md, json; c1: 4 figures; c3: 3 figures; 3 all-cells figures
+    assert len(first) == 2 + 4 + 3 + 4  # md, json; c1: 4 figures; c3: 3 figures; 4 all-cells figures
     _build(
         out,
         probes,
@@ -278,12 +288,13 @@ def test_the_page_explains_a_flow_cell_that_qualifies_without_competence_and_fla
     assert "asks a flow cell to pass only clears_signal_bar" in c3["verdict"]["note"]
     assert c3["verdict"]["flags"] == ["reset_strike trips in 12/12 sampled episodes (anchor 0/3)"]
     md = (tmp_path / "out" / "decision.md").read_text()
-    top = _above_the_fold(md)
+    top, below = md.split("\n---\n", 1)
+    assert "c3 qualifies for flow, which needs only clears_signal_bar; c1 does not." in _flat(top)
     assert (
-        "c3 qualifies for flow, which needs only clears_signal_bar; c1 does not: it fails clears_signal_bar"
-        in top
+        "- **c3** (flow) qualifies: `clears_signal_bar` holds. Flags (sampled, anchor): reset_strike 12/12, "
+        "0/3." in _flat(top)
     )
-    (line,) = [line for line in top.splitlines() if line.startswith("- **c3**")]
+    (line,) = [line for line in below.splitlines() if line.startswith("- **c3**")]
     assert line.startswith("- **c3** (flow) qualifies.")
     assert (
         "`keeps_anchor_competence` fails: sampled minus anchor progress -1.5 cm [-1.5, -1.5] is below the "
@@ -303,10 +314,13 @@ def test_the_outcome_sentence_says_what_every_cell_failed(tmp_path, prereg):
     decision = _build(tmp_path / "out", probes, anchors, prereg)
     md = (tmp_path / "out" / "decision.md").read_text()
     assert decision["outcome"]["kind"] == "park"
+    top, below = md.split("\n---\n", 1)
+    assert f"**{decision['outcome']['headline']}** No cell qualifies." in _flat(top)
     assert (
-        f"**{decision['outcome']['headline']}** No cell qualifies: both cells fail clears_signal_bar.\n" in md
+        "- **c1** (AR) does not qualify: `clears_signal_bar` fails (median group std 0 < 0.25 cm)"
+        in _flat(top)
     )
-    (c1,) = [line for line in _above_the_fold(md).splitlines() if line.startswith("- **c1**")]
+    (c1,) = [line for line in below.splitlines() if line.startswith("- **c1**")]
     assert (
         "`clears_signal_bar` fails: median group std 0 cm [0, 0] is below the 0.25 cm signal bar: fails."
         in c1

@@ -25,13 +25,14 @@ def test_smoke_workflow_writes_decision_md_and_json(smoke_run: Path) -> None:
     assert (smoke_run / RESULTS / "compute.md").exists()
     for figure in re.findall(r"\(figures/([^)]+\.png)\)", md):
         assert (smoke_run / RESULTS / "figures" / figure).is_file()
-    # one screen first: the outcome, the two all-cells figures and a line of reasons per cell
+    # one screen first (80 columns x 40 lines): the outcome, the rule's figure and a line per cell
     top = md.split("\n---\n", 1)[0]
-    assert f"**{decision['outcome']['headline']}**" in top
-    assert "(figures/group_std_all-cells.png)" in top and "(figures/competence_all-cells.png)" in top
+    assert "**" + " ".join(decision["outcome"]["headline"].split()[:3]) in top
+    assert "(figures/rule_all-cells.png)" in top and "(figures/group_std_all-cells.png)" in top
     for cell in decision["cells"]:
         assert f"\n- **{cell['id']}** (" in top
-    assert len(top.splitlines()) <= 25
+    assert len(top.splitlines()) <= 40 and max(len(line) for line in top.splitlines()) <= 80
+    assert (smoke_run / RESULTS / decision["figures"]["rule"]).is_file()
 
 
 def test_the_smoke_decision_separates_choice_from_chaos(smoke_run: Path) -> None:

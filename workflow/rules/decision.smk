@@ -21,7 +21,7 @@ rule decision:
         figures=report(
             directory(f"{R}/figures"),
             patterns=[
-                "{kind,group_std|competence|trajectories|entropy|chaos|guard_rates}_{cell}.png"
+                "{kind,rule|group_std|competence|trajectories|entropy|chaos|guard_rates}_{cell}.png"
             ],
             caption="../report/cell_figure.rst",
             category="{cell}",

@@ -15,7 +15,10 @@ from typing import Any
 from xml.etree import ElementTree
 
 from grpo_probe.analysis.cell_analysis import CellResult
+from grpo_probe.analysis.decision_rule import read_words
 from grpo_probe.analysis.figures import (
+    ClausePanel,
+    ClauseRow,
     CompetenceRow,
     Interval,
     SpreadRow,
@@ -25,15 +28,18 @@ from grpo_probe.analysis.figures import (
     plot_entropy,
     plot_group_std,
     plot_guard_rates,
+    plot_rule_clauses,
     plot_spread_by_cell,
     plot_trajectories,
 )
+from grpo_probe.analysis.glossary import number
 from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.envs.boat.spec import BOAT_ID
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.prereg import AnalysisNumbers, Cell
+from grpo_probe.prereg.rule import ReadRef
 
-__all__ = ["draw_figures", "table_outline"]
+__all__ = ["draw_figures", "draw_rule_figure", "table_outline"]
 
 
 def _slug(cell: str) -> str:
@@ -164,3 +170,57 @@ def draw_figures(
         "group_std": link(spread_png),
         "competence": link(competence_png),
     }
+
+
+_OPS = {">=": "\u2265", "<=": "\u2264", ">": ">", "<": "<"}
+
+
+def _clause_title(criterion: str, condition: Mapping[str, Any]) -> str:
+    """``signal: choice std, lower end ≥ 0.25 cm``: the clause in the page's words."""
+    ref = ReadRef.parse(condition["read"])
+    words, unit = read_words(ref.name)
+    end = "" if ref.bound is None else f", {ref.bound} end"
+    if condition.get("threshold_read") is None:
+        bar = number(condition["threshold"]) + (f" {unit}" if unit else "")
+    else:
+        other = read_words(condition["threshold_read"])[0]
+        bar = other if condition["scale"] == 1.0 else f"{number(condition['scale'])} x {other}"
+    return f"{criterion}: {words}{end} {_OPS.get(condition['op'], condition['op'])} {bar}"
+
+
+def draw_rule_figure(
+    cells: Sequence[Mapping[str, Any]],
+    rule: Mapping[str, Any],
+    path: Path,
+    link_base: Path,
+    confidence: float,
+) -> str:
+    """decision.md's first figure, every clause the rule reads across the cells, drawn from the cells'
+    records with their verdicts (decision.json's ``cells``) and the rule's record; returns its link
+    relative to ``link_base``."""
+    panels = []
+    for criterion in rule["criteria"]:
+        name = criterion["name"]
+        for index, condition in enumerate(criterion["all_of"]):
+            ref = ReadRef.parse(condition["read"])
+            rows = []
+            for cell in cells:
+                verdict = cell["verdict"]["criteria"][name]["conditions"][index]
+                reads = cell["reads"]
+                rows.append(
+                    ClauseRow(
+                        cell=cell["id"],
+                        estimate=_interval(reads, ref.name),
+                        compared=verdict["value"],
+                        threshold=verdict["threshold"],
+                        passed=verdict["passed"],
+                        needed=name in rule["qualifies"].get(cell["head"], []),
+                    )
+                )
+            panels.append(
+                ClausePanel(
+                    _clause_title(name, condition), read_words(ref.name)[1], condition["op"], tuple(rows)
+                )
+            )
+    plot_rule_clauses(path, panels, [(c["id"], c["verdict"]["qualifies"]) for c in cells], confidence)
+    return Path(os.path.relpath(path, link_base)).as_posix()

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import matplotlib.lines
 import matplotlib.style
 import numpy as np
 from matplotlib.axes import Axes
@@ -39,6 +40,8 @@ from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.atomic_io import atomic_write_bytes
 
 __all__ = [
+    "ClausePanel",
+    "ClauseRow",
     "CompetenceRow",
     "Interval",
     "SpreadRow",
@@ -48,12 +51,14 @@ __all__ = [
     "plot_entropy",
     "plot_group_std",
     "plot_guard_rates",
+    "plot_rule_clauses",
     "plot_spread_by_cell",
     "plot_trajectories",
     "png_bytes",
 ]
 
-_DPI = 100
+_DPI = 150
+"""Pixels per inch: a 6.4-inch figure is 960 pixels wide, readable on a laptop without zooming."""
 _SAMPLED = "tab:blue"
 _ANCHOR = "0.25"
 _CHAOS = "tab:red"
@@ -92,6 +97,31 @@ class CompetenceRow:
     mean: Interval
 
 
+@dataclass(frozen=True)
+class ClauseRow:
+    """One cell in one clause of the rule: the read's estimate with its interval, the value the clause
+    compares (an end of that interval, or the estimate), its threshold for this cell, and the verdict."""
+
+    cell: str
+    estimate: Interval
+    compared: float | None
+    threshold: float
+    passed: bool
+    needed: bool
+    """Whether the cell's head needs this clause's criterion: a clause a cell need not pass is drawn
+    hollow, so it does not read as deciding."""
+
+
+@dataclass(frozen=True)
+class ClausePanel:
+    """One clause of the registered rule (``choice_std_cm.lower >= 0.25``) across the cells."""
+
+    title: str
+    unit: str
+    op: str
+    rows: tuple[ClauseRow, ...]
+
+
 def png_bytes(fig: Figure) -> bytes:
     """The figure as PNG bytes with no software/version metadata."""
     FigureCanvasAgg(fig)
@@ -118,7 +148,7 @@ def plot_group_std(
 ) -> Path:
     """Per seed, the within-group std of progress and best point, sorted, against the bar and tolerance."""
     with matplotlib.style.context("default"):
-        fig = _figure(6.0, 3.6)
+        fig = _figure(6.4, 4.2)
         ax = fig.add_subplot()
         ordered = sorted(groups, key=lambda g: (g.std_progress_cm, g.seed))
         y = np.arange(len(ordered))
@@ -139,11 +169,14 @@ def plot_group_std(
             degenerate_tol_cm, color="0.5", linestyle=":", label=f"degenerate tol {degenerate_tol_cm:g} cm"
         )
         ax.axvline(median, color=_SAMPLED, linewidth=1.0, alpha=0.6, label="median (progress)")
+        linthresh = degenerate_tol_cm if degenerate_tol_cm > 0 else signal_bar_cm
+        values = [v for g in ordered for v in (g.std_progress_cm, g.std_best_point_cm) if math.isfinite(v)]
+        _symlog(ax, linthresh, [*values, signal_bar_cm, degenerate_tol_cm])
         ax.set_yticks(y, [str(g.seed) for g in ordered])
         ax.set_ylabel("seed (sorted by progress std)")
-        ax.set_xlabel("within-group std over K draws (cm)")
+        ax.set_xlabel(f"within-group std over K draws (cm, {_symlog_note(linthresh)})")
         ax.set_title(f"cell {cell}: group spread per seed")
-        ax.legend(fontsize="small", loc="lower right")
+        fig.legend(loc="outside lower center", ncols=3, fontsize="x-small", frameon=False)
         return _save(fig, path)
 
 
@@ -156,22 +189,27 @@ def plot_chaos(
     seed above the horizontal bar line clears the bar by chaos alone.
     """
     with matplotlib.style.context("default"):
-        fig = _figure(5.2, 4.4)
+        fig = _figure(6.0, 5.0)
         ax = fig.add_subplot()
         group = np.array([s.group_std_cm for s in seeds])
         replay = np.array([s.replay_std_cm for s in seeds])
         top = float(max(group.max(initial=0.0), replay.max(initial=0.0), signal_bar_cm)) * 1.1 or 1.0
-        ax.plot([0.0, top], [0.0, top], color="0.5", linestyle=":", label="all chaos (replay = group std)")
+        diagonal = np.concatenate([[0.0], np.geomspace(signal_bar_cm / 10, top, 64)])
+        ax.plot(diagonal, diagonal, color="0.5", linestyle=":", label="all chaos (replay = group std)")
         ax.axhline(signal_bar_cm, color="tab:red", linestyle="--", label=f"signal bar {signal_bar_cm:g} cm")
         ax.axvline(signal_bar_cm, color="tab:red", linestyle="--", linewidth=0.8)
         ax.scatter(group, replay, color=_SAMPLED, zorder=3, label=f"replayed seed (n = {len(seeds)})")
         for s, x, y in zip(seeds, group, replay, strict=True):
             ax.annotate(str(s.seed), (x, y), textcoords="offset points", xytext=(3, 3), fontsize="x-small")
-        ax.set_xlim(0.0, top)
-        ax.set_ylim(0.0, top)
+        # Symmetric log on both axes: the bar (a quarter centimetre) and spreads of tens of centimetres are
+        # both visible, and the diagonal stays the diagonal.
+        _symlog(ax, signal_bar_cm, [top], "x")
+        _symlog(ax, signal_bar_cm, [top], "y")
         ax.set_xlabel("group std of progress over K draws (cm)")
-        ax.set_ylabel("replay std: same draw, replayed (cm)")
-        ax.set_title(f"cell {cell}: signal or chaos")
+        ax.set_ylabel("replay std of the same draw (cm)")
+        ax.set_title(
+            f"cell {cell}: signal or chaos\n(both axes {_symlog_note(signal_bar_cm)} cm)", fontsize="medium"
+        )
         ax.legend(fontsize="small", loc="upper left")
         return _save(fig, path)
 
@@ -224,13 +262,14 @@ def _finite(values: Sequence[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and np.isfinite(v)]
 
 
-def _symlog_x(ax: Axes, linthresh: float, values: Sequence[float]) -> None:
-    """A symmetric-log x axis, linear within ``linthresh`` of 0, ticked at 0 and at powers of ten.
+def _symlog(ax: Axes, linthresh: float, values: Sequence[float], axis: str = "x") -> None:
+    """A symmetric-log axis, linear within ``linthresh`` of 0, ticked at 0 and at powers of ten.
 
     Why: a 0.25 cm bar and a 50 cm spread (or a -0.5 cm tolerance and a -50 cm loss) must both be
-    readable in one row; a linear axis puts the threshold on top of zero.
+    readable in one row; a linear axis puts the threshold on top of zero. The axis label says so with
+    :func:`_symlog_note`: it is not a log axis (zero and negative values are on it).
     """
-    ax.set_xscale("symlog", linthresh=linthresh, linscale=0.6)
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("symlog", linthresh=linthresh, linscale=0.6)
     low, high = min([0.0, *values]), max([0.0, *values])
     pad = 0.3 * max(abs(low), abs(high), linthresh)
     left, right = low - (pad if low < 0 else 0.0), high + pad
@@ -240,10 +279,16 @@ def _symlog_x(ax: Axes, linthresh: float, values: Sequence[float]) -> None:
         *(10.0**k for k in decades if 10.0**k <= right),
         *(-(10.0**k) for k in decades if -(10.0**k) >= left),
     ]
-    ax.set_xticks(sorted(ticks))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlim(left, right)
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xticks if axis == "x" else ax.set_yticks)(sorted(ticks))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_locator(NullLocator())
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(left, right)
+
+
+def _symlog_note(linthresh: float) -> str:
+    """How an axis label names a symmetric-log scale: ``symmetric log, linear within ±0.25``."""
+    return f"symmetric log, linear within \u00b1{linthresh:g}"
 
 
 def _interval_row(
@@ -272,7 +317,7 @@ def plot_spread_by_cell(
     its interval (the criterion reads its lower end)."""
     replay = any(r.replay_std_cm for r in rows)
     with matplotlib.style.context("default"):
-        fig = _figure(4.6, 1.5 + 0.42 * len(rows) + (0.25 if replay else 0.0))
+        fig = _figure(6.4, 1.6 + 0.42 * len(rows) + (0.25 if replay else 0.0))
         ax = fig.add_subplot()
         values: list[float] = []
         pct = f"{confidence:.0%}"
@@ -323,10 +368,12 @@ def plot_spread_by_cell(
         ax.axvline(
             signal_bar_cm, color=_BAR, linestyle="--", linewidth=1.2, label=f"signal bar {signal_bar_cm:g} cm"
         )
-        _symlog_x(ax, linthresh_cm, [*values, signal_bar_cm])
+        _symlog(ax, linthresh_cm, [*values, signal_bar_cm])
         ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel("std of progress over the K draws (cm, log scale)", fontsize="small")
+        ax.set_xlabel(
+            f"std of progress over the K draws (cm, {_symlog_note(linthresh_cm)})", fontsize="small"
+        )
         ax.set_title("Group spread per cell against the signal bar", fontsize="medium")
         ax.grid(axis="x", color="0.9", linewidth=0.6)
         fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
@@ -340,7 +387,7 @@ def plot_competence_by_cell(
     seed's sampled mean minus the anchor's progress, the mean over seeds with its interval, and the
     registered tolerance below zero."""
     with matplotlib.style.context("default"):
-        fig = _figure(4.6, 1.5 + 0.42 * len(rows))
+        fig = _figure(6.4, 1.6 + 0.42 * len(rows))
         ax = fig.add_subplot()
         values: list[float] = []
         pct = f"{confidence:.0%}"
@@ -368,10 +415,11 @@ def plot_competence_by_cell(
             linewidth=1.2,
             label=f"tolerance {-competence_tol_cm:g} cm",
         )
-        _symlog_x(ax, competence_tol_cm if competence_tol_cm > 0 else 1.0, [*values, -competence_tol_cm])
+        linthresh = competence_tol_cm if competence_tol_cm > 0 else 1.0
+        _symlog(ax, linthresh, [*values, -competence_tol_cm])
         ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel("sampled mean minus anchor progress (cm, log scale)", fontsize="small")
+        ax.set_xlabel(f"sampled mean minus anchor progress (cm, {_symlog_note(linthresh)})", fontsize="small")
         ax.set_title("Competence per cell against the anchor", fontsize="medium")
         ax.grid(axis="x", color="0.9", linewidth=0.6)
         fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
@@ -518,4 +566,125 @@ def plot_trajectories(
         thin = f", {effector} (thin)" if view.effector_xy is not None else ""
         ax.set_title(f"cell {cell}, seed {seed}: {moved} (thick){thin}", fontsize="medium")
         ax.legend(fontsize="x-small", loc="best", ncols=2)
+        return _save(fig, path)
+
+
+_PASS = "tab:green"
+_FAIL = "tab:red"
+
+
+def _failing_side(ax: Axes, op: str, threshold: float) -> None:
+    """Shade the side of a threshold the clause fails on, so a failing value sits in the red."""
+    left, right = ax.get_xlim()
+    if op in (">=", ">"):
+        ax.axvspan(left, threshold, color=_FAIL, alpha=0.07, linewidth=0)
+    else:
+        ax.axvspan(threshold, right, color=_FAIL, alpha=0.07, linewidth=0)
+    ax.set_xlim(left, right)
+
+
+def plot_rule_clauses(
+    path: str | os.PathLike[str],
+    panels: Sequence[ClausePanel],
+    cells: Sequence[tuple[str, bool | None]],
+    confidence: float,
+) -> Path:
+    """Every clause the registered rule reads, one panel each, every cell a row: the read's estimate with
+    its interval, the value the clause compares (filled green where it passes, red where it fails, hollow
+    where the cell's head does not need the clause), and the threshold with its failing side shaded.
+
+    Why this is decision.md's first figure: the outcome is the rule's clauses, so the picture shows
+    exactly those, a failing cell looks failing (the chaos share's upper end past one half beside the
+    signal bar, not only the spread that clears the bar), and ``cells`` labels each row with its verdict.
+    """
+    with matplotlib.style.context("default"):
+        width = 1.6 + 2.7 * max(len(panels), 1)
+        fig = _figure(max(width, 6.4), 1.9 + 0.4 * len(cells))
+        axes = fig.subplots(1, max(len(panels), 1), sharey=True, squeeze=False)[0]
+        labels = [
+            f"{cell}  {'qualifies' if ok else 'does not' if ok is False else 'not routed'}"
+            for cell, ok in cells
+        ]
+        for ax, panel in zip(axes, panels, strict=False):
+            values: list[float] = []
+            for i, row in enumerate(panel.rows):
+                est = row.estimate
+                if est.low is not None and est.high is not None:
+                    ax.plot(
+                        [est.low, est.high],
+                        [i, i],
+                        color="0.55",
+                        linewidth=2.2,
+                        solid_capstyle="butt",
+                        zorder=2,
+                    )
+                if est.value is not None:
+                    ax.plot([est.value], [i], marker="|", color="0.3", markersize=9, zorder=3)
+                if row.compared is not None:
+                    color = _PASS if row.passed else _FAIL
+                    ax.plot(
+                        [row.compared],
+                        [i],
+                        marker="o",
+                        markersize=7,
+                        markeredgecolor=color if row.needed else "0.5",
+                        markerfacecolor=color if row.needed else "none",
+                        zorder=4,
+                    )
+                values += _finite([est.value, est.low, est.high, row.compared, row.threshold])
+            thresholds = sorted({r.threshold for r in panel.rows})
+            if panel.unit == "cm":
+                linthresh = min((abs(t) for t in thresholds if t != 0), default=1.0)
+                _symlog(ax, linthresh, values)
+                ax.set_xlabel(f"cm, {_symlog_note(linthresh)}", fontsize="x-small")
+            else:
+                low, high = min([0.0, *values]), max([1.0 if max(values, default=0) <= 1 else 0.0, *values])
+                pad = 0.05 * (high - low or 1.0)
+                ax.set_xlim(low - pad, high + pad)
+                if panel.unit:
+                    ax.set_xlabel(panel.unit, fontsize="x-small")
+            if len(thresholds) == 1:
+                ax.axvline(thresholds[0], color="black", linestyle="--", linewidth=1.1, zorder=1)
+                _failing_side(ax, panel.op, thresholds[0])
+            else:  # a bar relative to another read: each cell's own threshold
+                for i, row in enumerate(panel.rows):
+                    ax.plot(
+                        [row.threshold] * 2,
+                        [i - 0.35, i + 0.35],
+                        color="black",
+                        linestyle="--",
+                        linewidth=1.1,
+                    )
+            ax.set_title(panel.title, fontsize="small", wrap=True)
+            ax.tick_params(axis="x", labelsize="x-small")
+            ax.grid(axis="x", color="0.92", linewidth=0.6)
+        for ax in axes[len(panels) :]:
+            ax.set_axis_off()
+        axes[0].set_yticks(np.arange(len(cells)), labels, fontsize="small")
+        axes[0].set_ylim(len(cells) - 0.5, -0.5)
+        pct = f"{confidence:.0%}"
+        handles = [
+            matplotlib.lines.Line2D([], [], color="0.55", linewidth=2.2, label=f"{pct} interval over seeds"),
+            matplotlib.lines.Line2D(
+                [], [], color="0.3", marker="|", linestyle="none", markersize=9, label="estimate"
+            ),
+            matplotlib.lines.Line2D(
+                [], [], color=_PASS, marker="o", linestyle="none", label="compared: passes"
+            ),
+            matplotlib.lines.Line2D(
+                [], [], color=_FAIL, marker="o", linestyle="none", label="compared: fails"
+            ),
+            matplotlib.lines.Line2D(
+                [],
+                [],
+                color="0.5",
+                marker="o",
+                markerfacecolor="none",
+                linestyle="none",
+                label="not needed by its head",
+            ),
+            matplotlib.lines.Line2D([], [], color="black", linestyle="--", label="threshold"),
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize="x-small", frameon=False)
+        fig.suptitle("Each clause of the decision rule, per cell", fontsize="medium")
         return _save(fig, path)

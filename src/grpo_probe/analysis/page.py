@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -20,10 +21,11 @@ from typing import Any
 import jinja2
 
 from grpo_probe.analysis.decision_rule import rank_text, read_words
-from grpo_probe.analysis.glossary import count_words, number
+from grpo_probe.analysis.glossary import NEAR_ALWAYS, count_words, number
 from grpo_probe.analysis.reads import read_rows
+from grpo_probe.prereg.rule import ReadRef
 
-__all__ = ["HEADS", "default_template", "reads_tsv_text", "render_decision_md"]
+__all__ = ["HEADS", "SCREEN_COLUMNS", "default_template", "reads_tsv_text", "render_decision_md", "wrap"]
 
 
 def default_template() -> Path:
@@ -52,35 +54,20 @@ def _criterion_order(decision: Mapping[str, Any]) -> list[str]:
     return [c["name"] for c in decision["decision_rule"]["criteria"]]
 
 
-def _failed_on(criterion: str, failing: Sequence[Mapping[str, Any]]) -> str:
-    """`` on the chaos fraction`` when every failing cell failed the same part of a criterion of several
-    conditions; empty otherwise (one condition, or cells that failed it differently)."""
-    parts = [c["verdict"]["criteria"][criterion]["conditions"] for c in failing]
-    if not parts or len(parts[0]) < 2:
-        return ""
-    failed = {tuple(x["read"] for x in conditions if not x["passed"]) for conditions in parts}
-    if len(failed) != 1:
-        return ""
-    (reads,) = failed
-    if not reads or len(reads) == len(parts[0]):
-        return ""
-    return " on the " + _names([read_words(r)[0] for r in reads])
-
-
 def _outcome_summary(decision: Mapping[str, Any]) -> str:
-    """The sentence under the headline: which cells qualify, and what every cell failed.
+    """The sentence under the headline: which cells qualify for which head, and how many do not.
 
-    E.g. "c3 and c5 qualify for flow, which needs only signal; c1 does not: all three cells fail
-    competence; c1 also fails signal on the chaos fraction." Criteria are named by their registered names,
-    the most often failed first.
+    E.g. "c4 qualifies for flow, which needs only signal; the other four cells do not." What each cell
+    failed is the line of reasons it has just below (:func:`_cell_lines`), so it is not said twice.
     """
     cells = decision["cells"]
     rule = decision["decision_rule"]
     order = _criterion_order(decision)
     qualifying = [c for c in cells if c["verdict"]["qualifies"]]
     left_out = [c["id"] for c in cells if c["verdict"]["qualifies"] is False]
+    unrouted = [c for c in cells if c["verdict"]["qualifies"] is None]
     if not qualifying:
-        lead = "No cell qualifies"
+        lead = "No cell qualifies" if len(cells) > 1 else "The cell does not qualify"
     else:
         parts = []
         for head, label in HEADS.items():
@@ -91,32 +78,14 @@ def _outcome_summary(decision: Mapping[str, Any]) -> str:
             only = f", which needs only {_names(need)}" if need and set(need) < set(order) else ""
             parts.append(f"{_names(ids)} {'qualifies' if len(ids) == 1 else 'qualify'} for {label}{only}")
         lead = "; ".join(parts)
-        if left_out:
-            lead += f"; {_names(left_out)} {'does' if len(left_out) == 1 else 'do'} not"
-    failing = {name: [c for c in cells if not c["verdict"]["criteria"][name]["passed"]] for name in order}
-    said: set[str] = set()
-    clauses = []
-    for name in sorted(order, key=lambda n: (-len(failing[n]), order.index(n))):
-        ids = [c["id"] for c in failing[name]]
-        if not ids:
-            continue
-        if len(ids) == len(cells) > 1:
-            who = "both cells" if len(cells) == 2 else f"all {count_words(len(cells))} cells"
-        elif not said and qualifying and set(ids) == set(left_out):  # the cells the lead just named
-            who = "it" if len(ids) == 1 else "they"
-        else:
-            who = _names(ids)
-        verb = "fails" if len(ids) == 1 else "fail"
-        also = " also" if said and set(ids) <= said else ""
-        clauses.append(f"{who}{also} {verb} {name}{_failed_on(name, failing[name])}")
-        said |= set(ids)
-    unrouted = [c for c in cells if c["verdict"]["qualifies"] is None]
+        if len(left_out) == 1:
+            lead += f"; {left_out[0]} does not"
+        elif left_out:
+            lead += f"; the other {count_words(len(left_out))} cells do not"
     if unrouted:
         heads = sorted({c["head"] for c in unrouted})
-        clauses.append(
-            f"{_names([c['id'] for c in unrouted])} (head {', '.join(heads)}) not routed by the rule"
-        )
-    return f"{lead}: {'; '.join(clauses) if clauses else 'every cell passes every criterion'}."
+        lead += f"; {_names([c['id'] for c in unrouted])} (head {', '.join(heads)}) not routed by the rule"
+    return lead + "."
 
 
 def _arm_lines(decision: Mapping[str, Any]) -> list[str]:
@@ -144,6 +113,58 @@ def _arm_lines(decision: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _short_clause(condition: Mapping[str, Any]) -> str:
+    """``chaos share upper end 0.716 > 0.5``: a failed condition in a few words, for the first screen."""
+    ref = ReadRef.parse(condition["read"])
+    words, unit = read_words(ref.name)
+    end = "" if ref.bound is None else f" {ref.bound} end"
+    failed = {">=": "<", "<=": ">", ">": "\u2264", "<": "\u2265"}[condition["op"]]
+    unit = f" {unit}" if unit else ""
+    if condition["value"] is None:
+        return f"{words}{end} undefined"
+    return f"{words}{end} {number(condition['value'])} {failed} {number(condition['threshold'])}{unit}"
+
+
+def _short_flags(cell: Mapping[str, Any]) -> str:
+    """`` Flags (sampled, anchor): swat 120/120, 0/15.``: the guards the page flags for a cell, with the
+    episodes behind each rate (the flag's full sentence is below the fold)."""
+    if not cell["verdict"]["flags"]:
+        return ""
+    parts = [
+        f"{g['guard']} {g['sampled_count']}/{g['sampled_n']}, {g['anchor_count']}/{g['anchor_n']}"
+        for g in cell["guards"]
+        if g["sampled_rate"] is not None and g["sampled_rate"] >= NEAR_ALWAYS  # as guard_flags picks them
+    ]
+    return f" Flags (sampled, anchor): {'; '.join(parts)}." if parts else ""
+
+
+def _cell_lines(decision: Mapping[str, Any]) -> list[str]:
+    """The first screen's reasons, one short item per cell: its verdict, the criteria its head needs that
+    it fails (on which clause), and its flags. The full wording of every clause is below the fold."""
+    rule = decision["decision_rule"]
+    lines = []
+    for c in decision["cells"]:
+        verdict = c["verdict"]
+        need = rule["qualifies"].get(c["head"], [])
+        head = HEADS.get(c["head"], c["head"])
+        if verdict["qualifies"] is None:
+            lines.append(f"- **{c['id']}** ({head}) is not routed by the rule.")
+            continue
+        failing = []
+        for name in need:
+            criterion = verdict["criteria"][name]
+            if not criterion["passed"]:
+                why = "; ".join(_short_clause(x) for x in criterion["conditions"] if not x["passed"])
+                failing.append(f"`{name}` fails ({why})")
+        if verdict["qualifies"]:
+            text = f"qualifies: {_names([f'`{n}`' for n in need])} {'holds' if len(need) == 1 else 'hold'}"
+        else:
+            text = f"does not qualify: {'; '.join(failing)}"
+        flags = _short_flags(c)
+        lines.append(f"- **{c['id']}** ({head}) {text}.{flags}")
+    return lines
+
+
 def _arms_text(outcome: Mapping[str, Any]) -> str:
     arms = [f"{HEADS[h]} `{outcome[f'{h}_arm']}`" for h in HEADS if outcome.get(f"{h}_arm") is not None]
     return ", ".join(arms) or "no arm"
@@ -158,30 +179,25 @@ def _percent(rate: Mapping[str, Any] | None) -> str:
 
 def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
     """The rule's false-go rate and its go rate at the measured levels, as the page states them beside
-    the outcome (:mod:`grpo_probe.analysis.operating`)."""
+    the outcome (:mod:`grpo_probe.analysis.operating`); how they are simulated is in the section below."""
     op = decision.get("operating")
     if not op or op["design"]["false_go"] is None:
         return None
     design = op["design"]
     target = f"{number(op['false_go_target_percent'])} %"
     within = "within" if op["within_target"] else "**above**"
-    how = f"{op['simulations']} simulated runs of this design's size, seed {op['seed']}" + (
-        "" if op["registered"] else ", the defaults: the design registers no simulation"
-    )
+    defaults = "" if op["registered"] else " (the defaults: the design registers no simulation)"
     text = (
-        f"**How often this rule is wrong** ({how}): under pure chaos (no choice signal, each cell's chaos at "
-        f"its measured level) it says go in {_percent(design['false_go'])} of runs, {within} the {target} "
-        "the design accepts"
+        f"**How often this rule is wrong**: under pure chaos it says go in {_percent(design['false_go'])} "
+        f"of {op['simulations']} simulated runs of this design's size{defaults}, {within} the {target} it "
+        "accepts"
     )
     if design["go_at_measured"] is None:
-        return text + (
-            "; its power at the measured levels is not simulated: without replays the choice and the chaos "
-            "are not separated."
-        )
+        return text + "; its power is not simulated: without replays choice and chaos are not separated."
     kind = decision["outcome"]["kind"]
     return text + (
-        f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and gives this "
-        f"outcome ({kind}) in {_percent(design['same_kind_at_measured'])}."
+        f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and gives "
+        f"{kind} in {_percent(design['same_kind_at_measured'])} ([how](#error-rates))."
     )
 
 
@@ -208,8 +224,30 @@ def _error_rate_rows(decision: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _other_versions(decision: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The registered versions that decide otherwise (as text) and those that cannot be evaluated."""
+    mine = decision["outcome"]
+    key = (mine["kind"], mine["ar_arm"], mine["flow_arm"])
+    other, unevaluated = [], []
+    for v in decision["versions"]:
+        if v["current"]:
+            continue
+        if v["outcome"] is None:
+            unevaluated.append(str(v["version"]))
+        elif (v["outcome"]["kind"], v["outcome"]["ar_arm"], v["outcome"]["flow_arm"]) != key:
+            other.append(
+                f"version {v['version']} ({v['label']}) gives {v['outcome']['kind']} with "
+                f"{_arms_text(v['outcome'])}"
+            )
+    return other, unevaluated
+
+
+_VERSIONS_LINK = "[versions](#what-each-registered-version-decides)"
+
+
 def _resampled_line(decision: Mapping[str, Any]) -> str | None:
-    """How often the outcome holds when the seeds are resampled, and which versions decide otherwise."""
+    """How often the outcome holds when the seeds are resampled, and how many versions decide otherwise:
+    the first screen's short form (:func:`_versions_line` names them, in their section)."""
     versions = decision["versions"]
     current = next((v for v in versions if v["current"]), None)
     parts = []
@@ -227,30 +265,27 @@ def _resampled_line(decision: Mapping[str, Any]) -> str | None:
         )
     elif stability is not None:
         parts.append(f"The outcome is not resampled: {stability['not_resampled']}.")
-    mine = decision["outcome"]
-    key = (mine["kind"], mine["ar_arm"], mine["flow_arm"])
-    other, unevaluated = [], []
-    for v in versions:
-        if v["current"]:
-            continue
-        if v["outcome"] is None:
-            unevaluated.append(str(v["version"]))
-        elif (v["outcome"]["kind"], v["outcome"]["ar_arm"], v["outcome"]["flow_arm"]) != key:
-            other.append(
-                f"version {v['version']} ({v['label']}) gives {v['outcome']['kind']} with "
-                f"{_arms_text(v['outcome'])}"
-            )
-    see = "(see [what each registered version decides](#what-each-registered-version-decides))"
+    other, unevaluated = _other_versions(decision)
     if other:
-        parts.append(f"Not every registered version agrees: {'; '.join(other)} {see}.")
+        many = len(other) > 1
+        parts.append(
+            f"{count_words(len(other)).capitalize()} earlier registered version{'s' if many else ''} "
+            f"decide{'' if many else 's'} otherwise ({_VERSIONS_LINK})."
+        )
     elif len(versions) > 1 and not unevaluated:
         parts.append(f"All {count_words(len(versions))} registered versions of the design give the same.")
     if unevaluated:
         parts.append(
             f"Version{'s' if len(unevaluated) > 1 else ''} {_names(unevaluated)} of the design cannot be "
-            f"evaluated{'' if other else ' ' + see}."
+            f"evaluated ({_VERSIONS_LINK})."
         )
     return " ".join(parts) or None
+
+
+def _versions_line(decision: Mapping[str, Any]) -> str | None:
+    """Which registered versions decide otherwise, and what they give: the versions section's lead."""
+    other, _ = _other_versions(decision)
+    return f"Not every registered version agrees: {'; '.join(other)}." if other else None
 
 
 def _conditions(criterion: Mapping[str, Any]) -> str:
@@ -410,6 +445,26 @@ def _reads_table(decision: Mapping[str, Any], fmt: Callable[[Any], str] = number
     return rows
 
 
+SCREEN_COLUMNS = 80
+"""The first screen's width: its paragraphs are wrapped to it, so the page reads in a terminal as well."""
+
+
+def wrap(text: str) -> str:
+    """``text`` wrapped at :data:`SCREEN_COLUMNS` on spaces (a list item's lines indented under it).
+
+    Markdown renders the wrapped text as the unwrapped (a line break inside a paragraph is a space, inside
+    a code span too); words are never split, so a path or a link longer than the width stays whole.
+    """
+    indent = "  " if text.startswith("- ") else ""
+    return textwrap.fill(
+        text,
+        SCREEN_COLUMNS,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[str] | None = None) -> str:
     """decision.md's text from the decision record (the content of decision.json) and the jinja2 template."""
     path = Path(template) if template is not None else default_template()
@@ -424,6 +479,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         autoescape=False,
     )
     env.filters["num"] = number
+    env.filters["wrap"] = wrap
     env.filters["cellsafe"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
     return env.get_template(path.name).render(
         d=decision,
@@ -432,6 +488,8 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         summary=_outcome_summary(decision),
         arm_lines=_arm_lines(decision),
         resampled=_resampled_line(decision),
+        versions_line=_versions_line(decision),
+        cell_lines=_cell_lines(decision),
         error_rates=_error_rates_line(decision),
         error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),

@@ -28,7 +28,7 @@ from grpo_probe.analysis.cell_analysis import (
     replay_tables_by_cell,
 )
 from grpo_probe.analysis.decision_rule import evaluate_rule
-from grpo_probe.analysis.figure_set import draw_figures, table_outline
+from grpo_probe.analysis.figure_set import draw_figures, draw_rule_figure, table_outline
 from grpo_probe.analysis.glossary import glossary, guard_flags, qualification_notes
 from grpo_probe.analysis.joined import join_cell
 from grpo_probe.analysis.operating import operating_record
@@ -294,7 +294,17 @@ def decision_record(
         "outcome": outcome_record(outcome),
         "operating": operating,
         "versions": versions,
-        "figures": {name: figures[name] for name in ("competence", "group_std", "guard_rates")},
+        "figures": {
+            **{name: figures[name] for name in ("competence", "group_std", "guard_rates")},
+            # Named <kind>_all-cells.png like the others, so Snakemake's report files it beside them.
+            "rule": draw_rule_figure(
+                cells_out,
+                rule_record(rule),
+                Path(figures_dir) / "rule_all-cells.png",
+                Path(page_dir),
+                analysis.bootstrap.confidence,
+            ),
+        },
         "compute": _compute_section(compute, compute_gate),
         "provenance": [{"path": str(p), "sha256": str(h)} for p, h in sorted(provenance)],
     }
