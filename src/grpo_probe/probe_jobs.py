@@ -104,7 +104,9 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     It also builds the design's environment once: a user's factory that cannot be imported, or that
     refuses its params, fails here, and the guards the decision rule reads are checked against the spec
     the environment declares, as are the guards the phase-2 reward penalises (a built-in's were checked
-    when the design was read).
+    when the design was read), and the policy loss and advantage estimator phase 2 names are checked
+    against phase 2's registries (:mod:`grpo_probe.phase2.pilot_choices`: the prereg package, below
+    phase 2 and without torch, cannot see them), so a misspelt name stops the run before the probe.
     """
     from grpo_probe.envs.registry import env_spec
     from grpo_probe.prereg import PreregError, environment_problems
@@ -114,6 +116,10 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     problems = environment_problems(prereg.decision_rule, penalties, env_spec(prereg.env), prereg.replay)
     if problems:
         raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
+    if prereg.phase2 is not None:  # the losses import torch: only a design with a pilot pays for it
+        from grpo_probe.phase2.pilot_choices import check_pilot_choices
+
+        check_pilot_choices(prereg)
     write_design_manifest(prereg, manifest, "prereg_check", [prereg.path, Path(f"{prereg.path}.lock")], [])
 
 

@@ -3,10 +3,11 @@
 Modules, in the order a stage runs: ``plan`` (the gate on decision.json), ``recording`` and ``rollouts``
 (keyed group rollouts recorded with what an update needs), ``reward`` (the reward from the environment's
 guard declarations, group advantage, dynamic sampling), ``replay`` (recomputed log-probs and the replay
-oracle), ``losses`` (the clipped surrogate and the KL terms), ``trainer`` (the iteration loop),
-``evaluate`` (held-out paired evaluation and what its seeds can detect), ``movement`` (how far training
-moved the policy), ``report`` (phase2.md), ``steps`` (one function per rule) and ``paths`` (where each
-artifact lives).
+oracle), ``losses`` (the clipped surrogate and the KL terms), ``pilot_choices`` (the loss and estimator a
+design names, checked against the registries of ``losses`` and ``reward``), ``trainer`` (the iteration
+loop), ``evaluate`` (held-out paired evaluation and what its seeds can detect), ``movement`` (how far
+training moved the policy), ``report`` (phase2.md), ``steps`` (one function per rule) and ``paths`` (where
+each artifact lives).
 
 Nothing is imported here: Snakemake reads ``paths`` while parsing the rules, and that must not load torch.
 """

@@ -28,8 +28,11 @@ chunk and a position one SDE transition (Flow-GRPO treats each denoising step as
 - Diagnostics (CleanRL): approx KL old -> new, ((r - 1) - log r), and the clip fraction, the share of
   entries where the clipped term is the one the loss takes (verl's ``pg_clipfrac``).
 
-Policy losses are registered by name (:func:`register_policy_loss`, verl's ``@register_policy_loss``); the
-trainer calls ``policy_loss(PILOT_POLICY_LOSS)`` with the batch's terms and the head's recipe.
+Policy losses are registered by name (:func:`register_policy_loss`, verl's ``@register_policy_loss``); a
+design names one in ``phase2.policy_loss`` (default :data:`PILOT_POLICY_LOSS`), and the trainer calls
+``policy_loss(phase2.policy_loss)`` with the batch's terms and the head's recipe. One name means one
+function, so a second registration under a taken name is refused rather than silently replacing what a
+locked design trains with.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+
+from grpo_probe.prereg.phase2 import DEFAULT_POLICY_LOSS
 
 if TYPE_CHECKING:
     from grpo_probe.prereg.phase2 import HeadRecipe
@@ -112,11 +117,20 @@ _POLICY_LOSSES: dict[str, PolicyLossFn] = {}
 
 
 def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
-    """Decorator: register ``fn`` as the policy loss ``name`` (a name registered twice is an error)."""
+    """Decorator: register ``fn`` as the policy loss ``name``, the name a design's ``phase2.policy_loss``
+    gives.
+
+    A name taken by another function is an error naming both: a design's name must mean one loss, and a
+    later import must not change what a locked design trains with. Registering the same function again
+    (a module imported twice) is allowed.
+    """
 
     def register(fn: PolicyLossFn) -> PolicyLossFn:
         if name in _POLICY_LOSSES and _POLICY_LOSSES[name] is not fn:
-            raise ValueError(f"policy loss {name!r} is already registered ({_POLICY_LOSSES[name]!r})")
+            raise ValueError(
+                f"policy loss {name!r} is already registered ({_POLICY_LOSSES[name]!r}); cannot register "
+                f"{fn!r} under it (registered: {', '.join(_POLICY_LOSSES)})"
+            )
         _POLICY_LOSSES[name] = fn
         return fn
 
@@ -149,8 +163,9 @@ def clip_higher_loss(
     )
 
 
-PILOT_POLICY_LOSS = "clip_higher"
-"""The policy loss the phase-2 pilot trains with (the memo's clip-higher GRPO)."""
+PILOT_POLICY_LOSS = DEFAULT_POLICY_LOSS
+"""The policy loss of a design whose ``phase2:`` names none (the memo's clip-higher GRPO): the schema's
+default, :data:`grpo_probe.prereg.phase2.DEFAULT_POLICY_LOSS`. The trainer reads the design's name."""
 
 
 def ar_kl_k3(logprob: torch.Tensor, ref_logprob: torch.Tensor) -> torch.Tensor:

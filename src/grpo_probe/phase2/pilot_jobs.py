@@ -170,12 +170,14 @@ def phase2_rollouts(
     run, and a job of its own would spend as long again starting up (importing torch alone is about
     2 CPU-s). One manifest lists the table and the report.
     """
+    from grpo_probe.phase2.pilot_choices import check_pilot_choices
     from grpo_probe.phase2.replay import check_replay, load_head_model, replay_batch
     from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteration_table
     from grpo_probe.phase2.trainer import deterministic_torch
 
     prereg, _ = _load(prereg_path, plan_json, arm)
     phase2 = _registered(prereg)
+    check_pilot_choices(prereg)
     initial = _initial_checkpoint(source, checkpoint, arm)
     write_iteration_table(run_iteration(prereg, arm, initial, 0, workers=workers), table)
     with deterministic_torch():
@@ -215,6 +217,7 @@ def phase2_train(
     from grpo_probe.envs.episode_table import write_episode_table
     from grpo_probe.envs.registry import env_spec
     from grpo_probe.phase2.paths import StagePaths
+    from grpo_probe.phase2.pilot_choices import check_pilot_choices
     from grpo_probe.phase2.replay import load_head_model
     from grpo_probe.phase2.rollouts import (
         prereg_rollout_schema,
@@ -228,6 +231,7 @@ def phase2_train(
 
     prereg, _ = _load(prereg_path, plan_json, arm)
     phase2 = _registered(prereg)
+    check_pilot_choices(prereg)
     guards = env_spec(prereg.env).guards
     schema = prereg_rollout_schema(prereg)
     paths = StagePaths(str(Path(plan_json).parent), arm, phase2.iterations)
@@ -300,7 +304,13 @@ def phase2_train(
         "phase2_train",
         [metrics],
         [paths.iteration_manifest(phase2.iterations)],
-        {"arm": arm, "iterations": phase2.iterations, "final_checkpoint_sha256": rows[-1].checkpoint_sha256},
+        {
+            "arm": arm,
+            "iterations": phase2.iterations,
+            "final_checkpoint_sha256": rows[-1].checkpoint_sha256,
+            "policy_loss": phase2.policy_loss,
+            "advantage": phase2.advantage,
+        },
     )
 
 

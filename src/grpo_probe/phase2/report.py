@@ -15,10 +15,11 @@ qualify that answer:
   :data:`grpo_probe.phase2.evaluate.MIN_SEEDS_FOR_ABSENCE` seeds on), as "too few seeds to rule out a
   change" (the same interval on fewer seeds) or as "below what n seeds can detect".
 
-Then the registered pilot, each stage's replay oracle, its per-iteration table and learning curves, its
-held-out evaluation (every guard the environment declares, with n), and the provenance of every artifact
-read. A design whose decision parks, or that registers no phase 2, gets a page that says nothing was
-trained and why.
+Then the registered pilot (with the names of its policy loss and advantage estimator), each stage's
+loss and estimator as its training job recorded them, its replay oracle, its per-iteration table and
+learning curves, its held-out evaluation (every guard the environment declares, with n), and the
+provenance of every artifact read. A design whose decision parks, or that registers no phase 2, gets a
+page that says nothing was trained and why.
 
 Everything here is a pure function of the artifacts, so an auditor's rerun writes the same bytes; the
 compute the pilot used (which varies by run) is in ``phase2.compute.md`` beside it.
@@ -198,6 +199,7 @@ def _stage_record(
     oracle = json.loads(Path(paths.oracle_report).read_text())
     movement = json.loads(Path(paths.eval_movement).read_text())
     rows = read_parquet(paths.metrics).to_pylist()
+    trained = read_manifest(paths.train_manifest)["extra"]  # the names the training job ran with
     boot = prereg.analysis.bootstrap
     guards = env_spec(prereg.env).guards
     changes = paired_changes(
@@ -221,6 +223,8 @@ def _stage_record(
         "arm": stage.arm,
         "after": stage.after,
         "recipe": {**asdict(recipe), "mode": asdict(recipe.mode)},
+        "policy_loss": trained["policy_loss"],
+        "advantage": trained["advantage"],
         "replay_oracle": oracle,
         "guards": guard_names,
         "iterations": rows,
@@ -322,7 +326,8 @@ def _stage_markdown(number: int, record: dict[str, Any], figures_rel: str) -> li
         "",
         f"Rollouts sample with {sampler}; Adam lr {recipe['lr']:g}; ratio clipped to "
         f"[{1 - recipe['clip_ratio_low']:g}, {1 + recipe['clip_ratio_high']:g}]; KL weight "
-        f"{recipe['kl_beta']:g}; gradient-norm clip {recipe['grad_clip']:g}.",
+        f"{recipe['kl_beta']:g}; gradient-norm clip {recipe['grad_clip']:g}. Trained with policy loss "
+        f"`{record['policy_loss']}` and advantage estimator `{record['advantage']}`.",
         "",
         f"**Replay oracle** (before the first update): {oracle['entries']} recorded log-probs of "
         f"{oracle['replans']} replans recomputed {oracle['compared']}; max |recomputed - recorded| "
@@ -493,9 +498,12 @@ def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) ->
             ),
             f"- reward = progress_final_cm{penalties} (cm; [g] is 1 when the episode trips guard g, once "
             "per episode; guards of the environment not named cost nothing)",
-            f"- advantage (r - mean) / (std, ddof 1, + {reg['advantage_epsilon']:g}) per group; groups with "
-            f"reward std <= {reg['min_group_std']:g} dropped; {reg['epochs']} epoch(s) x "
-            f"{reg['minibatches']} minibatch(es) per iteration; token-mean loss",
+            f"- policy loss `{reg['policy_loss']}` (phase2.policy_loss) and advantage estimator "
+            f"`{reg['advantage']}` (phase2.advantage), registered in grpo_probe.phase2.losses and "
+            "grpo_probe.phase2.reward",
+            f"- advantage epsilon {reg['advantage_epsilon']:g}; groups with reward std (ddof 1) <= "
+            f"{reg['min_group_std']:g} dropped; {reg['epochs']} epoch(s) x {reg['minibatches']} "
+            "minibatch(es) per iteration",
             f"- compute gate: {reg['cpu_hours']:g} CPU-hours (measured use: phase2.compute.md beside the "
             "design's pages)",
             "",

@@ -16,9 +16,10 @@ Read top to bottom against the papers:
   all-failure groups): with a dense reward a group is never exactly uniform, so the continuous analogue
   drops groups whose reward std is at or below the registered tolerance (the probe's "degenerate group").
 
-Advantage estimators are registered by name (:func:`register_adv_est`, verl's ``@register_adv_est``); the
-pilot's rollouts call ``adv_estimator(PILOT_ADV_ESTIMATOR)`` with the batch's rewards, groups and the
-registered ``phase2:`` section.
+Advantage estimators are registered by name (:func:`register_adv_est`, verl's ``@register_adv_est``); a
+design names one in ``phase2.advantage`` (default :data:`PILOT_ADV_ESTIMATOR`), and the pilot's rollouts
+call ``adv_estimator(phase2.advantage)`` with the batch's rewards, groups and the registered ``phase2:``
+section.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from grpo_probe.envs.protocol import Guard
-from grpo_probe.prereg.phase2 import PENALTIES_FIELD
+from grpo_probe.prereg.phase2 import DEFAULT_ADVANTAGE, PENALTIES_FIELD
 
 if TYPE_CHECKING:
     from grpo_probe.prereg.phase2 import Phase2
@@ -131,13 +132,18 @@ _ADV_ESTIMATORS: dict[str, AdvEstimator] = {}
 
 
 def register_adv_est(name: str) -> Callable[[AdvEstimator], AdvEstimator]:
-    """Decorator: register ``fn`` as the advantage estimator ``name`` (registering a name twice is an
-    error: a name means one estimator)."""
+    """Decorator: register ``fn`` as the advantage estimator ``name``, the name a design's
+    ``phase2.advantage`` gives.
+
+    A name taken by another function is an error naming both (a name means one estimator, so a later
+    import cannot change what a locked design trains with); the same function again is allowed.
+    """
 
     def register(fn: AdvEstimator) -> AdvEstimator:
         if name in _ADV_ESTIMATORS and _ADV_ESTIMATORS[name] is not fn:
             raise ValueError(
-                f"advantage estimator {name!r} is already registered ({_ADV_ESTIMATORS[name]!r})"
+                f"advantage estimator {name!r} is already registered ({_ADV_ESTIMATORS[name]!r}); cannot "
+                f"register {fn!r} under it (registered: {', '.join(_ADV_ESTIMATORS)})"
             )
         _ADV_ESTIMATORS[name] = fn
         return fn
@@ -168,5 +174,6 @@ def grpo_outcome_advantages(
     return group_advantages(rewards, groups, phase2.advantage_epsilon, phase2.min_group_std)
 
 
-PILOT_ADV_ESTIMATOR = "grpo_outcome"
-"""The advantage estimator the phase-2 pilot trains with."""
+PILOT_ADV_ESTIMATOR = DEFAULT_ADVANTAGE
+"""The advantage estimator of a design whose ``phase2:`` names none: the schema's default,
+:data:`grpo_probe.prereg.phase2.DEFAULT_ADVANTAGE`. The rollouts read the design's name."""

@@ -29,7 +29,7 @@ import pyarrow as pa
 from grpo_probe.envs.episode_table import read_episode_table, write_episode_table
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
-from grpo_probe.phase2.reward import PILOT_ADV_ESTIMATOR, adv_estimator, guard_trips, shaped_rewards
+from grpo_probe.phase2.reward import adv_estimator, guard_trips, shaped_rewards
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, run_group
@@ -214,7 +214,8 @@ def iteration_table(
         raise ValueError(f"{prereg.path}: the design registers no phase2 section")
     ordered = sorted(results, key=lambda r: r.spec)
     rewards = [float(r) for r in episode_rewards(prereg, ordered)]
-    adv = adv_estimator(PILOT_ADV_ESTIMATOR)(rewards, [r.spec.seed for r in ordered], phase2)
+    # the estimator the design names (phase2.advantage; by default GRPO's outcome advantage)
+    adv = adv_estimator(phase2.advantage)(rewards, [r.spec.seed for r in ordered], phase2)
     rows = []
     for i, result in enumerate(ordered):
         row = result_row(result, cell=iteration_cell(iteration), arm=arm, mode=mode)

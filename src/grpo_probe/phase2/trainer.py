@@ -5,12 +5,14 @@ One iteration, top to bottom (CleanRL's shape, with the group advantage in place
 1. rollouts: K keyed rollouts per training seed with the current policy theta_i, each replan recorded
    (:mod:`grpo_probe.phase2.rollouts`); iteration 0's come from the ``phase2_rollouts`` rule, which the
    replay oracle checked before this loop starts;
-2. rewards and group advantages, dynamic sampling (:mod:`grpo_probe.phase2.reward`);
+2. rewards and advantages by the estimator the design names (``phase2.advantage``; by default GRPO's
+   group advantage), dynamic sampling (:mod:`grpo_probe.phase2.reward`);
 3. replay: every recorded log-prob recomputed under theta_i, which must equal the record within the
    registered tolerance (ratio 1 before the update) or training stops (:mod:`grpo_probe.phase2.replay`);
 4. update: ``epochs`` passes, each split by a keyed shuffle into ``minibatches`` optimizer steps over the
-   kept replans: new log-probs, the clipped surrogate with clip-higher and token-mean aggregation, plus
-   beta x KL to the frozen initial policy, Adam, gradient-norm clip (:mod:`grpo_probe.phase2.losses`);
+   kept replans: new log-probs, the registered policy loss the design names (``phase2.policy_loss``; by
+   default the clipped surrogate with clip-higher and token-mean aggregation), plus beta x KL to the
+   frozen initial policy, Adam, gradient-norm clip (:mod:`grpo_probe.phase2.losses`);
 5. theta_{i+1} written as a content-hashed checkpoint, the iteration's numbers as one metrics row.
 
 Determinism: torch runs single-threaded with deterministic algorithms, minibatch order comes from a
@@ -36,13 +38,7 @@ from tqdm import tqdm
 
 from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.phase2.losses import (
-    PILOT_POLICY_LOSS,
-    ar_kl_k3,
-    flow_kl_gaussian,
-    policy_loss,
-    token_mean,
-)
+from grpo_probe.phase2.losses import ar_kl_k3, flow_kl_gaussian, policy_loss, token_mean
 from grpo_probe.phase2.replay import (
     HeadModel,
     ReplayReport,
@@ -201,6 +197,7 @@ def grpo_update(
         return UpdateStats(0, None, None, None, None, None)
     if policy.head == "flow" and chains is None:
         chains = batch_chains(policy, batch, units)
+    loss_fn = policy_loss(phase2.policy_loss)
     losses, clips, kls, ref_kls, norms = [], [], [], [], []
     for epoch in range(phase2.epochs):
         for minibatch in _minibatches(units, phase2, batch.run_key, batch.iteration, epoch):
@@ -208,10 +205,9 @@ def grpo_update(
                 terms = _ar_terms(policy, reference, batch, minibatch)
             else:
                 terms = _flow_terms(policy, reference, batch, minibatch, chains or {})
-            # the registered policy loss (DAPO's clipped surrogate, token-mean; losses.py has the equations)
-            pg = policy_loss(PILOT_POLICY_LOSS)(
-                terms.logprob, terms.old_logprob, terms.advantages, terms.mask, recipe
-            )
+            # the loss the design names (phase2.policy_loss; by default DAPO's clipped surrogate with
+            # token-mean aggregation, PPO arXiv:1707.06347v2 Eq. 7; losses.py has the equations)
+            pg = loss_fn(terms.logprob, terms.old_logprob, terms.advantages, terms.mask, recipe)
             loss = pg.loss
             if terms.kl is not None:
                 kl_term = token_mean(terms.kl, terms.mask)

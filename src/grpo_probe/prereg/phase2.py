@@ -4,8 +4,16 @@ Why a section of the design: the probe ends in a prediction ("phase 2 is Flow-GR
 The pilot that tests it is registered and locked before it runs, so its numbers cannot be tuned after
 seeing the result: training and held-out seeds (disjoint from the probe's, the demos' and each other),
 iterations, K, learning rate, clip ranges, KL, the reward's guard penalties, the advantage epsilon, the
-dynamic-sampling tolerance and the replay oracle's tolerance. The section is optional: a design without
-it runs no phase 2, and phase2.md says so.
+dynamic-sampling tolerance and the replay oracle's tolerance, and which registered policy loss and
+advantage estimator the pilot trains with (``policy_loss``, ``advantage``: names in
+:mod:`grpo_probe.phase2.losses` and :mod:`grpo_probe.phase2.reward`). The section is optional: a design
+without it runs no phase 2, and phase2.md says so.
+
+The two names are optional and default to the pilot's original choices (:data:`DEFAULT_POLICY_LOSS`,
+:data:`DEFAULT_ADVANTAGE`, also the schema's defaults), so a design locked before they existed keeps its
+bytes, its lock hash and what it trains. Whether a name is registered is checked by the phase-2 package,
+which owns the registries (:func:`choice_problems` takes their names from it): this package sits below
+``phase2`` and loads without torch, which the losses need, while Snakemake parses the rules.
 
 The reward's penalties are keyed by the guards the design's environment declares
 (:class:`grpo_probe.envs.protocol.Guard`: the boat's ``reset_strike``, ``knocked_off``, ...; the pusher's
@@ -19,7 +27,7 @@ with log-probs for each head) live here. Errors name the prereg and the field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,12 +36,17 @@ from grpo_probe.prereg.seeds import expand_seeds
 from grpo_probe.sampling import SamplingMode
 
 __all__ = [
+    "ADVANTAGE_FIELD",
+    "DEFAULT_ADVANTAGE",
+    "DEFAULT_POLICY_LOSS",
     "PENALTIES_FIELD",
     "PHASE2_HEADS",
     "PILOT_SCOPES",
+    "POLICY_LOSS_FIELD",
     "HeadRecipe",
     "Phase2",
     "Phase2Error",
+    "choice_problems",
     "parse_phase2",
     "penalty_problems",
     "phase2_problems",
@@ -41,6 +54,20 @@ __all__ = [
 
 PENALTIES_FIELD = "phase2.reward.penalties"
 """Where a design registers the reward's guard penalties (errors name ``<this>.<guard>``)."""
+
+POLICY_LOSS_FIELD = "phase2.policy_loss"
+"""Where a design names the registered policy loss the pilot trains with."""
+
+ADVANTAGE_FIELD = "phase2.advantage"
+"""Where a design names the registered advantage estimator the pilot's rollouts score with."""
+
+DEFAULT_POLICY_LOSS = "clip_higher"
+"""The policy loss of a design that names none: DAPO's clipped surrogate, the pilot's loss before the
+field existed (``policy_loss``'s schema default; :func:`grpo_probe.phase2.losses.clip_higher_loss`)."""
+
+DEFAULT_ADVANTAGE = "grpo_outcome"
+"""The advantage estimator of a design that names none: GRPO's outcome advantage, the pilot's before the
+field existed (``advantage``'s schema default; :func:`grpo_probe.phase2.reward.grpo_outcome_advantages`)."""
 
 PHASE2_HEADS: tuple[str, ...] = ("ar", "flow")
 """Heads a phase-2 pilot trains: token-GRPO on the AR head, Flow-GRPO (SDE) on the flow head."""
@@ -116,6 +143,10 @@ class Phase2:
     gate_description: str = ""
     pilot: str = "gated"
     """:data:`PILOT_SCOPES`: the decision's arms only, or every arm at the same registered compute."""
+    policy_loss: str = DEFAULT_POLICY_LOSS
+    """The registered policy loss the update minimises (``phase2.policy_loss``)."""
+    advantage: str = DEFAULT_ADVANTAGE
+    """The registered advantage estimator that scores each iteration's rollouts (``phase2.advantage``)."""
 
     def recipe(self, head: str) -> HeadRecipe:
         """The recipe of ``head``; a ``KeyError`` names the registered heads."""
@@ -154,6 +185,25 @@ def penalty_problems(penalties: Mapping[str, float], spec: EnvSpec) -> list[str]
         for name in penalties
         if name not in declared
     ]
+
+
+def choice_problems(phase2: Phase2, policy_losses: Collection[str], advantages: Collection[str]) -> list[str]:
+    """A loss or estimator the design names that is not registered, as ``"phase2.<field>: ..."``.
+
+    ``policy_losses`` and ``advantages`` are the registered names, passed in by the phase-2 package that
+    owns the registries (:func:`grpo_probe.phase2.pilot_choices.pilot_choice_problems`). Why refuse it
+    before anything runs: the pilot would otherwise stop at its first update, after the probe's hours.
+    """
+    problems = []
+    for at, kind, name, registered in (
+        (POLICY_LOSS_FIELD, "policy loss", phase2.policy_loss, policy_losses),
+        (ADVANTAGE_FIELD, "advantage estimator", phase2.advantage, advantages),
+    ):
+        if name not in registered:
+            problems.append(
+                f"{at}: no {kind} {name!r} is registered (registered: {', '.join(registered) or 'none'})"
+            )
+    return problems
 
 
 def phase2_problems(raw: Mapping[str, Any]) -> list[str]:
@@ -244,4 +294,6 @@ def parse_phase2(raw: Mapping[str, Any], where: str) -> Phase2 | None:
         cpu_hours=float(gate["cpu_hours"]),
         gate_description=str(gate.get("description", "")),
         pilot=str(section.get("pilot", "gated")),
+        policy_loss=str(section.get("policy_loss", DEFAULT_POLICY_LOSS)),
+        advantage=str(section.get("advantage", DEFAULT_ADVANTAGE)),
     )
