@@ -33,3 +33,18 @@ def test_a_bad_value_in_the_shipped_config_names_config_yaml(fresh_copy: Path, s
     proc = snakemake(fresh_copy, "-n")
     assert proc.returncode != 0
     assert "config/config.yaml: device: 'tpu' is not one of ['cpu', 'cuda']" in proc.stdout + proc.stderr
+
+
+def test_a_copied_design_lists_every_problem_without_snakemakes_heading(fresh_copy: Path, snakemake) -> None:
+    """The message is the reader's input, each problem once, not Snakemake's "in file common.smk, line N"
+    heading with a traceback into the package."""
+    smoke = (fresh_copy / "prereg" / "smoke.yaml").read_text()
+    (fresh_copy / "prereg" / "mine.yaml").write_text(
+        smoke.replace("  signal_bar_cm: 0.25", "  signal_bar_cm: x")
+    )
+    proc = snakemake(fresh_copy, "-n", "--config", "prereg=prereg/mine.yaml")
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "prereg/mine.yaml: 3 problems, all to fix before anything runs:" in out
+    assert "common.smk" not in out and "Traceback" not in out and 'File "' not in out
+    assert not (fresh_copy / "results").exists()

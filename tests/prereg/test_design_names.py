@@ -11,6 +11,7 @@ import pytest
 from grpo_probe.cli import main
 from grpo_probe.prereg import PreregError
 from grpo_probe.prereg.names import check_one_folder_per_design, designs_named
+from grpo_probe.prereg.run_design import load_run_design
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,3 +63,25 @@ def test_results_made_by_another_design_file_are_not_overwritten(designs: Path, 
     check_one_folder_per_design(designs / "smoke.yaml", "results")  # its own results: fine
     with pytest.raises(PreregError, match=r"results/smoke/ holds the results of prereg/smoke\.yaml"):
         check_one_folder_per_design(elsewhere / "smoke.yaml", "results")
+
+
+def test_a_copied_and_edited_design_reports_every_problem_at_once(designs: Path) -> None:
+    """The copy's name clash, a field the schema refuses and the missing lock, in one message."""
+    text = (designs / "smoke.yaml").read_text()
+    edited = text.replace("  signal_bar_cm: 0.25", "  signal_bar_cm: abc", 1)
+    assert edited != text
+    (designs / "mine.yaml").write_text(edited)
+    with pytest.raises(PreregError) as raised:
+        load_run_design("prereg/mine.yaml", "results")
+    lines = str(raised.value).splitlines()
+    assert lines[0] == "prereg/mine.yaml: 3 problems, all to fix before anything runs:"
+    assert "name 'smoke' is also the name of prereg/smoke.yaml" in lines[1]
+    assert lines[2] == "  - prereg/mine.yaml: analysis.signal_bar_cm: 'abc' is not of type 'number'"
+    assert lines[3].startswith("  - prereg/mine.yaml: not locked (no prereg/mine.yaml.lock)")
+
+
+def test_the_run_design_is_the_locked_design(designs: Path) -> None:
+    prereg = load_run_design("prereg/smoke.yaml", "results")
+    assert prereg.name == "smoke" and prereg.lock_date is not None
+    (designs / "smoke.yaml").write_text((designs / "smoke.yaml").read_text() + "\n# a comment\n")
+    load_run_design("prereg/smoke.yaml", "results")  # comments are not the design: still its lock

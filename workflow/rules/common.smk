@@ -1,23 +1,28 @@
 # Config and prereg loading, validation, and the named helpers every rule uses.
-from grpo_probe.prereg import arm_bindings, load_prereg, split_seeds
-from grpo_probe.prereg.names import check_one_folder_per_design
+import sys
+
+from grpo_probe.prereg import arm_bindings, split_seeds
 from grpo_probe.prereg.run_config import config_sources, load_config
+from grpo_probe.prereg.run_design import load_run_design
 from grpo_probe.user_code import env_code_files, policy_files
 
 # The merged config, checked against the package's config.schema.yaml: an error names the field and the
 # place that set it (config/config.yaml, a --configfile or --config), which Snakemake's validate() cannot.
-RUN = load_config(
-    config,
-    sources=config_sources(
-        workflow.configfiles,
-        workflow.overwrite_configfiles,
-        workflow.config_settings.config,
-    ),
-)
-# Refuses a prereg that does not match its lock before any job is scheduled.
-# Refuses a design whose name (its results folder) another design file already has.
-check_one_folder_per_design(RUN.prereg, RUN.results)
-PREREG = load_prereg(RUN.prereg)
+# Then the design, with every problem it has listed at once (its results folder shared with another
+# design, its schema and cross-field rules, its lock) before any job is scheduled. A problem is the
+# reader's input, not this file's: it is printed as it is, without Snakemake's file-and-line heading.
+try:
+    RUN = load_config(
+        config,
+        sources=config_sources(
+            workflow.configfiles,
+            workflow.overwrite_configfiles,
+            workflow.config_settings.config,
+        ),
+    )
+    PREREG = load_run_design(RUN.prereg, RUN.results)
+except (ValueError, FileNotFoundError) as exc:
+    sys.exit(str(exc))
 R = f"{RUN.results}/{PREREG.name}"
 CELLS = [cell.id for cell in PREREG.enabled_cells]
 BINDINGS = arm_bindings(RUN, PREREG)

@@ -1,0 +1,53 @@
+"""The design a run is configured with, loaded with every problem it has reported at once.
+
+Why: a newcomer copies ``prereg/smoke.yaml`` to ``prereg/mine.yaml`` and edits it. Told one problem per
+start (the name it shares with the original, then a field the schema refuses, then the missing lock), they
+start the workflow three times to learn what one message could say. The workflow's first step asks every
+question a design can fail before anything runs (its results folder, its schema and cross-field rules,
+its lock) and lists every answer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from grpo_probe.prereg.canonical import read_yaml
+from grpo_probe.prereg.design import Prereg, PreregError, load_prereg
+from grpo_probe.prereg.lock import LockError, check_lock
+from grpo_probe.prereg.names import folder_problems
+
+__all__ = ["load_run_design"]
+
+
+def load_run_design(prereg_path: str | os.PathLike[str], results: str | os.PathLike[str]) -> Prereg:
+    """The configured design, validated and matching its lock, parsed once; or :class:`PreregError`
+    listing every problem found (folder, validation, lock), each line naming the file and the field.
+
+    A missing design file raises :class:`FileNotFoundError` (there is nothing else to check).
+    """
+    path = Path(prereg_path)
+    problems = folder_problems(path, results)
+    prereg = None
+    try:
+        prereg = load_prereg(path, require_lock=False)
+    except FileNotFoundError:
+        raise
+    except ValueError as exc:  # the schema's and the cross-field rules' problems, one per line
+        problems += str(exc).splitlines()
+    try:
+        raw = read_yaml(path)
+    except (ValueError, yaml.YAMLError):  # unreadable YAML: the validation has said so
+        raw = None
+    if isinstance(raw, dict):
+        try:
+            check_lock(path, raw)
+        except (LockError, ValueError) as exc:
+            problems += str(exc).splitlines()
+    if problems or prereg is None:
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        listed = "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
+        raise PreregError(f"{path}: {count}, all to fix before anything runs:\n{listed}")
+    return prereg
