@@ -30,8 +30,8 @@ from workflow_copies import SMOKE, copy_repo, session_processes
 SMOKE_TIMEOUT_S = 1800
 """Longest the shared smoke run may take (2-4 minutes alone; it runs beside the first tests)."""
 
-_started: dict[Path, subprocess.Popen[bytes]] = {}
-"""Background runs this process started, by folder: ended if the session is interrupted."""
+_started: list[Path] = []
+"""The folders of the background runs this process started: ended if the session is interrupted."""
 
 
 def session_root(base_temp: Path) -> Path:
@@ -68,22 +68,20 @@ def start(folder: Path, command: Sequence[str], cwd: Path, prepare: Callable[[],
         rc = folder / "rc"
         # The exit status is written whatever the command does; the rename makes it appear whole.
         wrapper = 'r=0; "$@" || r=$?; echo "$r" > "$0.tmp" && mv "$0.tmp" "$0"'
-        with (folder / "log").open("wb") as log:
-            proc = subprocess.Popen(
-                ["bash", "-c", wrapper, str(rc), *command],
-                cwd=cwd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        (folder / "pid").write_text(f"{proc.pid}\n")
-        _started[folder] = proc
+        # Launched in a session of its own and left to the system (the launching shell exits at once):
+        # a run may outlive this worker's tests while another worker still reads it, and a child this
+        # process never waits for ends the session with "subprocess N is still running" warnings.
+        launcher = 'setsid "$@" > "$RUN_LOG" 2>&1 < /dev/null & echo "$!" > "$RUN_PID"'
+        subprocess.run(
+            ["bash", "-c", launcher, "launcher", "bash", "-c", wrapper, str(rc), *command],
+            cwd=cwd,
+            env={**os.environ, "RUN_LOG": str(folder / "log"), "RUN_PID": str(folder / "pid")},
+            check=True,
+        )
+        _started.append(folder)
 
 
 def _alive(folder: Path) -> bool:
-    proc = _started.get(folder)
-    if proc is not None:
-        return proc.poll() is None
     try:
         os.kill(int((folder / "pid").read_text()), 0)
     except (ProcessLookupError, FileNotFoundError, ValueError):
@@ -124,10 +122,10 @@ def _tail(path: Path, chars: int = 4000) -> str:
 
 def stop_unfinished() -> None:
     """End the runs this process started that are still running (the session was interrupted)."""
-    for proc in _started.values():
-        if proc.poll() is None:
+    for folder in _started:
+        if _alive(folder) and not (folder / "rc").is_file():
             # every process of the run's session: ``timeout`` puts its command in a group of its own
-            for pid in session_processes(proc.pid):
+            for pid in session_processes(int((folder / "pid").read_text())):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
 
