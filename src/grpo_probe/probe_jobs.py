@@ -16,12 +16,21 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json, atomic_write_text
+from grpo_probe.compute import compute_report
+from grpo_probe.envs.demo_set import Demos
+from grpo_probe.envs.demos import collect_env_demos
+from grpo_probe.envs.episode_table import write_episode_table
+from grpo_probe.envs.observation import camera_of
+from grpo_probe.envs.registry import env_spec
 from grpo_probe.policies.protocol import declared_capabilities, policy_name
-from grpo_probe.prereg import Prereg, load_prereg
+from grpo_probe.prereg import ArmBinding, Prereg, PreregError, environment_problems, load_prereg
 from grpo_probe.provenance import file_sha256, policy_sources, write_design_manifest
+from grpo_probe.rollout import merge_shards
+from grpo_probe.rollout.table import ANCHOR_CELL
 from grpo_probe.user_code import checkpoint_files, factory_files, tree_sha256
 
 __all__ = [
@@ -57,6 +66,7 @@ def _group_job(
     prereg: Prereg, arm: str, cell: str, source: Any, mode: Any, seeds: Sequence[int], group_size: int
 ):  # -> GroupJob
     """A rollout job of ``arm`` under the prereg's run key and simulator numbers."""
+    # Local: this import loads torch (about 1.4 s), which the jobs that read tables never need.
     from grpo_probe.rollout import GroupJob
 
     row_block = prereg.arms[arm].row_block
@@ -90,6 +100,7 @@ def _policy_source(source_json: PathLike, checkpoint: PathLike | None, device: s
     so Snakemake knows the job reads it, and an executor that stages inputs puts it exactly there.
     Without one (a caller outside the workflow), the path source.json recorded is used.
     """
+    # Local: this import loads torch (about 1.4 s), which the jobs that read tables never need.
     from grpo_probe.rollout import PolicySource
 
     recipe = json.loads(Path(source_json).read_text())
@@ -108,9 +119,6 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     against phase 2's registries (:mod:`grpo_probe.phase2.pilot_choices`: the prereg package, below
     phase 2 and without torch, cannot see them), so a misspelt name stops the run before the probe.
     """
-    from grpo_probe.envs.registry import env_spec
-    from grpo_probe.prereg import PreregError, environment_problems
-
     prereg = load_prereg(prereg_path)
     penalties = prereg.phase2.penalties if prereg.phase2 is not None else None
     problems = environment_problems(prereg.decision_rule, penalties, env_spec(prereg.env), prereg.replay)
@@ -125,8 +133,6 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
 
 def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, manifest: PathLike) -> None:
     """Scripted-expert demonstrations on the registered demo seeds and noise."""
-    from grpo_probe.envs.demos import collect_env_demos
-
     prereg = load_prereg(prereg_path)
     cameras = _demo_cameras(prereg)
     collected = collect_env_demos(
@@ -148,8 +154,6 @@ def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, ma
 
 def _demo_cameras(prereg: Prereg) -> list[Any]:  # -> list[CameraConfig]
     """The registered cameras some arm reads: the demos record their frames at each replan."""
-    from grpo_probe.envs.observation import camera_of
-
     names = sorted({c for arm in prereg.arms.values() for k in arm.inputs if (c := camera_of(k))})
     return [prereg.observation.camera(name) for name in names]
 
@@ -164,10 +168,9 @@ def train_reference_arm(
     manifest: PathLike,
 ) -> None:
     """Behaviour-clone a reference arm on the demos with its registered budget (deterministic)."""
+    # Local: torch and the trainer (with the tokenizer) cost about 1 s, which only this job needs.
     import torch
 
-    from grpo_probe.envs.demo_set import Demos
-    from grpo_probe.envs.registry import env_spec
     from grpo_probe.policies.train import train_arm
 
     torch.set_num_threads(1)
@@ -248,10 +251,8 @@ def _check_bound_policy(
 ) -> tuple[Any, Any]:  # -> (PolicyReport, Policy)
     """Build the bound policy as every rollout process will, and check it against the act() contract and
     its declared capabilities against what the design needs of the arm; returns the report and the policy."""
-    from types import SimpleNamespace
-
+    # Local: the check costs about 13 ms and the policy source loads torch (about 1.4 s): binding only.
     from grpo_probe.policies.check import check_arm
-    from grpo_probe.prereg import ArmBinding
     from grpo_probe.rollout import PolicySource
 
     binding = ArmBinding(arm, "checkpoint", str(checkpoint), adapter)
@@ -290,6 +291,7 @@ def parallel_oracle(
     The worker count is registered with the subset (``oracles.parallel.workers``): the oracle proves the
     parallel path at that width, so it is not a run setting here.
     """
+    # Local: this import loads torch (about 1.4 s), which the jobs that read tables never need.
     from grpo_probe.rollout import run_parallel_oracle
 
     prereg = load_prereg(prereg_path)
@@ -315,6 +317,7 @@ def _replay_oracle_cases(prereg: Prereg, jobs: Sequence[Any]) -> list[Any]:
     """The parallel oracle's replay cases: the first case of each arm on the oracle's first seed, replayed
     once under each registered perturbation, so replay rows are proven path-independent like the draws
     (one seed: the replay path differs from the draws' only in the perturbation)."""
+    # Local: the replay module costs about 11 ms (tqdm), which only the jobs that replay need.
     from grpo_probe.rollout.replay import registered_replays
 
     if prereg.replay is None:
@@ -348,8 +351,8 @@ def anchors(
     process), and every probe shard of the arm's cells waits on this job, so no probe rollout starts
     before its cell's draw-0 oracle passes.
     """
+    # Local: this import loads torch (about 1.4 s), which the jobs that read tables never need.
     from grpo_probe.rollout import run_draw0_oracle, write_shard
-    from grpo_probe.rollout.table import ANCHOR_CELL
 
     prereg = load_prereg(prereg_path)
     mode = prereg.arms[arm].anchor
@@ -382,6 +385,7 @@ def probe_shard(
     checkpoint: PathLike | None = None,
 ) -> None:
     """``seeds x K`` stochastic rollouts of one cell; every draw keyed by (seed, replan, draw)."""
+    # Local: the shard writer costs about 10 ms (tqdm), and the engine it runs loads torch.
     from grpo_probe.rollout import write_shard
 
     prereg = load_prereg(prereg_path)
@@ -422,6 +426,7 @@ def replay(
     Why one job: each part is seconds of episodes behind the same policy and simulator start-up
     (importing torch alone is about 2 CPU-s a process), and they share one pool of rollout workers.
     """
+    # Local: the engine loads torch (about 1.4 s) and the replay module costs about 11 ms (tqdm).
     from grpo_probe.rollout import RolloutPool, job_worker_count, run_replay_oracle
     from grpo_probe.rollout.replay import registered_replays, write_replay_shard
 
@@ -469,11 +474,9 @@ def join(
     The joined table is where the per-seed statistics decision.md reports are computed; the decision
     step reads them from it (:func:`grpo_probe.analysis.joined.read_joined_table`).
     """
+    # Local: the analysis tables load pyarrow.compute (about 35 ms), which only this job needs.
     from grpo_probe.analysis.joined import JOIN_SCHEMA, join_cell, joined_table
     from grpo_probe.analysis.tables import read_rollout_table as read_analysed
-    from grpo_probe.envs.episode_table import write_episode_table
-    from grpo_probe.envs.registry import env_spec
-    from grpo_probe.rollout import merge_shards
 
     prereg = load_prereg(prereg_path)
     merge_shards(list(shards), cell_table)
@@ -505,6 +508,7 @@ def decision(
     the cell tables give the guard trips, the AR entropy and the figures. The provenance footer lists
     every file the decision read (cell, join and anchor tables, the prereg and its lock) with its sha256.
     """
+    # Local: the report loads matplotlib and jinja2 (about 0.4 s), which only the decision jobs need.
     from grpo_probe.analysis.report import decision_record, reads_tsv_text, write_decision
 
     prereg = load_prereg(prereg_path)
@@ -541,8 +545,6 @@ def decision(
 
 def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_json: PathLike) -> None:
     """Compute per stage against the registered gate (a report that varies by run, so not in the chain)."""
-    from grpo_probe.compute import compute_report
-
     prereg = load_prereg(prereg_path)
     compute_report(prereg, benchmarks, out_md, out_json)
 
@@ -595,6 +597,7 @@ def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out
     was rendered from (the one in the manifest chain ``grpo-probe verify`` walks); it is a view, not a link
     of that chain. A record of another design than the configured prereg is refused.
     """
+    # Local: the report loads matplotlib and jinja2 (about 0.4 s), which only the decision jobs need.
     from grpo_probe.analysis.report import write_decision
 
     prereg = load_prereg(prereg_path)

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from grpo_probe.policies.check import _draw0_twins
+from grpo_probe.policies.check.determinism import draw0_twins_of
 from grpo_probe.policies.flow_head import FlowPolicy, VelocityMLP
 from grpo_probe.policies.flow_sde import NoiseFn, Velocity, time_grid
 from grpo_probe.policies.protocol import RowKey
@@ -252,7 +252,7 @@ def test_a_stochastic_kind_declares_its_draw0_switch_and_every_reader_follows_it
     off = SamplingMode(JITTER, sde_a=0.0, steps=4)
     assert not sampler(JITTER).deterministic
     assert draw0_probe_mode(mode) == off  # the draw-0 oracle's probe
-    assert _draw0_twins(mode) == (off, SamplingMode("flow_euler", steps=4))  # what the policy check runs
+    assert draw0_twins_of(mode) == (off, SamplingMode("flow_euler", steps=4))  # what the policy check runs
     assert mode_text(mode) == "flow_jitter(a=0.5, steps=4)"
 
     policy = _tiny_flow_policy()
