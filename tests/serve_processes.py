@@ -45,6 +45,8 @@ def policy_server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def serve_checkpoint(checkpoint: Path, log: Path, *extra: str) -> contextlib.AbstractContextManager[str]:

@@ -38,8 +38,9 @@ def _uniform(key: Any, count: int) -> np.ndarray:
 
 
 class NumpyFlowPolicy:
-    """Flow head, kinds flow_ode, flow_sde and flow_euler: a chunk tied to the observation plus keyed
-    noise (none for the Euler sampler, nor for the SDE sampler at a = 0, so the two agree)."""
+    """Flow head, kinds flow_ode, flow_sde and flow_euler: a chunk tied to the observation, plus keyed
+    initial noise, plus (flow_sde with a > 0) keyed step noise and per-step log-probs; at a = 0 the SDE
+    sampler is the Euler sampler, bit for bit, as the contract asks."""
 
     head = "flow"
     obs_dim = OBS_DIM
@@ -49,13 +50,15 @@ class NumpyFlowPolicy:
             raise ValueError(f"NumpyFlowPolicy samples flow kinds only, got {mode.kind!r}")
         obs = np.asarray(obs, dtype=np.float32)
         count = CHUNK_SHAPE[0] * CHUNK_SHAPE[1]
-        scale = {"flow_ode": 0.5, "flow_sde": float(mode.sde_a or 0.0), "flow_euler": 0.0}[mode.kind]
+        a = float(mode.sde_a or 0.0) if mode.kind == "flow_sde" else 0.0
         chunks, rows = [], []
         for state, key in zip(obs, keys, strict=True):
-            base = np.resize(state.astype(np.float64) * 0.05, count)
-            noise = (2.0 * _uniform(key, count) - 1.0) * scale
-            chunks.append(np.clip(base + noise, -1.0, 1.0).reshape(CHUNK_SHAPE).astype(np.float32))
-            steps = np.full(mode.steps, -0.5, dtype=np.float64) if mode.kind == "flow_sde" else None
+            stream = _uniform(key, 2 * count)
+            chunk = np.resize(state.astype(np.float64) * 0.05, count) + (2.0 * stream[:count] - 1.0) * 0.5
+            if a > 0:
+                chunk = chunk + (2.0 * stream[count:] - 1.0) * a
+            chunks.append(np.clip(chunk, -1.0, 1.0).reshape(CHUNK_SHAPE).astype(np.float32))
+            steps = np.full(mode.steps, -0.5 * a, dtype=np.float64) if a > 0 else None
             rows.append(
                 RowDiagnostics(logprob=None if steps is None else float(steps.sum()), step_logprobs=steps)
             )

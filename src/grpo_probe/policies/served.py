@@ -17,6 +17,7 @@ happened; after one, the next ``act`` opens a new connection.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +34,11 @@ DEFAULT_TIMEOUT_S = 120.0
 """Seconds to wait for the server to accept a connection, and for each ``act`` reply (config:
 ``arms.<id>.timeout_s``): long enough for a large batch on a busy GPU, short enough that a hung server
 stops a job within minutes."""
+
+
+_DIRECT: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
+"""websockets 17 asks ``connect`` to be a context manager unless ``legacy=True``; a client holds its
+connection across ``act`` calls, so it opts in where the flag exists (older versions connect directly)."""
 
 
 class ServedPolicyError(RuntimeError):
@@ -98,6 +104,7 @@ class ServedPolicy:
                 close_timeout=min(self.timeout_s, 10.0),
                 max_size=None,
                 compression=None,
+                **_DIRECT,
             )
         except ConnectionRefusedError:
             raise ServedPolicyError(
