@@ -198,3 +198,12 @@ def test_a_server_of_another_protocol_is_refused_at_hello() -> None:
         ):
             ServedPolicy(address, timeout_s=5)
         server.shutdown()
+
+
+def test_the_config_schema_states_the_client_s_default_timeout() -> None:
+    from grpo_probe.policies.served import DEFAULT_TIMEOUT_S
+    from grpo_probe.prereg.schema import load_config_schema
+
+    bindings = load_config_schema()["properties"]["arms"]["additionalProperties"]["oneOf"]
+    server = next(b for b in bindings if b["properties"]["source"].get("const") == "server")
+    assert server["properties"]["timeout_s"]["default"] == DEFAULT_TIMEOUT_S
