@@ -76,3 +76,11 @@ def test_the_prereg_loads_without_torch_or_mujoco(module: str) -> None:
 def test_the_sampling_type_imports_nothing_of_the_package() -> None:
     loaded = loaded_after("import grpo_probe.sampling")
     assert sorted(m for m in loaded if m.startswith("grpo_probe")) == ["grpo_probe", "grpo_probe.sampling"]
+
+
+def test_the_policy_server_loads_nothing_of_the_package_but_itself() -> None:
+    """A lab installs grpo_probe.serve alone (serve/pyproject.toml): it must need nothing else of ours."""
+    loaded = loaded_after("import grpo_probe.serve, grpo_probe.serve.__main__")
+    ours = sorted(m for m in loaded if m.startswith("grpo_probe"))
+    assert all(m == "grpo_probe" or m.startswith("grpo_probe.serve") for m in ours), ours
+    assert not {m for m in loaded if m.split(".")[0] in (*HEAVY, "pyarrow", "scipy", "pandas", "yaml")}

@@ -233,3 +233,27 @@ def test_a_bound_adapter_records_its_declaration_and_phase_two_refuses_what_it_c
         assert message.startswith(f"{source}: arm 'flow_teacher' is bound through adapter {adapter} to ")
         assert f"{recorded['policy']}, {lacking}" in message, message
         assert not table.exists()
+
+
+@pytest.mark.parametrize(
+    ("metadata", "found"),
+    [
+        ({}, r"arms\.ar\.checkpoint_sha256 is pinned in .*, but the server declares no checkpoint_sha256"),
+        ({"checkpoint_sha256": "cd" * 32}, r"policy server ws://\S+: sha256 (cd)+ differs from arms\.ar"),
+    ],
+    ids=["declares none", "declares another"],
+)
+def test_a_served_arm_must_declare_the_pinned_sha256(
+    pinned_smoke: Path, tmp_path: Path, metadata: dict, found: str
+) -> None:
+    """The probe cannot read a served checkpoint: a pinned design needs the server's word for its hash."""
+    from grpo_probe.serve import PolicyServer
+    from serve.numpy_policy import NumpyFlowPolicy
+
+    source, manifest = tmp_path / "out" / "source.json", tmp_path / "out" / "arm.manifest.json"
+    with (
+        PolicyServer(NumpyFlowPolicy(), "127.0.0.1", 0, metadata=metadata) as server,
+        pytest.raises(ValueError, match=found),
+    ):
+        steps.bind_server(pinned_smoke, "ar", server.address, [], source, manifest, timeout_s=10)
+    assert not source.exists() and not manifest.exists()

@@ -37,6 +37,7 @@ __all__ = [
     "ReplayShardFiles",
     "anchors",
     "bind_checkpoint",
+    "bind_server",
     "compute",
     "decision",
     "demos",
@@ -70,7 +71,7 @@ def _group_job(
     from grpo_probe.rollout import GroupJob
 
     row_block = prereg.arms[arm].row_block
-    if row_block is not None and source.factory is None:  # this package's own checkpoint: its AR block
+    if row_block is not None and source.factory is None and source.address is None:  # own checkpoint
         source = dataclasses.replace(source, row_block=row_block)
     return GroupJob(
         arm=arm,
@@ -98,13 +99,16 @@ def _policy_source(source_json: PathLike, checkpoint: PathLike | None, device: s
 
     Why the declared path and not the one source.json recorded: the checkpoint is an input of the rule,
     so Snakemake knows the job reads it, and an executor that stages inputs puts it exactly there.
-    Without one (a caller outside the workflow), the path source.json recorded is used.
+    Without one (a caller outside the workflow), the path source.json recorded is used. An arm bound to a
+    policy server has no checkpoint here: its recipe is the address (the server places its own model).
     """
     # Local: this import loads torch (about 1.4 s), which the jobs that read tables never need.
     from grpo_probe.rollout import PolicySource
 
     recipe = json.loads(Path(source_json).read_text())
-    path = recipe.get("checkpoint") if checkpoint is None else str(checkpoint)
+    if recipe.get("address"):
+        return PolicySource(address=recipe["address"], timeout_s=recipe.get("timeout_s"))
+    path = recipe.get("checkpoint") if not checkpoint else str(checkpoint)
     return PolicySource(checkpoint=path, factory=recipe.get("factory"), device=device)
 
 
@@ -240,6 +244,79 @@ def bind_checkpoint(
     write_design_manifest(prereg, manifest, "bind_checkpoint", [source], upstream, extra, sources)
 
 
+def bind_server(
+    prereg_path: PathLike,
+    arm: str,
+    address: str,
+    upstream: Sequence[PathLike],
+    source: PathLike,
+    manifest: PathLike,
+    timeout_s: float | None = None,
+) -> None:
+    """Bind a registered arm to the policy served at ``address`` (:mod:`grpo_probe.serve`).
+
+    The served policy is checked as a bound checkpoint is (:func:`bind_checkpoint`): the act() contract
+    for every mode the design runs the arm in, and its declared capabilities, over the wire, before any
+    episode runs. A design that pins the arm's ``checkpoint_sha256`` needs the server to declare the same
+    one in its hello's metadata (``grpo-probe serve`` declares the sha256 of the checkpoint it serves):
+    the probe cannot read a served checkpoint's bytes, so the server's word is what is recorded and
+    checked. source.json records the address, the served policy's class and declaration and the
+    server's metadata; phase 2 refuses a served arm (its trainer updates checkpoints it holds).
+    """
+    from grpo_probe.rollout import PolicySource
+
+    prereg = load_prereg(prereg_path)
+    if arm not in prereg.arms:
+        raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
+    recipe = PolicySource(address=address, timeout_s=timeout_s)
+    policy: Any = recipe.build()
+    try:
+        declared_sha = policy.metadata.get("checkpoint_sha256")
+        pinned = prereg.arms[arm].checkpoint_sha256
+        if pinned is not None and declared_sha is None:
+            raise ValueError(
+                f"policy server {address}: arms.{arm}.checkpoint_sha256 is pinned in {prereg.path}, but the "
+                "server declares no checkpoint_sha256 in its metadata (grpo-probe serve declares it; "
+                "serve_policy(..., metadata={'checkpoint_sha256': ...}))"
+            )
+        if pinned is not None:
+            _check_pin(prereg, arm, f"policy server {address}", str(declared_sha))
+        report = _check_policy_of(prereg, arm, policy, f"the policy served at {address}")
+    finally:
+        policy.close()
+    bound = {
+        "policy": policy.served_name,
+        "head": policy.head,
+        "capabilities": _declared(policy),
+        "server": policy.metadata,
+    }
+    served = {"address": address, "timeout_s": timeout_s, "checkpoint": None, "factory": None}
+    atomic_write_json(source, {"arm": arm, **served, **bound})
+    extra = {
+        "arm": arm,
+        "address": address,
+        "checkpoint_sha256": declared_sha,
+        "policy_check": {"passed": report.passed, "checks": len(report.checks)},
+        **bound,
+    }
+    write_design_manifest(prereg, manifest, "bind_server", [source], upstream, extra)
+
+
+def _check_policy_of(prereg: Prereg, arm: str, policy: Any, bound: str) -> Any:  # -> PolicyReport
+    """Check a built policy against the act() contract for the arm; print the report, raise on a failure."""
+    from types import SimpleNamespace
+
+    from grpo_probe.policies.check import check_arm
+    from grpo_probe.prereg import ArmBinding
+
+    binding = ArmBinding(arm, "server", address=getattr(policy, "address", None))
+    run = SimpleNamespace(arms={arm: binding}, device="cpu", results="results")
+    report = check_arm(prereg, run, arm, policy=policy, device="cpu")
+    print(report.format(), flush=True)
+    report.raise_if_failed()
+    return report
+
+
 def _declared(policy: Any) -> dict[str, Any] | None:
     """The capabilities a bound policy declares, as source.json records them (None: it declares none)."""
     declared = declared_capabilities(policy)  # the check has refused a malformed declaration
@@ -302,7 +379,7 @@ def parallel_oracle(
         for mode in oracle.modes:
             if mode.head != head:
                 continue
-            checkpoint = None if checkpoints is None else checkpoints[arm]
+            checkpoint = None if checkpoints is None else checkpoints.get(arm)
             source = _policy_source(sources[arm], checkpoint, device)
             cell = f"oracle:{arm}:{mode.kind}"
             jobs.append(_group_job(prereg, arm, cell, source, mode, oracle.seeds, oracle.draws))

@@ -100,3 +100,23 @@ def test_the_workflow_file_is_not_named_twice_when_also_given_on_the_command_lin
     sources = config_sources([shipped], [shipped], {})
     assert [s.name for s in sources] == [f"--configfile {shipped}"]
     assert load_config({"workers": 3}, sources=sources).workers == 3
+
+
+def test_a_server_binding_takes_a_ws_address_and_an_optional_timeout() -> None:
+    config = load_config(
+        {"arms": {"ar": {"source": "server", "address": "ws://gpu-3:8765", "timeout_s": 30}}}
+    )
+    assert (config.arms["ar"].address, config.arms["ar"].timeout_s) == ("ws://gpu-3:8765", 30.0)
+    assert (
+        load_config({"arms": {"ar": {"source": "server", "address": "ws://h:1"}}}).arms["ar"].timeout_s
+        is None
+    )
+    for wrong in (
+        {"source": "server"},
+        {"source": "server", "address": "http://gpu-3:8765"},
+        {"source": "server", "address": "ws://gpu-3"},
+        {"source": "server", "address": "ws://gpu-3:8765", "timeout_s": 0},
+        {"source": "server", "address": "ws://gpu-3:8765", "path": "x.pt"},
+    ):
+        with pytest.raises(SchemaError, match=r"arms\.ar"):
+            load_config({"arms": {"ar": wrong}})

@@ -29,6 +29,8 @@ BINDINGS = arm_bindings(RUN, PREREG)
 ARMS = sorted(set(PREREG.arms_in_use()) | set(PREREG.oracles.parallel.arms))
 REFERENCE_ARMS = [a for a in ARMS if BINDINGS[a].source == "reference"]
 CHECKPOINT_ARMS = [a for a in ARMS if BINDINGS[a].source == "checkpoint"]
+# Arms served by a policy server (docs/serving.md): no checkpoint file, no adapter code to hash.
+SERVED_ARMS = [a for a in ARMS if BINDINGS[a].source == "server"]
 # Shards by index over the registered seed order: shard-{i} holds the i-th run of seeds_per_shard seeds.
 SHARD_SEEDS = split_seeds(PREREG.seeds, RUN.seeds_per_shard)
 SHARDS = [f"shard-{i}" for i in range(len(SHARD_SEEDS))]
@@ -76,7 +78,7 @@ def policy_code(arm):
     """What an arm's policy reads beyond this package: its adapter's package and a checkpoint folder's
     files (a single checkpoint file is the rule's `checkpoint` input)."""
     binding = BINDINGS[arm]
-    if binding.source == "reference":
+    if binding.source in ("reference", "server"):
         return []
     return [str(p) for p in policy_files(binding.adapter, binding.path)]
 
@@ -101,10 +103,13 @@ def checkpoint_of(arm):
     """The checkpoint file an arm's policy is loaded from: the one training writes, or the bound file.
 
     Declared as an input of every rule that runs the arm (not only reached through source.json), so
-    Snakemake knows what the job reads and an executor that stages inputs stages it.
+    Snakemake knows what the job reads and an executor that stages inputs stages it. A served arm has
+    none (an empty input): the server holds its checkpoint.
     """
     if BINDINGS[arm].source == "reference":
         return f"{R}/arms/{arm}/policy.pt"
+    if BINDINGS[arm].source == "server":
+        return []
     return BINDINGS[arm].path
 
 
@@ -133,12 +138,25 @@ def bound_adapter(wildcards):
     return BINDINGS[wildcards.arm].adapter
 
 
+def served_address(wildcards):
+    return BINDINGS[wildcards.arm].address
+
+
+def served_timeout(wildcards):
+    return BINDINGS[wildcards.arm].timeout_s
+
+
 def oracle_sources():
     return {arm: f"{R}/arms/{arm}/source.json" for arm in PREREG.oracles.parallel.arms}
 
 
 def oracle_checkpoints():
-    return {arm: checkpoint_of(arm) for arm in PREREG.oracles.parallel.arms}
+    """The checkpoint file of each arm the parallel oracle runs (served arms have none)."""
+    return {
+        arm: checkpoint_of(arm)
+        for arm in PREREG.oracles.parallel.arms
+        if BINDINGS[arm].source != "server"
+    }
 
 
 def oracle_arm_manifests():

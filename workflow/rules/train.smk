@@ -46,3 +46,26 @@ rule bind_checkpoint:
         device=RUN.device,
     script:
         "../scripts/bind_checkpoint.py"
+
+
+rule bind_server:
+    input:
+        **prereg_files(),
+        upstream=prereg_manifest(),
+    output:
+        source=f"{R}/arms/{{arm}}/source.json",
+        manifest=f"{R}/arms/{{arm}}/arm.manifest.json",
+    log:
+        f"{R}/logs/bind_server/{{arm}}.log",
+    wildcard_constraints:
+        arm=_alternatives(SERVED_ARMS),
+    conda:
+        "../envs/grpo-probe.yaml"
+    resources:
+        mem_mb=500,
+        runtime=5,
+    params:
+        address=served_address,
+        timeout_s=served_timeout,
+    script:
+        "../scripts/bind_server.py"

@@ -73,6 +73,10 @@ def _initial_checkpoint(source: PathLike, checkpoint: PathLike, arm: str) -> str
     episode runs.
     """
     recipe = json.loads(Path(source).read_text())
+    if recipe.get("address"):
+        from grpo_probe.policies.check import served_refusal
+
+        raise ValueError(f"{source}: {served_refusal(arm, recipe['address'])}; phase 2 does not start")
     if recipe.get("factory") not in OWN_CHECKPOINT_FACTORIES:
         raise ValueError(_capability_refusal(source, recipe, arm))
     if not recipe.get("checkpoint"):

@@ -31,12 +31,15 @@ __all__ = ["ArmBinding", "ConfigSource", "RunConfig", "arm_bindings", "config_so
 
 @dataclass(frozen=True)
 class ArmBinding:
-    """Which checkpoint an arm runs: the workflow's reference checkpoint, or a user file and adapter."""
+    """Which policy an arm runs: the workflow's reference checkpoint (``source`` ``reference``), a user file
+    and adapter (``checkpoint``), or a policy served at ``address`` (``server``)."""
 
     arm: str
     source: str
     path: str | None = None
     adapter: str | None = None
+    address: str | None = None
+    timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -170,17 +173,24 @@ def load_config(
         device=values["device"],
         results=Path(values["results"]),
         arms={
-            arm: ArmBinding(arm, b["source"], b.get("path"), b.get("adapter"))
+            arm: ArmBinding(arm, b["source"], b.get("path"), b.get("adapter"), b.get("address"), _timeout(b))
             for arm, b in values["arms"].items()
         },
         raw=values,
     )
 
 
+def _timeout(binding: Mapping[str, Any]) -> float | None:
+    """A server binding's reply timeout; None where not given (the client's default, which the schema
+    states) and for other bindings."""
+    value = binding.get("timeout_s")
+    return None if value is None else float(value)
+
+
 def arm_bindings(config: RunConfig, prereg: Prereg) -> dict[str, ArmBinding]:
     """The binding of every registered arm (reference where config is silent), in registered arm order.
 
-    A checkpoint binding of an arm the design does not register is an error; a ``reference`` binding
+    A checkpoint or server binding of an arm the design does not register is an error; a ``reference`` binding
     of one is the default anyway and is ignored, so the shipped config (which names the registered
     probe's arms) runs designs whose arms have other ids, such as the camera-fed designs.
     """

@@ -1,9 +1,11 @@
-"""Where a rollout worker gets its policy from: a checkpoint path or an importable factory, plus a device.
+"""Where a rollout worker gets its policy from: a checkpoint path or an importable factory, plus a device;
+or the address of a policy server (:mod:`grpo_probe.policies.served`).
 
 Why a recipe and not a model: workers are started with ``spawn``/``forkserver`` (forking a process that
 has touched torch is unsafe), and a pickled model would tie the rollout to whatever state the parent
 held. Every process (the sequential path and each worker) builds its own policy from the same recipe,
-so all of them hold the same bytes of weights.
+so all of them hold the same bytes of weights. A served policy's recipe is its address: every process
+opens its own connection to the one server that holds the weights.
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ class PolicySource:
     called as ``function(checkpoint=checkpoint, device=device, **options)``, the call config/config.yaml
     and the README document for adapters (without ``checkpoint=`` when no checkpoint is given, as for a
     test policy). ``options`` must hold picklable values; they travel to every worker.
+
+    ``address`` alone (``ws://HOST:PORT``) is a policy served by another process
+    (:class:`~grpo_probe.policies.served.ServedPolicy`), waited on for at most ``timeout_s`` per
+    reply; the server chooses its own device, so ``device`` stays ``cpu`` (the probe's side).
     """
 
     checkpoint: str | None = None
@@ -65,10 +71,31 @@ class PolicySource:
     row_block: int | None = None
     """The arm's registered AR row block (``arms.<id>.row_block``), given to this package's own
     checkpoints (no factory); a user's adapter computes its rows its own way and never receives it."""
+    address: str | None = None
+    timeout_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.address is not None:
+            from grpo_probe.policies.served import check_address
+
+            check_address(self.address)
+            if (
+                self.checkpoint is not None
+                or self.factory is not None
+                or self.options
+                or self.device != "cpu"
+            ):
+                raise ValueError(
+                    f"policy source: a served policy ({self.address}) takes no checkpoint, factory, options "
+                    "or device: the server loads and places its own model"
+                )
+            return
+        if self.timeout_s is not None:
+            raise ValueError("policy source: timeout_s is for a served policy (address=...)")
         if self.checkpoint is None and self.factory is None:
-            raise ValueError("policy source: give a checkpoint path or a factory 'module:function'")
+            raise ValueError(
+                "policy source: give a checkpoint path, a factory 'module:function' or a server address"
+            )
         if self.factory is not None:
             module_name, sep, attr = self.factory.partition(":")
             if not sep or not module_name or not attr:
@@ -80,11 +107,18 @@ class PolicySource:
 
     def describe(self) -> str:
         """Short human-readable name used in messages and reports."""
+        if self.address is not None:
+            return f"the policy served at {self.address}"
         parts = [p for p in (self.factory, self.checkpoint) if p is not None]
         return f"{' '.join(parts)} on {self.device}"
 
     def build(self) -> Policy:
-        """Build the policy in this process (checks the device first, then loads)."""
+        """Build the policy in this process (checks the device first, then loads; or connects)."""
+        if self.address is not None:
+            from grpo_probe.policies.served import DEFAULT_TIMEOUT_S, ServedPolicy
+
+            timeout = DEFAULT_TIMEOUT_S if self.timeout_s is None else self.timeout_s
+            return ServedPolicy(self.address, timeout)
         device = resolve_device(self.device)
         if self.factory is None:
             from grpo_probe.policies.checkpoint import load_policy

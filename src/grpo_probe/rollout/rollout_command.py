@@ -210,6 +210,19 @@ def register(subparsers: Any) -> None:
     )
     check.add_argument("--device", default=None, help="torch device of the policy (default: the config's)")
     check.set_defaults(func=_check_policy)
+    serve = subparsers.add_parser(
+        "serve",
+        help="serve a checkpoint to arms bound with source: server (docs/serving.md)",
+        description="Load a checkpoint (this package's format, or through an adapter) and serve it at "
+        "ws://HOST:PORT with grpo_probe.serve, declaring the checkpoint's sha256, until interrupted. torch "
+        "runs on one thread, as in the rollout workers, so served rows have the in-process bytes.",
+    )
+    serve.add_argument("--checkpoint", required=True, help="checkpoint file or save_pretrained folder")
+    serve.add_argument("--adapter", default=None, help="'module:factory' (default: this package's format)")
+    serve.add_argument("--device", default="cpu", help="torch device of the policy (cpu, cuda, cuda:N)")
+    serve.add_argument("--row-block", type=int, default=None, help="the arm's registered AR row block")
+    serve.add_argument("--address", default="ws://127.0.0.1:8765", help="ws://HOST:PORT (port 0: a free one)")
+    serve.set_defaults(func=_serve)
 
 
 def _merged(sources: Any) -> dict[str, Any]:
@@ -246,3 +259,27 @@ def _check_policy(args: argparse.Namespace) -> int:
     report = check_arm(prereg, run_config, args.arm, device=device)
     print(report.format())
     return 0 if report.passed else 1
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Serve the checkpoint until interrupted; the first line printed is the address it listens on."""
+    import torch
+
+    from grpo_probe.policies.protocol import RowKey
+    from grpo_probe.rollout.policy_source import PolicySource
+    from grpo_probe.sampling import SamplingMode
+    from grpo_probe.serve import parse_address, serve_policy
+    from grpo_probe.user_code import tree_sha256
+
+    parse_address(args.address)  # a wrong address fails before the checkpoint loads
+    if not Path(args.checkpoint).exists():
+        raise FileNotFoundError(f"{args.checkpoint}: checkpoint to serve not found")
+    if args.adapter is not None and args.row_block is not None:
+        raise ValueError("--row-block is the AR row block of this package's checkpoints, not an adapter's")
+    torch.set_num_threads(1)
+    source = PolicySource(
+        checkpoint=args.checkpoint, factory=args.adapter, device=args.device, row_block=args.row_block
+    )
+    metadata = {"checkpoint": str(args.checkpoint), "checkpoint_sha256": tree_sha256(args.checkpoint)}
+    serve_policy(source.build(), args.address, metadata=metadata, row_key=RowKey, sampling_mode=SamplingMode)
+    return 0

@@ -46,7 +46,7 @@ policy bound to it. The checks live by family, each in its own module:
 
 from __future__ import annotations
 
-from grpo_probe.policies.check.arm import arm_modes, check_arm, phase2_refusal
+from grpo_probe.policies.check.arm import arm_modes, check_arm, phase2_refusal, served_refusal
 from grpo_probe.policies.check.policy import check_policy
 from grpo_probe.policies.check.report import (
     FINDING_CODES,
@@ -66,4 +66,5 @@ __all__ = [
     "check_arm",
     "check_policy",
     "phase2_refusal",
+    "served_refusal",
 ]

@@ -27,7 +27,7 @@ from grpo_probe.policies.protocol import (
 )
 from grpo_probe.sampling import mode_text
 
-__all__ = ["arm_modes", "check_arm", "phase2_refusal"]
+__all__ = ["arm_modes", "check_arm", "phase2_refusal", "served_refusal"]
 
 _OWN_FORMAT_ADAPTERS = (None, "grpo_probe.policies.checkpoint:load_policy")
 """Bindings whose checkpoint is in this package's format, which phase 2 can train."""
@@ -112,6 +112,24 @@ def _phase2_readiness(prereg: Any, arm_id: str, adapter: str | None, policy: Any
     return CheckResult("phase 2", "skip", f"phase 2 will refuse to train it: {refusal}")
 
 
+def _served_phase2(prereg: Any, arm_id: str, address: str) -> CheckResult | None:
+    """The phase-2 note of a served arm, for a design whose phase 2 trains its head: it will refuse."""
+    section = getattr(prereg, "phase2", None)
+    if section is None or prereg.arms[arm_id].head not in section.heads:
+        return None
+    refusal = served_refusal(arm_id, address)
+    return CheckResult("phase 2", "skip", f"phase 2 will refuse to train it: {refusal}")
+
+
+def served_refusal(arm: str, address: str) -> str:
+    """Why phase 2 cannot train an arm bound to a policy server (the binding step and phase 2 say it)."""
+    return (
+        f"arm {arm!r} is bound to the policy served at {address}; phase 2's trainer updates the weights "
+        "of a checkpoint in grpo-probe's own format that it holds (bind the arm with source: reference or "
+        "a checkpoint to train it)"
+    )
+
+
 def _build(adapter: str | None, checkpoint: str, device: str, row_block: int | None) -> Policy:
     """The bound policy, built the way the workflow's ``PolicySource`` builds it."""
     if adapter is None:
@@ -176,7 +194,12 @@ def check_arm(
     binding = None if run_config is None else run_config.arms.get(arm_id)
     device = device or (run_config.device if run_config is not None else "cpu")
     spec = env_spec(prereg.env)
-    if binding is None or binding.source == "reference":
+    served = binding is not None and binding.source == "server"
+    if served:
+        checkpoint, adapter = "", None
+        bound = f"the policy served at {binding.address}"
+        device = "cpu"  # the server places its own model
+    elif binding is None or binding.source == "reference":
         results = Path(run_config.results if run_config is not None else "results")
         checkpoint, adapter = str(results / prereg.name / "arms" / arm_id / "policy.pt"), None
         bound = f"reference checkpoint {checkpoint}"
@@ -188,6 +211,14 @@ def check_arm(
         f"environment {spec.id!r}: actions [B, {spec.chunk_length}, {spec.action_dims}], "
         f"observations of {spec.obs_dim}"
     )
+    if policy is None and served:
+        # local: the client's websockets and msgpack, for the arms that are served
+        from grpo_probe.policies.served import DEFAULT_TIMEOUT_S, ServedPolicy, ServedPolicyError
+
+        try:
+            policy = ServedPolicy(binding.address, binding.timeout_s or DEFAULT_TIMEOUT_S)
+        except ServedPolicyError as exc:
+            raise ValueError(str(exc)) from None
     if policy is None:
         if not Path(checkpoint).exists():
             if binding is None or binding.source == "reference":
@@ -199,7 +230,7 @@ def check_arm(
                 return report
             raise FileNotFoundError(f"{checkpoint}: checkpoint bound to arm {arm_id!r} not found")
         policy = _build(adapter, checkpoint, device, arm.row_block if adapter is None else None)
-    modes, trained = arm_modes(prereg, arm_id, phase2=adapter in _OWN_FORMAT_ADAPTERS)
+    modes, trained = arm_modes(prereg, arm_id, phase2=not served and adapter in _OWN_FORMAT_ADAPTERS)
     states, seeds = _design_states(prereg, batch - 1)
     report = check_policy(
         policy,
@@ -219,7 +250,10 @@ def check_arm(
         subject=subject,
         arm=arm_id,
     )
-    readiness = _phase2_readiness(prereg, arm_id, adapter, policy)
+    if served:
+        readiness = _served_phase2(prereg, arm_id, str(binding.address))
+    else:
+        readiness = _phase2_readiness(prereg, arm_id, adapter, policy)
     if readiness is not None and report.checks[-1].name != "sampling modes":
         report.checks.append(readiness)
     return report

@@ -1,0 +1,40 @@
+"""``python -m grpo_probe.serve module:factory``: build a policy as an arm's adapter is built and serve it.
+
+The factory is called as ``factory(checkpoint=PATH, device=DEVICE)`` (each only when given), the call an
+arm bound with ``source: checkpoint`` makes, so the adapter a lab already wrote serves unchanged when it
+builds on this package's types (:mod:`grpo_probe.serve.contract`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from grpo_probe.serve.server import serve_policy
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line, build the policy and serve it until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m grpo_probe.serve", description=__doc__.splitlines()[0])
+    parser.add_argument("factory", help="'package.module:function' returning the policy")
+    parser.add_argument(
+        "--address", default="ws://127.0.0.1:8765", help="ws://HOST:PORT (port 0: a free one)"
+    )
+    parser.add_argument("--checkpoint", default=None, help="passed to the factory as checkpoint=")
+    parser.add_argument("--device", default=None, help="passed to the factory as device=")
+    args = parser.parse_args(argv)
+    module_name, sep, attr = args.factory.partition(":")
+    if not sep or not module_name or not attr:
+        parser.error(f"factory must look like 'package.module:function', got {args.factory!r}")
+    factory = getattr(importlib.import_module(module_name), attr, None)
+    if not callable(factory):
+        parser.error(f"module {module_name!r} has no callable {attr!r}")
+    given = {k: v for k, v in (("checkpoint", args.checkpoint), ("device", args.device)) if v is not None}
+    serve_policy(factory(**given), args.address)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

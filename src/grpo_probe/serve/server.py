@@ -1,0 +1,154 @@
+"""Serve an object with the act() contract over a WebSocket, one act() call at a time.
+
+Why a server of its own: a lab's policy often needs its own Python, torch or CUDA, which cannot live in
+the probe's environment. The probe's rollout workers each open a connection to this server and send
+each replan's batch; the server calls ``policy.act`` with the batch exactly as sent (same rows, same
+order, same keys) and returns what it computed, bytes unchanged, so a policy that keeps the contract in
+process keeps it over the wire, and the probe's oracles check that it does.
+
+Calls are serialised by a lock: connections are served on threads, but one ``act`` runs at a time, so
+a policy need not be thread-safe and its arithmetic never shares the device with another call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.server import Server, ServerConnection, serve
+
+from grpo_probe.serve import wire
+from grpo_probe.serve.contract import RowKey, SamplingMode
+
+__all__ = ["PolicyServer", "parse_address", "serve_policy"]
+
+log = logging.getLogger(__name__)
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``ws://host:port`` as (host, port); a ``ValueError`` saying what is wrong otherwise."""
+    parts = urlsplit(address)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "ws" or not parts.hostname or port is None or parts.path not in ("", "/"):
+        raise ValueError(
+            f"policy server address {address!r}: expected ws://HOST:PORT (e.g. ws://0.0.0.0:8765)"
+        )
+    return parts.hostname, port
+
+
+class PolicyServer:
+    """Serve ``policy`` (``head``, ``obs_dim``, ``act(obs, keys, mode)``; optionally ``input_keys`` and
+    ``capabilities``) at ``host:port``; port 0 picks a free port (:attr:`address` says which).
+
+    ``row_key`` and ``sampling_mode`` build each request's keys and mode from their fields: by default
+    this package's numpy-only :class:`~grpo_probe.serve.contract.RowKey` and
+    :class:`~grpo_probe.serve.contract.SamplingMode`; a policy written for the probe's own types (its
+    reference heads) is given ``grpo_probe.policies.RowKey`` and ``SamplingMode`` here, which is what
+    ``grpo-probe serve`` does. ``metadata`` (JSON-like values) is sent in every hello: the probe records
+    it where the arm is bound, and checks ``checkpoint_sha256`` there against a design that pins one.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        row_key: Callable[..., Any] = RowKey,
+        sampling_mode: Callable[..., Any] = SamplingMode,
+    ) -> None:
+        for name in ("head", "obs_dim", "act"):
+            if not hasattr(policy, name):
+                raise ValueError(
+                    f"cannot serve {type(policy).__name__}: it has no {name!r} (the act() contract)"
+                )
+        self.policy = policy
+        self._hello = wire.packb(wire.hello(policy, metadata))
+        self._row_key = row_key
+        self._sampling_mode = sampling_mode
+        self._lock = threading.Lock()
+        self._server: Server = serve(self._handle, host, port, compression=None, max_size=None)
+
+    @property
+    def address(self) -> str:
+        """``ws://host:port`` the server listens on (the port it was given, or the one port 0 picked)."""
+        host, port = self._server.socket.getsockname()[:2]
+        return f"ws://{host}:{port}"
+
+    def serve_forever(self) -> None:
+        """Answer requests until :meth:`shutdown` (or Ctrl-C)."""
+        self._server.serve_forever()
+
+    def shutdown(self) -> None:
+        """Stop accepting connections and return from :meth:`serve_forever`."""
+        self._server.shutdown()
+
+    def __enter__(self) -> PolicyServer:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _handle(self, connection: ServerConnection) -> None:
+        """One client: the hello, then one reply per request until it disconnects."""
+        try:
+            connection.send(self._hello)
+            while True:
+                connection.send(self._answer(connection.recv()))
+        except ConnectionClosed:  # the client left (a rollout job ended, or was stopped)
+            return
+
+    def _answer(self, data: Any) -> bytes:
+        """The reply to one request: the policy's output, or what went wrong (the connection stays open,
+        so a mode the policy refuses does not end the client's session)."""
+        try:
+            if not isinstance(data, bytes):
+                raise wire.ProtocolError("a request must be a binary msgpack frame")
+            obs, keys, mode = wire.read_act_request(wire.unpackb(data))
+            row_keys = [self._row_key(**k) for k in keys]
+            sampling_mode = self._sampling_mode(**mode)
+            with self._lock:
+                output = self.policy.act(obs, row_keys, sampling_mode)
+            return wire.packb(wire.act_reply(output))  # an unsendable field is the policy's error too
+        except Exception as exc:
+            log.exception("act() failed")
+            return wire.packb(wire.error_reply(exc, traceback.format_exc()))
+
+
+def serve_policy(
+    policy: Any,
+    address: str = "ws://127.0.0.1:8765",
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    row_key: Callable[..., Any] = RowKey,
+    sampling_mode: Callable[..., Any] = SamplingMode,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``policy`` at ``address`` (``ws://HOST:PORT``; port 0: a free one) until interrupted.
+
+    ``ready`` is called with the address once the server listens (the default prints it, flushed, so a
+    script that starts the server can read where it is).
+    """
+    host, port = parse_address(address)
+    server = PolicyServer(policy, host, port, metadata=metadata, row_key=row_key, sampling_mode=sampling_mode)
+    (ready or _print_ready)(server.address)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+
+
+def _print_ready(address: str) -> None:
+    print(f"serving policy at {address}", flush=True)
