@@ -267,3 +267,21 @@ def test_an_added_field_is_removed_and_a_null_value_is_restored_when_rebuilding(
     assert before["arms"]["ar"]["checkpoint_sha256"] is None
     assert "note" not in before["compute_gate"]
     assert canonical_sha256(before["arms"]) == canonical_sha256(read_yaml(REPO / "prereg/smoke.yaml")["arms"])
+
+
+def test_loading_a_design_parses_it_once_and_rebuilds_no_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every job loads the design; only the jobs that report the registered versions rebuild them."""
+    from grpo_probe.prereg import design, rule
+
+    built: list[str] = []
+    from_dict = rule.DecisionRule.from_dict.__func__
+    monkeypatch.setattr(
+        rule.DecisionRule,
+        "from_dict",
+        classmethod(lambda cls, *a, **k: (built.append("rule"), from_dict(cls, *a, **k))[1]),
+    )
+    prereg = design.load_prereg(REPO / "prereg" / "grpo_signal_probe.yaml")
+    assert built == ["rule"]  # the design's own rule, once
+    assert len(prereg.versions) == len(prereg.amendments) + 1 and len(built) > 1  # rebuilt when asked
+    count = len(built)
+    assert prereg.versions is prereg.versions and len(built) == count  # and only once

@@ -8,6 +8,7 @@ unique, oracle subsets name registered arms and seeds, demo seeds stay off the p
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -167,15 +168,30 @@ class Prereg:
     amendments: tuple[Amendment, ...]
     sha256: str
     lock_date: str | None
-    versions: tuple[RegisteredVersion, ...] = ()
-    """Every registered version (0 = original registration, last = this design), rebuilt from this file
-    by undoing the amendments' ``replaces`` and checked against the hashes the lock recorded."""
     phase2: Phase2 | None = None
     """The registered phase-2 pilot (``phase2:``); None when the design registers none."""
     observation: ObservationConfig = field(default_factory=ObservationConfig)
     """The registered task and cameras (``observation:``); none by default."""
     replay: ReplaySection | None = None
     """The registered replays that separate choice from chaos (``replay:``); None when none are."""
+    history: tuple[Mapping[str, Any], ...] = field(default=(), repr=False, compare=False)
+    """The lock's record of every version (hash and date), for :attr:`versions`."""
+    raw: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The design as parsed from its file, for :attr:`versions`."""
+    schema_dir: str | os.PathLike[str] | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def versions(self) -> tuple[RegisteredVersion, ...]:
+        """Every registered version (0 = original registration, last = this design), rebuilt from this
+        file by undoing the amendments' ``replaces`` and checked against the hashes the lock recorded.
+
+        Why built on first use: rebuilding every version re-validates each one (its schema, its rule), and
+        only the jobs that report the versions (the decision, the audit) read them; every other job of
+        the workflow loads the design and never asks.
+        """
+        if self.raw is None:
+            return ()
+        return registered_versions(self.raw, str(self.path), self.history, self.schema_dir)
 
     @property
     def enabled_cells(self) -> tuple[Cell, ...]:
@@ -249,8 +265,14 @@ def _subset_problems(seeds: Sequence[int], registered: Sequence[int], at: str) -
     ]
 
 
-def design_problems(raw: Mapping[str, Any]) -> list[str]:
-    """Cross-field rule violations of a schema-valid design, each as ``"<field path>: <problem>"``."""
+def design_problems(
+    raw: Mapping[str, Any], rule: DecisionRule | None = None, replay: ReplaySection | None = None
+) -> list[str]:
+    """Cross-field rule violations of a schema-valid design, each as ``"<field path>: <problem>"``.
+
+    ``rule`` and ``replay``: the design's sections as already parsed (one parse per load); without a
+    rule, what the rule reads is not checked against the environment.
+    """
     problems: list[str] = []
     arms: Mapping[str, Any] = raw["arms"]
     arm_list = ", ".join(arms)
@@ -273,7 +295,7 @@ def design_problems(raw: Mapping[str, Any]) -> list[str]:
                 f"(use one of {', '.join(_anchor_kinds())})"
             )
 
-    problems += _environment_section_problems(raw)
+    problems += _environment_section_problems(raw, rule, replay)
     problems += _observation_problems(raw)
 
     seen: dict[str, int] = {}
@@ -394,7 +416,9 @@ def design_environment(raw: Mapping[str, Any], where: str | os.PathLike[str] = "
     return EnvConfig(BOAT_ID, SimParams.from_dict(raw["sim"]), f"{prefix}sim")
 
 
-def _environment_section_problems(raw: Mapping[str, Any]) -> list[str]:
+def _environment_section_problems(
+    raw: Mapping[str, Any], rule: DecisionRule | None, replay: ReplaySection | None
+) -> list[str]:
     if "env" in raw and "sim" in raw:
         return [
             "env, sim: a design names its environment once: env: {id, params}, or the boat scene's sim: "
@@ -410,11 +434,8 @@ def _environment_section_problems(raw: Mapping[str, Any]) -> list[str]:
         return [str(exc)]
     if not is_builtin(config.id):
         return []
-    try:
-        rule = DecisionRule.from_dict(raw["decision_rule"], raw["analysis"], "decision_rule")
-    except ValueError:
-        return []  # a criterion named but not defined: the analysis section's own check names it
-    replay = parse_replay(raw, expand_seeds(raw["seeds"]))
+    if rule is None:
+        return []  # the rule did not parse: its own problem is reported beside these
     phase2 = raw.get("phase2")
     penalties = None if phase2 is None else phase2["reward"]["penalties"]
     return environment_problems(rule, penalties, env_spec(config), replay)
@@ -483,6 +504,7 @@ class _Valid(NamedTuple):
     analysis: AnalysisNumbers
     rule: DecisionRule
     phase2: Phase2 | None
+    replay: ReplaySection | None
 
 
 def _missing_design(path: Path) -> FileNotFoundError:
@@ -506,16 +528,21 @@ def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -
     if not isinstance(raw, dict):
         raise PreregError(f"{path}: a prereg must be a YAML mapping, got {type(raw).__name__}")
     validate_against(raw, load_prereg_schema(schema_dir), str(path), shipped=schema_dir is None)
-    problems = design_problems(raw)
-    if problems:
-        raise PreregError("\n".join(f"{path}: {p}" for p in problems))
-    analysis, rule = parse_analysis_sections(raw, str(path), schema_dir)
+    try:
+        analysis, rule = parse_analysis_sections(raw, str(path), schema_dir)
+        unparsed: list[str] = []
+    except ValueError as exc:  # its lines name the file already
+        analysis, rule, unparsed = None, None, str(exc).splitlines()
+    replay = parse_replay(raw, expand_seeds(raw["seeds"]))
+    problems = [f"{path}: {p}" for p in design_problems(raw, rule, replay)] + unparsed
+    if problems or analysis is None or rule is None:
+        raise PreregError("\n".join(problems))
     phase2 = parse_phase2(raw, str(path))
     try:
         sha = canonical_sha256(raw)
     except ValueError as exc:  # NaN or infinity has no canonical JSON form
         raise PreregError(f"{path}: {exc}") from None
-    return _Valid(sha, analysis, rule, phase2)
+    return _Valid(sha, analysis, rule, phase2, replay)
 
 
 def _build(
@@ -586,10 +613,12 @@ def _build(
         amendments=tuple(parse_amendment(a) for a in raw["amendments"]),
         sha256=valid.sha256,
         lock_date=lock_date,
-        versions=registered_versions(raw, str(path), history, schema_dir),
+        history=tuple(history),
+        raw=raw,
+        schema_dir=schema_dir,
         phase2=valid.phase2,
         observation=ObservationConfig.from_dict(raw.get("observation"), f"{path}: observation"),
-        replay=parse_replay(raw, expand_seeds(raw["seeds"])),
+        replay=valid.replay,
     )
 
 
