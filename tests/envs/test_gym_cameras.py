@@ -131,3 +131,37 @@ def test_frames_are_bit_identical_across_envs_and_fresh_processes_and_follow_the
     assert first["first/0/spawn/front"] != first["first/1/spawn/front"], "the spawn does not show"
     assert first["first/0/spawn/front"] != first["first/0/stepped/front"], "the arm's motion does not show"
     assert first["first/0/spawn/front"] != first["first/0/spawn/default"], "two cameras, one view"
+
+
+def test_check_policy_refuses_a_camera_a_users_gymnasium_env_lacks_before_noise_frames(
+    tmp_path: Path,
+) -> None:
+    """``prereg check`` does not build a user's environment, so the arm's check must: its frames are noise."""
+    import yaml
+
+    from grpo_probe.policies.check.arm import check_arm
+    from grpo_probe.prereg import load_prereg
+    from grpo_probe.prereg.canonical import read_yaml
+
+    raw = read_yaml(Path(__file__).resolve().parents[2] / "prereg/pusher_camera_smoke.yaml")
+    raw["env"] = {
+        "id": "grpo_probe.envs.gym_adapter:make_gymnasium_env",
+        "params": {
+            "gym_id": "Pusher-v5",
+            "gym_kwargs": {"xml_file": str(_pusher_with_cameras(tmp_path))},
+            "replans": 2,
+            "chunk_length": 50,
+            "executed_actions": 10,
+            "object_body": "object",
+            "goal_body": "goal",
+        },
+    }
+    raw["observation"]["cameras"] = {"wrist": {"height": 64, "width": 64}}
+    raw["arms"]["flow_camera"]["inputs"] = ["observation.state", "observation.images.wrist"]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    prereg = load_prereg(path, require_lock=False)  # a user's environment is not built here
+    with pytest.raises(ValueError) as info:
+        check_arm(prereg, None, "flow_camera")
+    assert f"{path}: arms.flow_camera.inputs reads 'observation.images.wrist'" in str(info.value)
+    assert "renders no camera 'wrist' (its cameras: front, top, default)" in str(info.value)
