@@ -54,6 +54,21 @@ def test_a_camera_the_environment_cannot_render_names_its_cameras(tmp_path: Path
     )
 
 
+def test_a_design_registering_a_camera_the_pusher_lacks_names_the_file_the_field_and_its_cameras(
+    tmp_path: Path,
+) -> None:
+    def edit(raw):
+        raw["observation"]["cameras"] = {"front": {"height": 64, "width": 64}}
+        raw["arms"]["flow_camera"]["inputs"] = ["observation.state", "observation.images.front"]
+
+    message = load_error(edited(tmp_path, "pusher_camera_smoke.yaml", edit))
+    assert (
+        "pusher_camera_smoke.yaml: observation.cameras.front: the environment renders no camera 'front' "
+        "(its cameras: default)" in message
+    )
+    assert "arms.flow_camera.inputs reads 'observation.images.front'" in message
+
+
 def test_reading_the_task_needs_a_registered_task_and_frames_need_the_flow_head(tmp_path: Path) -> None:
     def no_task(raw):
         del raw["observation"]["task"]

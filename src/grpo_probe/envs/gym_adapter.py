@@ -27,8 +27,18 @@ Determinism comes from the environment: Gymnasium seeds its ``np_random`` from `
 MuJoCo steps bit-identically on one machine, so the spawn is a pure function of the seed. An
 environment that reads any other randomness is caught by the parallel oracle.
 
-Gymnasium's MuJoCo envs build a renderer object on construction; without ``render_mode`` nothing is
-drawn, so no display is needed (``MUJOCO_GL=egl`` for headless rendering if a subclass renders).
+Cameras: a camera-fed policy reads ``observation.images.<camera>``, so the adapter renders the scene's
+MuJoCo cameras by name (every named ``<camera>`` of the model, in model order) and the environment's
+own viewpoint as the camera ``default`` (MuJoCo's free camera with the environment's
+``default_camera_config``, the view Gymnasium's ``render()`` opens on), at the size the design
+registers (``observation.cameras``), with :func:`grpo_probe.envs.gl.make_renderer` offscreen on the CPU,
+as the boat scene renders its overhead camera. ``spec.cameras`` lists them; a design that registers
+another name is refused at ``prereg check`` (built-ins) or before the first rollout. The free camera's
+pose is fixed by the model alone: Gymnasium centres its viewer on the geoms at the first ``render()``
+call, which would make a frame depend on when rendering started. Frames are a pure function of the
+MuJoCo state (shadows and multisampling off), so the oracles' frame digests match across processes.
+Nothing is drawn, and no GL context made, unless a policy reads a camera; ``MUJOCO_GL`` is chosen by
+:mod:`grpo_probe.envs.gl` (EGL when present) before MuJoCo is imported.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ import numpy as np
 import pyarrow as pa
 
 from grpo_probe.envs.episode_table import canonical_row_bytes
+from grpo_probe.envs.gl import free_camera, make_renderer
 from grpo_probe.envs.protocol import (
     METRIC_COLUMNS,
     EnvSpec,
@@ -61,6 +72,7 @@ from grpo_probe.envs.protocol import (
 )
 
 __all__ = [
+    "DEFAULT_CAMERA",
     "GOAL_ENV_KEYS",
     "GymnasiumAdapter",
     "GymnasiumParams",
@@ -75,6 +87,10 @@ _CALLABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Z
 GOAL_ENV_KEYS = ("observation", "achieved_goal", "desired_goal")
 """The entries of a goal-conditioned (``GoalEnv``) observation, in the order ``observation.state``
 concatenates them when ``env.params.obs_keys`` is left out."""
+
+DEFAULT_CAMERA = "default"
+"""The camera name of the environment's own viewpoint (MuJoCo's free camera placed by the environment's
+``default_camera_config``); a named MuJoCo camera of the same name takes precedence."""
 
 _PLACES = ("body", "site", "obs_key")
 """Where a traced point may come from: a MuJoCo body, a MuJoCo site, or a Dict observation entry."""
@@ -436,7 +452,10 @@ class GymnasiumAdapter:
             ),
             engagement=self._engagement_text(),
             state_perturbation=self._state_perturbation_text(),
+            cameras=self._camera_names(),
         )
+        self._renderers: dict[tuple[int, int], Any] = {}
+        self._free_camera: Any = None
         self._seed: int | None = None
         self._ended = False
         self._obs: Any = None
@@ -595,6 +614,13 @@ class GymnasiumAdapter:
             if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         return not required
+
+    def _camera_names(self) -> tuple[str, ...]:
+        """The cameras :meth:`render` draws: the model's named cameras in model order, then ``default``."""
+        model = self._sim.model
+        named = [model.camera(i).name for i in range(int(model.ncam))]
+        names = [n for n in named if n]
+        return (*names, *(() if DEFAULT_CAMERA in names else (DEFAULT_CAMERA,)))
 
     @property
     def model(self) -> Any:
@@ -833,8 +859,42 @@ class GymnasiumAdapter:
             channels=tuple((name, channels[name]) for name in self._channel_names),
         )
 
+    # -- cameras ---------------------------------------------------------------------------------------
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """The current frame of ``camera`` (one of ``spec.cameras``), uint8 [height, width, 3].
+
+        Renderers are built on first use, one per size, and kept: making a GL context costs far more
+        than a frame. An unknown camera is a ``ValueError`` naming it and the environment's cameras,
+        raised before any GL context is made.
+        """
+        if camera not in self.spec.cameras:
+            cameras = ", ".join(self.spec.cameras) or "none"
+            raise ValueError(f"{self.spec.id}: no camera {camera!r} (its cameras: {cameras})")
+        renderer = self._renderers.get((height, width))
+        if renderer is None:
+            renderer = self._renderers[(height, width)] = make_renderer(self._sim.model, height, width)
+        named = {self._sim.model.camera(i).name for i in range(int(self._sim.model.ncam))}
+        renderer.update_scene(self._sim.data, camera=camera if camera in named else self._default_view())
+        frame: np.ndarray = renderer.render().copy()
+        return frame
+
+    def _default_view(self) -> Any:
+        """MuJoCo's free camera for the model, then the environment's ``default_camera_config`` on it.
+
+        Why not Gymnasium's own viewer camera: that one is centred on the geoms' positions at the first
+        ``render()``; this pose depends on the model alone, so every frame of a seed is the same in any
+        process, whenever rendering starts. Built once per environment.
+        """
+        if self._free_camera is None:
+            owner = getattr(self._sim, "mujoco_renderer", None) or getattr(self.env, "mujoco_renderer", None)
+            self._free_camera = free_camera(self._sim.model, getattr(owner, "default_cam_config", None))
+        return self._free_camera
+
     def close(self) -> None:
-        """Release the Gymnasium environment (and its wrappers)."""
+        """Release the camera renderers and the Gymnasium environment (and its wrappers)."""
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()
         self.wrapped.close()
 
 

@@ -367,7 +367,8 @@ _ENGAGEMENT_READS = ("sampled_engagement_rate", "anchor_engagement_rate")
 
 
 def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
-    """Each arm's inputs are keys the design registers and, for a built-in environment, can render."""
+    """Each registered camera and each arm's inputs: keys the design registers and, for a built-in
+    environment (whose cameras are known without building it), ones it renders."""
     try:
         observation = ObservationConfig.from_dict(raw.get("observation"), "observation")
     except ValueError as exc:
@@ -380,6 +381,13 @@ def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
     except (KeyError, ValueError):
         pass  # the environment section's own check names the problem
     problems = []
+    if env_cameras is not None:
+        for camera in observation.cameras:
+            if camera.name not in env_cameras:
+                problems.append(
+                    f"observation.cameras.{camera.name}: the environment renders no camera {camera.name!r} "
+                    f"(its cameras: {', '.join(env_cameras) or 'none'})"
+                )
     for arm_id, arm in raw["arms"].items():
         inputs = arm.get("inputs", [OBSERVATION_STATE])
         cameras = env_cameras if env_cameras is not None else [c.name for c in observation.cameras]

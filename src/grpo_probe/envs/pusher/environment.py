@@ -67,7 +67,7 @@ class PusherEnv(GymnasiumAdapter):
         )
         live = self.spec
         self.spec = pusher_spec(p)
-        for name in ("obs_dim", "action_dims", "tick_s", "episode_schema", "state_perturbation"):
+        for name in ("obs_dim", "action_dims", "tick_s", "episode_schema", "state_perturbation", "cameras"):
             if getattr(live, name) != getattr(self.spec, name):
                 raise RuntimeError(
                     f"{GYM_ID}: the installed Gymnasium's environment has {name} {getattr(live, name)}, "

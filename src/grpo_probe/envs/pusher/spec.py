@@ -14,6 +14,11 @@ shoulder pan, shoulder lift, upper-arm roll, elbow flex, forearm roll, wrist fle
 ``observation.state``: Pusher-v5's 23 numbers as float32: joint angles (7), joint velocities (7), the
 wrist's ``tips_arm`` body position (3), the object's (3) and the goal's (3), in metres and radians.
 
+## Cameras
+``default``: Pusher-v5's own viewpoint (MuJoCo's free camera at Gymnasium's ``default_camera_config``,
+4 m from the scene's centre), the one camera a design can register (``observation.cameras``) for a
+camera-fed policy; Pusher-v5's model names no cameras of its own.
+
 ## Metrics and guards
 ``progress_final_cm = 100 (d0 - d_final)`` of the object-to-goal centre distance in the table plane;
 engagement is any arm-object contact at a tick boundary; success is a final distance within
@@ -61,6 +66,10 @@ OBS_DIM = 23
 ACTION_DIMS = 7
 TICK_S = 0.05
 """Pusher-v5's ``dt``: frame_skip 5 x timestep 0.01 s (a test pins these to the live environment)."""
+
+CAMERAS = ("default",)
+"""What ``render(camera, height, width)`` draws (:data:`grpo_probe.envs.gym_adapter.DEFAULT_CAMERA`; a
+test pins these to the live environment, as ``PusherEnv`` does when it is built)."""
 
 STATE_PERTURBATION = "the object's spawn position, shifted along its slide joints"
 """What a replay's ``state`` perturbation moves in the pusher (``PusherEnv.perturb_state``)."""
@@ -197,4 +206,5 @@ def pusher_spec(params: PusherParams | None = None) -> EnvSpec:
         ),
         engagement="any arm-object contact",
         state_perturbation=STATE_PERTURBATION,
+        cameras=CAMERAS,
     )

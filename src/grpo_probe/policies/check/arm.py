@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from grpo_probe.envs.observation import camera_of, image_key
 from grpo_probe.policies.check.determinism import draw0_twins_of
 from grpo_probe.policies.check.policy import check_policy
 from grpo_probe.policies.check.report import CheckResult, PolicyReport
@@ -194,6 +195,15 @@ def check_arm(
     binding = None if run_config is None else run_config.arms.get(arm_id)
     device = device or (run_config.device if run_config is not None else "cpu")
     spec = env_spec(prereg.env)
+    # Frames are keyed noise here, so a camera the environment cannot render would pass every check and
+    # fail the first rollout: refuse it now (for a user's environment prereg check cannot build it).
+    env_cameras = [c for c in (camera_of(k) for k in arm.inputs) if c is not None and c not in spec.cameras]
+    if env_cameras:
+        keys, names = ", ".join(repr(image_key(c)) for c in env_cameras), ", ".join(map(repr, env_cameras))
+        raise ValueError(
+            f"{prereg.path}: arms.{arm_id}.inputs reads {keys}, but environment {spec.id!r} renders no "
+            f"camera {names} (its cameras: {', '.join(spec.cameras) or 'none'})"
+        )
     served = binding is not None and binding.source == "server"
     if served:
         checkpoint, adapter = "", None
