@@ -34,6 +34,7 @@ tokens than a trained one, which changes its cost per chunk).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import tempfile
 import time
@@ -191,6 +192,7 @@ def main() -> None:
                     f"{label:6} speedup sequential -> {par}: {wall['sequential'] / wall[par]:.2f}x "
                     f"(batching x processes); parallel-1 -> {par}: {wall['parallel-1'] / wall[par]:.2f}x "
                     f"(processes); same bytes on every path and repeat: {len(tables[block]) == 1}"
+                    f"; table sha256 {hashlib.sha256(next(iter(tables[block]))).hexdigest()[:16]}"
                 )
         one.close()
         many.close()
