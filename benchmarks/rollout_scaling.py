@@ -20,6 +20,8 @@ run K = 8 envs per task. By default each head runs one shard of the workflow (``
 config/config.yaml, 5 seeds, 40 episodes), so a block that does not divide a shard pays for its padded
 rows here as it does in the workflow.
 
+``--heads ar`` (or ``flow``) measures one head alone, for a change that touches only that head.
+
 ``--repeats N`` measures every path N times, the paths in turn, and ends each head with the median
 policy / physics per path and its range: on a shared machine one run's ratio moves by a few hundredths.
 
@@ -32,6 +34,7 @@ tokens than a trained one, which changes its cost per chunk).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import statistics
 import tempfile
 import time
@@ -64,6 +67,8 @@ def _checkpoints(args: argparse.Namespace, root: Path) -> dict[str, Path]:
         ("ar", args.ar_checkpoint),
         ("flow", args.flow_checkpoint),
     ):
+        if head not in args.heads:
+            continue
         if given is not None:
             paths[head] = Path(given)
             continue
@@ -118,6 +123,10 @@ def main() -> None:
     parser.add_argument(
         "--ar-row-block", type=int, nargs="+", default=None,
         help="AR rows per block, one or more (default: the registered design's)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--heads", nargs="+", choices=("ar", "flow"), default=["ar", "flow"],
+        help="which heads to measure (default both); one head alone halves the run",
     )  # fmt: skip
     parser.add_argument(
         "--repeats", type=int, default=1, help="measure each path N times, in turn; medians at the end"
@@ -183,6 +192,7 @@ def main() -> None:
                     f"{label:6} speedup sequential -> {par}: {wall['sequential'] / wall[par]:.2f}x "
                     f"(batching x processes); parallel-1 -> {par}: {wall['parallel-1'] / wall[par]:.2f}x "
                     f"(processes); same bytes on every path and repeat: {len(tables[block]) == 1}"
+                    f"; table sha256 {hashlib.sha256(next(iter(tables[block]))).hexdigest()[:16]}"
                 )
         one.close()
         many.close()

@@ -48,6 +48,9 @@ class FastTokenizer:
     action_dims: int = 6
     _bpe: Tokenizer = field(init=False, repr=False)
     _token_coefs: list[np.ndarray] = field(init=False, repr=False)
+    _flat_coefs: np.ndarray = field(init=False, repr=False)
+    _starts: np.ndarray = field(init=False, repr=False)
+    _lengths: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.q_low = np.asarray(self.q_low, dtype=np.float64)
@@ -63,6 +66,13 @@ class FastTokenizer:
             token = self._bpe.id_to_token(i) if i < size else None
             coefs = [] if token is None else [ord(ch) - _CHAR_OFFSET + self.min_coef for ch in token]
             self._token_coefs.append(np.asarray(coefs, dtype=np.int64))
+        # Every id's coefficients in one array (BOS and EOS: none), so a decode gathers them in a few
+        # array calls instead of a Python loop over its tokens (it runs for every row of every AR chunk).
+        self._lengths = np.zeros(self.n_ids, dtype=np.int64)
+        self._lengths[: self.vocab_size] = [len(c) for c in self._token_coefs]
+        self._starts = np.zeros(self.n_ids, dtype=np.int64)
+        self._starts[1 : self.vocab_size] = np.cumsum(self._lengths[: self.vocab_size - 1])
+        self._flat_coefs = np.concatenate([*self._token_coefs, np.zeros(0, dtype=np.int64)])
 
     # ----------------------------------------------------------------------------------------- ids
     @property
@@ -164,20 +174,28 @@ class FastTokenizer:
         return [self.encode(c) for c in np.asarray(chunks)]
 
     def decode_coefficients(self, ids: Iterable[int]) -> np.ndarray:
-        """Ids -> int64 [300] quantized coefficients: BOS skipped, stop at EOS, zero-pad or truncate."""
-        parts: list[np.ndarray] = []
-        for raw in ids:
-            i = int(raw)
-            if i < 0 or i >= self.n_ids:
-                raise ValueError(f"FAST decode: token id {i} is outside [0, {self.n_ids})")
-            if i == self.eos_id:
-                break
-            if i < self.vocab_size:
-                parts.append(self._token_coefs[i])
-        flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        """Ids -> int64 [300] quantized coefficients: BOS skipped, stop at EOS, zero-pad or truncate.
+
+        An id outside ``[0, n_ids)`` before the first EOS is an error; ids after it are not read.
+        """
+        if isinstance(ids, np.ndarray) and ids.dtype.kind == "i" and ids.ndim == 1:
+            arr = ids.astype(np.int64, copy=False)
+        else:
+            arr = np.fromiter((int(raw) for raw in ids), dtype=np.int64)
+        stops = np.flatnonzero((arr < 0) | (arr >= self.n_ids) | (arr == self.eos_id))
+        if len(stops):
+            first = int(stops[0])
+            if arr[first] != self.eos_id:
+                raise ValueError(f"FAST decode: token id {arr[first]} is outside [0, {self.n_ids})")
+            arr = arr[:first]
+        lengths = self._lengths[arr]
+        total = int(lengths.sum())
+        n = min(total, self.n_coefficients)
+        # entry k of the concatenation is coefficient k - (its token's offset) of that token
+        offsets = np.cumsum(lengths) - lengths
+        index = np.repeat(self._starts[arr] - offsets, lengths)[:n] + np.arange(n)
         out = np.zeros(self.n_coefficients, dtype=np.int64)
-        n = min(len(flat), self.n_coefficients)
-        out[:n] = flat[:n]
+        out[:n] = self._flat_coefs[index]
         return out
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
