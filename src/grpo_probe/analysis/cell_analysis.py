@@ -54,14 +54,7 @@ def _mode_record(cell: Cell) -> dict[str, Any]:
 def check_table_keys(
     prereg: Prereg, probe_tables: Mapping[str, Any], anchor_tables: Mapping[str, Any], where: str
 ) -> None:
-    enabled = [c.id for c in prereg.enabled_cells]
-    without = [c for c in enabled if c not in probe_tables]
-    unknown = sorted(set(probe_tables) - set(enabled))
-    if without or unknown:
-        raise ValueError(
-            f"{where}: cells: probe tables do not match the enabled cells: enabled cells without a table "
-            f"{without}, tables for unknown or disabled cells {unknown}"
-        )
+    _check_one_table_per_cell(prereg, probe_tables, where, "probe", "table")
     for arm in sorted(anchor_tables):
         if arm not in prereg.arms:
             raise ValueError(
@@ -76,13 +69,20 @@ def check_table_keys(
 
 
 def check_join_keys(prereg: Prereg, join_tables: Mapping[str, Any], where: str) -> None:
+    _check_one_table_per_cell(prereg, join_tables, where, "join", "join table")
+
+
+def _check_one_table_per_cell(
+    prereg: Prereg, tables: Mapping[str, Any], where: str, kind: str, noun: str
+) -> None:
+    """Every enabled cell has a table of ``kind`` and no other cell has one; else say which differ."""
     enabled = [c.id for c in prereg.enabled_cells]
-    without = [c for c in enabled if c not in join_tables]
-    unknown = sorted(set(join_tables) - set(enabled))
+    without = [c for c in enabled if c not in tables]
+    unknown = sorted(set(tables) - set(enabled))
     if without or unknown:
         raise ValueError(
-            f"{where}: cells: join tables do not match the enabled cells: enabled cells without a join "
-            f"table {without}, join tables for unknown or disabled cells {unknown}"
+            f"{where}: cells: {kind} tables do not match the enabled cells: enabled cells without a {noun} "
+            f"{without}, {noun}s for unknown or disabled cells {unknown}"
         )
 
 

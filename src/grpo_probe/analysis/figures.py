@@ -269,7 +269,11 @@ def _symlog(ax: Axes, linthresh: float, values: Sequence[float], axis: str = "x"
     readable in one row; a linear axis puts the threshold on top of zero. The axis label says so with
     :func:`_symlog_note`: it is not a log axis (zero and negative values are on it).
     """
-    (ax.set_xscale if axis == "x" else ax.set_yscale)("symlog", linthresh=linthresh, linscale=0.6)
+    x = axis == "x"
+    set_scale, set_ticks, set_lim = (
+        (ax.set_xscale, ax.set_xticks, ax.set_xlim) if x else (ax.set_yscale, ax.set_yticks, ax.set_ylim)
+    )
+    set_scale("symlog", linthresh=linthresh, linscale=0.6)
     low, high = min([0.0, *values]), max([0.0, *values])
     pad = 0.3 * max(abs(low), abs(high), linthresh)
     left, right = low - (pad if low < 0 else 0.0), high + pad
@@ -279,11 +283,11 @@ def _symlog(ax: Axes, linthresh: float, values: Sequence[float], axis: str = "x"
         *(10.0**k for k in decades if 10.0**k <= right),
         *(-(10.0**k) for k in decades if -(10.0**k) >= left),
     ]
-    target = ax.xaxis if axis == "x" else ax.yaxis
-    (ax.set_xticks if axis == "x" else ax.set_yticks)(sorted(ticks))
+    target = ax.xaxis if x else ax.yaxis
+    set_ticks(sorted(ticks))
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     target.set_minor_locator(NullLocator())
-    (ax.set_xlim if axis == "x" else ax.set_ylim)(left, right)
+    set_lim(left, right)
 
 
 def _symlog_note(linthresh: float) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "NEAR_ALWAYS",
     "SIGNIFICANT",
     "count_words",
+    "flagged_guards",
     "glossary",
     "guard_flags",
     "number",
@@ -127,13 +128,17 @@ def qualification_notes(verdicts: list[dict[str, Any]], required: dict[str, list
     return notes
 
 
-def guard_flags(guards: list[dict[str, Any]], qualifies: bool | None) -> list[str]:
-    """Plain flags for a qualifying cell: every guard its sampled episodes trip at or near always."""
+def flagged_guards(guards: list[dict[str, Any]], qualifies: bool | None) -> list[dict[str, Any]]:
+    """The guards a qualifying cell is flagged for: those its sampled episodes trip at or near always."""
     if not qualifies:
         return []
+    return [g for g in guards if g["sampled_rate"] is not None and g["sampled_rate"] >= NEAR_ALWAYS]
+
+
+def guard_flags(guards: list[dict[str, Any]], qualifies: bool | None) -> list[str]:
+    """Plain flags for a qualifying cell: every guard its sampled episodes trip at or near always."""
     return [
         f"{g['guard']} trips in {g['sampled_count']}/{g['sampled_n']} sampled episodes "
         f"(anchor {g['anchor_count']}/{g['anchor_n']})"
-        for g in guards
-        if g["sampled_rate"] is not None and g["sampled_rate"] >= NEAR_ALWAYS
+        for g in flagged_guards(guards, qualifies)
     ]

@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 
 from grpo_probe.analysis.decision_rule import rank_text, read_words
-from grpo_probe.analysis.glossary import NEAR_ALWAYS, count_words, number
+from grpo_probe.analysis.glossary import count_words, flagged_guards, number
 from grpo_probe.analysis.reads import read_rows
 from grpo_probe.prereg.rule import ReadRef
 
@@ -128,12 +128,9 @@ def _short_clause(condition: Mapping[str, Any]) -> str:
 def _short_flags(cell: Mapping[str, Any]) -> str:
     """`` Flags (sampled, anchor): swat 120/120, 0/15.``: the guards the page flags for a cell, with the
     episodes behind each rate (the flag's full sentence is below the fold)."""
-    if not cell["verdict"]["flags"]:
-        return ""
     parts = [
         f"{g['guard']} {g['sampled_count']}/{g['sampled_n']}, {g['anchor_count']}/{g['anchor_n']}"
-        for g in cell["guards"]
-        if g["sampled_rate"] is not None and g["sampled_rate"] >= NEAR_ALWAYS  # as guard_flags picks them
+        for g in flagged_guards(cell["guards"], cell["verdict"]["qualifies"])
     ]
     return f" Flags (sampled, anchor): {'; '.join(parts)}." if parts else ""
 

@@ -30,24 +30,28 @@ def load_run_design(prereg_path: str | os.PathLike[str], results: str | os.PathL
     """
     path = Path(prereg_path)
     problems = folder_problems(path, results)
-    prereg = None
     try:
-        prereg = load_prereg(path, require_lock=False)
+        prereg = load_prereg(path)  # the common case, a valid locked design: read and parsed once
     except FileNotFoundError:
         raise
-    except ValueError as exc:  # the schema's and the cross-field rules' problems, one per line
-        problems += str(exc).splitlines()
-    try:
-        raw = read_yaml(path)
-    except (ValueError, yaml.YAMLError):  # unreadable YAML: the validation has said so
-        raw = None
-    if isinstance(raw, dict):
+    except ValueError:
+        prereg = None
+    if prereg is not None and not problems:
+        return prereg
+    if prereg is None:  # ask each question on its own, so one problem does not hide the next
         try:
-            check_lock(path, raw)
-        except (LockError, ValueError) as exc:
+            load_prereg(path, require_lock=False)
+        except ValueError as exc:  # the schema's and the cross-field rules' problems, one per line
             problems += str(exc).splitlines()
-    if problems or prereg is None:
-        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-        listed = "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
-        raise PreregError(f"{path}: {count}, all to fix before anything runs:\n{listed}")
-    return prereg
+        try:
+            raw = read_yaml(path)
+        except (ValueError, yaml.YAMLError):  # unreadable YAML: the validation has said so
+            raw = None
+        if isinstance(raw, dict):
+            try:
+                check_lock(path, raw)
+            except (LockError, ValueError) as exc:
+                problems += str(exc).splitlines()
+    count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+    listed = "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
+    raise PreregError(f"{path}: {count}, all to fix before anything runs:\n{listed}")
