@@ -62,7 +62,7 @@ def member_records(
             {
                 "id": CELLS[arm],
                 "arm": arm,
-                "reads": values,
+                "reads": {"sampled_engagement_rate": 0.5, **values},
                 "verdict": {"qualifies": values["median_choice_std_cm"] > 1},
             }
             for arm, values in reads.items()
@@ -78,7 +78,13 @@ def member_records(
                 "movement": {"moved": True},
                 "predicted": arm == "flow_teacher",
                 "eval": {
-                    "changes": [{"read": "progress_final_cm", "delta": d, "ci_low": low, "ci_high": high}]
+                    "changes": [{"read": "progress_final_cm", "delta": d, "ci_low": low, "ci_high": high}],
+                    # s_d from the interval's width, as a t interval over 12 seeds would give it
+                    "detectable": {
+                        "read": "progress_final_cm",
+                        "seeds": 12,
+                        "diff_sd": (high - low) / (2 * 2.201) * 12**0.5,
+                    },
                 },
             }
             for arm, (d, low, high) in gains.items()

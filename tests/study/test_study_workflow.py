@@ -36,6 +36,12 @@ def test_the_tiny_validation_study_runs_and_verifies(study_run: Path, grpo_probe
     assert any(line.startswith("Negative control luck_plane_tiny:") for line in record["controls"])
     page = (run / FOLDER / "validation.md").read_text()
     assert page.startswith("# Does the probe predict? Study validation_tiny")
+    # Controls never enter the correlation, and the tiny study has no subject: it answers nothing, and
+    # says why, rather than ranking the two planes against each other.
+    assert record["counted"] == 0 and not record["reached_size"]
+    assert "Not answered: 0 counted subject arm(s)" in record["answer"]
+    assert "Power: not simulated" in page
+    assert all(r["engagement"] is not None and not r["counted"] for r in record["rows"])
     assert (run / FOLDER / "probe_vs_gain.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for name in MEMBERS:
         phase2 = json.loads((run / "results" / name / "phase2.json").read_text())

@@ -55,6 +55,8 @@ __all__ = [
     "plot_spread_by_cell",
     "plot_trajectories",
     "png_bytes",
+    "symlog_axis",
+    "symlog_note",
 ]
 
 _DPI = 150
@@ -171,10 +173,10 @@ def plot_group_std(
         ax.axvline(median, color=_SAMPLED, linewidth=1.0, alpha=0.6, label="median (progress)")
         linthresh = degenerate_tol_cm if degenerate_tol_cm > 0 else signal_bar_cm
         values = [v for g in ordered for v in (g.std_progress_cm, g.std_best_point_cm) if math.isfinite(v)]
-        _symlog(ax, linthresh, [*values, signal_bar_cm, degenerate_tol_cm])
+        symlog_axis(ax, linthresh, [*values, signal_bar_cm, degenerate_tol_cm])
         ax.set_yticks(y, [str(g.seed) for g in ordered])
         ax.set_ylabel("seed (sorted by progress std)")
-        ax.set_xlabel(f"within-group std over K draws (cm, {_symlog_note(linthresh)})")
+        ax.set_xlabel(f"within-group std over K draws (cm, {symlog_note(linthresh)})")
         ax.set_title(f"cell {cell}: group spread per seed")
         fig.legend(loc="outside lower center", ncols=3, fontsize="x-small", frameon=False)
         return _save(fig, path)
@@ -203,12 +205,12 @@ def plot_chaos(
             ax.annotate(str(s.seed), (x, y), textcoords="offset points", xytext=(3, 3), fontsize="x-small")
         # Symmetric log on both axes: the bar (a quarter centimetre) and spreads of tens of centimetres are
         # both visible, and the diagonal stays the diagonal.
-        _symlog(ax, signal_bar_cm, [top], "x")
-        _symlog(ax, signal_bar_cm, [top], "y")
+        symlog_axis(ax, signal_bar_cm, [top], "x")
+        symlog_axis(ax, signal_bar_cm, [top], "y")
         ax.set_xlabel("group std of progress over K draws (cm)")
         ax.set_ylabel("replay std of the same draw (cm)")
         ax.set_title(
-            f"cell {cell}: signal or chaos\n(both axes {_symlog_note(signal_bar_cm)} cm)", fontsize="medium"
+            f"cell {cell}: signal or chaos\n(both axes {symlog_note(signal_bar_cm)} cm)", fontsize="medium"
         )
         ax.legend(fontsize="small", loc="upper left")
         return _save(fig, path)
@@ -262,12 +264,12 @@ def _finite(values: Sequence[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and np.isfinite(v)]
 
 
-def _symlog(ax: Axes, linthresh: float, values: Sequence[float], axis: str = "x") -> None:
+def symlog_axis(ax: Axes, linthresh: float, values: Sequence[float], axis: str = "x") -> None:
     """A symmetric-log axis, linear within ``linthresh`` of 0, ticked at 0 and at powers of ten.
 
     Why: a 0.25 cm bar and a 50 cm spread (or a -0.5 cm tolerance and a -50 cm loss) must both be
     readable in one row; a linear axis puts the threshold on top of zero. The axis label says so with
-    :func:`_symlog_note`: it is not a log axis (zero and negative values are on it).
+    :func:`symlog_note`: it is not a log axis (zero and negative values are on it).
     """
     x = axis == "x"
     set_scale, set_ticks, set_lim = (
@@ -290,7 +292,7 @@ def _symlog(ax: Axes, linthresh: float, values: Sequence[float], axis: str = "x"
     set_lim(left, right)
 
 
-def _symlog_note(linthresh: float) -> str:
+def symlog_note(linthresh: float) -> str:
     """How an axis label names a symmetric-log scale: ``symmetric log, linear within ±0.25``."""
     return f"symmetric log, linear within \u00b1{linthresh:g}"
 
@@ -372,12 +374,10 @@ def plot_spread_by_cell(
         ax.axvline(
             signal_bar_cm, color=_BAR, linestyle="--", linewidth=1.2, label=f"signal bar {signal_bar_cm:g} cm"
         )
-        _symlog(ax, linthresh_cm, [*values, signal_bar_cm])
+        symlog_axis(ax, linthresh_cm, [*values, signal_bar_cm])
         ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel(
-            f"std of progress over the K draws (cm, {_symlog_note(linthresh_cm)})", fontsize="small"
-        )
+        ax.set_xlabel(f"std of progress over the K draws (cm, {symlog_note(linthresh_cm)})", fontsize="small")
         ax.set_title("Group spread per cell against the signal bar", fontsize="medium")
         ax.grid(axis="x", color="0.9", linewidth=0.6)
         fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
@@ -420,10 +420,10 @@ def plot_competence_by_cell(
             label=f"tolerance {-competence_tol_cm:g} cm",
         )
         linthresh = competence_tol_cm if competence_tol_cm > 0 else 1.0
-        _symlog(ax, linthresh, [*values, -competence_tol_cm])
+        symlog_axis(ax, linthresh, [*values, -competence_tol_cm])
         ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel(f"sampled mean minus anchor progress (cm, {_symlog_note(linthresh)})", fontsize="small")
+        ax.set_xlabel(f"sampled mean minus anchor progress (cm, {symlog_note(linthresh)})", fontsize="small")
         ax.set_title("Competence per cell against the anchor", fontsize="medium")
         ax.grid(axis="x", color="0.9", linewidth=0.6)
         fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
@@ -639,8 +639,8 @@ def plot_rule_clauses(
             thresholds = sorted({r.threshold for r in panel.rows})
             if panel.unit == "cm":
                 linthresh = min((abs(t) for t in thresholds if t != 0), default=1.0)
-                _symlog(ax, linthresh, values)
-                ax.set_xlabel(f"cm, {_symlog_note(linthresh)}", fontsize="x-small")
+                symlog_axis(ax, linthresh, values)
+                ax.set_xlabel(f"cm, {symlog_note(linthresh)}", fontsize="x-small")
             else:
                 low, high = min([0.0, *values]), max([1.0 if max(values, default=0) <= 1 else 0.0, *values])
                 pad = 0.05 * (high - low or 1.0)

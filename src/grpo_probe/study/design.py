@@ -28,7 +28,9 @@ from grpo_probe.prereg.schema import validate_against
 __all__ = [
     "LOCK_FORMAT",
     "ROLES",
+    "Engagement",
     "Member",
+    "PowerSpec",
     "Study",
     "StudyError",
     "load_study",
@@ -55,6 +57,26 @@ class Member:
 
 
 @dataclass(frozen=True)
+class Engagement:
+    """Which arms count: those whose study cell moved the object in at least ``min`` of its episodes."""
+
+    read: str
+    min: float
+
+
+@dataclass(frozen=True)
+class PowerSpec:
+    """The registered power simulation: a true Spearman ``rho`` at the study's own arms per design, gains
+    measured at ``reliability``, detected when the study's interval lies above zero."""
+
+    rho: float
+    reliability: float
+    simulations: int
+    resamples: int
+    seed: int
+
+
+@dataclass(frozen=True)
 class Study:
     """A locked validation study (``prereg/studies/*.yaml``)."""
 
@@ -70,6 +92,17 @@ class Study:
     resamples: int
     confidence: float
     seed: int
+    levels: str = "arms"
+    """What the rank correlation's bootstrap resamples: ``arms``, or ``designs_then_arms`` (two-stage)."""
+    permutations: int | None = None
+    """The within-design permutation test's permutations; None when the study registers none."""
+    engagement: Engagement | None = None
+    min_subject_arms: int | None = None
+    power: PowerSpec | None = None
+
+    @property
+    def subject_members(self) -> tuple[Member, ...]:
+        return tuple(m for m in self.members if m.role == "subject")
 
     def folder(self, results: str | os.PathLike[str]) -> Path:
         """Where the study's page and record go: ``<results>/studies/<name>/``."""
@@ -159,9 +192,10 @@ def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
             elif cell.arm != arm:
                 problems.append(f"{at}.cells.{arm}: cell {cell_id!r} samples arm {cell.arm!r}, not {arm!r}")
         members.append(Member(design=design, role=str(entry["role"]), cells=cells))
-    for field, name in [("predictor", raw["predictor"])] + [
-        (f"reads[{i}]", r) for i, r in enumerate(raw["reads"])
-    ]:
+    named = [("predictor", raw["predictor"])] + [(f"reads[{i}]", r) for i, r in enumerate(raw["reads"])]
+    if "engagement" in raw:
+        named.append(("engagement.read", raw["engagement"]["read"]))
+    for field, name in named:
         if name not in READ_NAMES:
             problems.append(f"{path}: {field}: {name!r} is not a probe read (reads: {', '.join(READ_NAMES)})")
     if raw["predictor"] not in raw["reads"]:
@@ -182,6 +216,7 @@ def load_study(path: str | os.PathLike[str]) -> Study:
     lock_date = _read_lock(path, sha256)
     members = _members(path, raw)
     boot = raw["bootstrap"]
+    engagement, power = raw.get("engagement"), raw.get("power")
     return Study(
         path=path,
         sha256=sha256,
@@ -195,4 +230,19 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         resamples=int(boot["resamples"]),
         confidence=float(boot["confidence"]),
         seed=int(boot["seed"]),
+        levels=str(boot.get("levels", "arms")),
+        permutations=int(boot["permutations"]) if "permutations" in boot else None,
+        engagement=None
+        if engagement is None
+        else Engagement(read=str(engagement["read"]), min=float(engagement["min"])),
+        min_subject_arms=int(raw["min_subject_arms"]) if "min_subject_arms" in raw else None,
+        power=None
+        if power is None
+        else PowerSpec(
+            rho=float(power["rho"]),
+            reliability=float(power["reliability"]),
+            simulations=int(power["simulations"]),
+            resamples=int(power["resamples"]),
+            seed=int(power["seed"]),
+        ),
     )

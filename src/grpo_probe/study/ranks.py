@@ -13,6 +13,10 @@ that happens often and an interval that hid it would look surer than it is.
 
 The generator is keyed by (registered seed, "study", read), so the interval's bytes depend only on the
 registered numbers and the rows.
+
+:func:`spearman_rows` computes the same rho for many resamples at once (one row each), which is what
+makes the nested bootstrap and the permutation test (:mod:`grpo_probe.study.nested`) and the study's
+power simulation (:mod:`grpo_probe.study.power`) cheap enough to run thousands of times.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.stats import rankdata
 
 from grpo_probe.keyed_rng import numpy_generator, tag
 
-__all__ = ["RankCorrelation", "rank_correlation", "spearman"]
+__all__ = ["RankCorrelation", "rank_correlation", "spearman", "spearman_rows"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,10 @@ class RankCorrelation:
     resamples: int
     degenerate_resamples: int
     """Resamples left out because a column was constant in them."""
+    inference: str = "arm bootstrap"
+    """How the interval was resampled: "arm bootstrap" (arms as independent units, :func:`rank_correlation`)
+    or "nested bootstrap" (designs, then arms within them,
+    :func:`grpo_probe.study.nested.nested_rank_correlation`)."""
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -58,6 +67,30 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     if denom == 0.0:
         return None
     return float((da * db).sum() / denom)
+
+
+def spearman_rows(x: ArrayLike, y: ArrayLike) -> NDArray[np.float64]:
+    """Spearman's rho of each row pair of two (B, n) arrays, as :func:`spearman` computes it row by row.
+
+    Per row b: rho_b = Pearson(rank(x_b), rank(y_b)) with average ranks for ties (Spearman 1904). Returns
+    a float64 array of length B, NaN where a row of either side is constant (or n < 2), where
+    :func:`spearman` returns None.
+    """
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(f"need two 2-d arrays of equal shape, got {a.shape} and {b.shape}")
+    rows, n = a.shape
+    out = np.full(rows, np.nan, dtype=np.float64)
+    if n < 2 or rows == 0:
+        return out
+    ra, rb = rankdata(a, axis=1), rankdata(b, axis=1)
+    da = ra - ra.mean(axis=1, keepdims=True)
+    db = rb - rb.mean(axis=1, keepdims=True)
+    denom = np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
+    num = (da * db).sum(axis=1)
+    ok = denom > 0.0  # a constant row has all ranks equal to (n + 1) / 2, so its deviations are exactly 0
+    out[ok] = num[ok] / denom[ok]
+    return out
 
 
 def rank_correlation(

@@ -29,10 +29,31 @@ def _check(args: argparse.Namespace) -> int:
         print(f"study check: {exc}", file=sys.stderr)
         return 1
     arms = sum(len(m.cells) for m in study.members)
+    subjects = sum(len(m.cells) for m in study.subject_members)
     print(
         f"{study.path}: valid and locked ({study.lock_date}), sha256 {study.sha256}; "
-        f"{len(study.members)} member designs, {arms} arms"
+        f"{len(study.members)} member designs, {arms} arms ({subjects} subject arms)"
     )
+    sizes = [len(m.cells) for m in study.subject_members]
+    if study.power is not None and len(sizes) >= 2:
+        from grpo_probe.study.power import study_power  # scipy's ranks: imported when a power is asked
+
+        spec = study.power
+        power = study_power(
+            sizes,
+            rho=spec.rho,
+            reliability=spec.reliability,
+            simulations=spec.simulations,
+            resamples=spec.resamples,
+            confidence=study.confidence,
+            seed=spec.seed,
+        )
+        print(
+            f"power at the registered size ({' + '.join(map(str, sizes))} subject arms, every one engaging "
+            f"and moved): a true rho of {spec.rho:g} at gain reliability {spec.reliability:g} is detected in "
+            f"{power.power:.0%} [{power.ci_low:.0%}, {power.ci_high:.0%}] of {power.simulations} simulated "
+            "studies"
+        )
     return 0
 
 

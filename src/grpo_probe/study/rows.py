@@ -1,0 +1,149 @@
+"""The study's rows: one per arm of each member, read from the members' decision.json and phase2.json.
+
+Why from the members' records and nothing else: decision.json holds each cell's reads as the probe wrote
+them, and phase2.json each arm's held-out change with its interval and the spread of its paired
+differences, so the study adds no new measurement. A record written for another version of a member's
+design, a missing cell, stage or read is an error that names the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.study.design import Member, Study
+
+__all__ = ["ArmRow", "arm_rows"]
+
+
+@dataclass(frozen=True)
+class ArmRow:
+    """One arm of one member: the probe's reads of the cell that stands for it, and what the pilot gained."""
+
+    design: str
+    role: str
+    arm: str
+    head: str
+    cell: str
+    reads: dict[str, float | None]
+    engagement: float | None
+    """The study's engagement read of the arm's cell (share of sampled episodes that moved the object);
+    None when the study registers no engagement read."""
+    engages: bool
+    """Whether the arm counts: its engagement reaches the registered minimum (True without a registered
+    engagement read)."""
+    qualifies: bool
+    """Whether the probe's registered rule qualified the arm's cell (the probe's "go")."""
+    predicted: bool
+    """Whether the member's decision named this arm for phase 2."""
+    gain: float
+    gain_ci_low: float
+    gain_ci_high: float
+    gain_se: float | None
+    """Standard error of the gain, s_d / sqrt(n) over the n held-out seeds' paired differences; None when
+    the record gives no spread for the gain's read (one seed, or another read than phase 2's MDE read)."""
+    pilot_verdict: str
+    """The stage's verdict on phase2.md: held, did not hold, not shown or not tested."""
+    moved: bool
+
+    @property
+    def gained(self) -> bool:
+        """The pilot resolved a gain: its held-out interval lies above zero (phase2.md's "held")."""
+        return self.pilot_verdict == "held"
+
+
+def _load(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: {what} not found") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a readable {what} ({exc})") from None
+
+
+def _gain_se(stage: dict[str, Any], gain: str) -> float | None:
+    """s_d / sqrt(n), the standard error of a mean of n paired differences, from the stage's MDE record."""
+    detectable = stage.get("eval", {}).get("detectable")
+    if not detectable or detectable.get("read") != gain or detectable.get("diff_sd") is None:
+        return None
+    return float(detectable["diff_sd"]) / math.sqrt(int(detectable["seeds"]))
+
+
+def _member_rows(
+    study: Study, member: Member, decision_path: str | os.PathLike[str], phase2_path: str | os.PathLike[str]
+) -> list[ArmRow]:
+    decision, phase2 = _load(decision_path, "decision record"), _load(phase2_path, "phase-2 record")
+    recorded_shas = (
+        (decision_path, decision.get("prereg", {}).get("sha256")),
+        (phase2_path, phase2.get("design", {}).get("prereg_sha256")),
+    )
+    for path, recorded in recorded_shas:
+        if recorded != member.design.sha256:
+            raise ValueError(
+                f"{path}: written for prereg sha256 {recorded}, but {member.design.path} is "
+                f"{member.design.sha256}; rerun the member"
+            )
+    cells = {c["id"]: c for c in decision["cells"]}
+    stages = {s["arm"]: s for s in phase2.get("stages", [])}
+    needed = list(study.reads) + ([study.engagement.read] if study.engagement is not None else [])
+    rows = []
+    for arm, cell_id in member.cells.items():
+        if cell_id not in cells:
+            raise ValueError(f"{decision_path}: no cell {cell_id!r} (the study's cell for arm {arm!r})")
+        if arm not in stages:
+            raise ValueError(
+                f"{phase2_path}: the pilot did not train arm {arm!r} (trained: {', '.join(stages) or 'none'})"
+            )
+        cell, stage = cells[cell_id], stages[arm]
+        missing = [r for r in needed if r not in cell["reads"]]
+        if missing:
+            raise ValueError(f"{decision_path}: cell {cell_id!r} has no read {', '.join(missing)}")
+        change = next((c for c in stage["eval"]["changes"] if c["read"] == study.gain), None)
+        if change is None:
+            raise ValueError(f"{phase2_path}: arm {arm!r} has no held-out change in {study.gain!r}")
+        engagement = None if study.engagement is None else cell["reads"][study.engagement.read]
+        engages = study.engagement is None or (
+            engagement is not None and float(engagement) >= study.engagement.min
+        )
+        rows.append(
+            ArmRow(
+                design=member.design.name,
+                role=member.role,
+                arm=arm,
+                head=stage["head"],
+                cell=cell_id,
+                reads={r: cell["reads"][r] for r in study.reads},
+                engagement=None if engagement is None else float(engagement),
+                engages=engages,
+                qualifies=bool(cell["verdict"]["qualifies"]),
+                predicted=bool(stage.get("predicted", False)),
+                gain=float(change["delta"]),
+                gain_ci_low=float(change["ci_low"]),
+                gain_ci_high=float(change["ci_high"]),
+                gain_se=_gain_se(stage, study.gain),
+                pilot_verdict=str(stage["verdict"]),
+                moved=bool(stage["movement"]["moved"]),
+            )
+        )
+    return rows
+
+
+def arm_rows(
+    study: Study, decisions: Sequence[str | os.PathLike[str]], phase2s: Sequence[str | os.PathLike[str]]
+) -> list[ArmRow]:
+    """The study's rows, member by member in the registered order; ``decisions`` and ``phase2s`` are each
+    member's decision.json and phase2.json, in the same order."""
+    if not len(decisions) == len(phase2s) == len(study.members):
+        raise ValueError(
+            f"{study.path}: {len(study.members)} members, but {len(decisions)} decision and "
+            f"{len(phase2s)} phase-2 records"
+        )
+    rows: list[ArmRow] = []
+    for member, decision_path, phase2_path in zip(study.members, decisions, phase2s, strict=True):
+        rows += _member_rows(study, member, decision_path, phase2_path)
+    return rows
