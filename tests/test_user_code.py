@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.user_code import checkpoint_files, env_code_files, factory_files, policy_files, tree_sha256
+from grpo_probe.user_code import (
+    checkpoint_files,
+    env_code_files,
+    factory_files,
+    module_files,
+    policy_files,
+    tree_sha256,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,6 +49,13 @@ def test_callables_in_an_envs_params_bring_their_packages(lab: Path) -> None:
     params = {"gym_id": "Reacher-v5", "wrappers": ["labpkg.scene:make"], "expert": "labpkg.scene:make"}
     files = env_code_files("grpo_probe.envs.gym_adapter:make_gymnasium_env", params)
     assert [p.as_posix() for p in files] == ["labpkg/__init__.py", "labpkg/scene.py", "labpkg/scene.xml"]
+
+
+def test_a_designs_sampler_modules_bring_their_packages_once(lab: Path) -> None:
+    """``samplers: ["labpkg.scene"]`` and the entry module its kind names: one package, listed once."""
+    files = module_files(["labpkg.scene", "labpkg.math", "grpo_probe.policies.flow_sde"])
+    assert [p.as_posix() for p in files] == ["labpkg/__init__.py", "labpkg/scene.py", "labpkg/scene.xml"]
+    assert module_files([]) == ()
 
 
 def test_a_checkpoint_folder_is_every_visible_file_and_its_hash_follows_each(tmp_path: Path) -> None:

@@ -10,12 +10,22 @@ samples it). Each of them asks the kind's one :class:`SamplerKind` declaration h
 kinds itself, so a new sampler is its math (a module that registers its sampling entry with
 :func:`register_sampler_entry`), its declaration (:func:`register_sampler`, at the bottom of this file)
 and its test. ``docs/extending.md`` walks through it.
+
+A lab registers a kind of its own without editing this package: its module calls :func:`register_sampler`
+(and :func:`register_sampler_entry`), and a design names that module in ``samplers:``.
+:func:`load_sampler_module` imports it before the design is checked, so the kind is in the schema's enum,
+and refuses a module that fails to import, registers nothing, or registers a taken name. A mode of such
+a kind carries the module's name when it is pickled, so a rollout worker that receives it imports the
+module too (:meth:`SamplingMode.__reduce__`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
+import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -26,9 +36,12 @@ __all__ = [
     "SAMPLING_KINDS",
     "Draw0",
     "Parameter",
+    "SamplerClash",
     "SamplerKind",
+    "SamplerModuleError",
     "SamplingMode",
     "kinds_of_head",
+    "load_sampler_module",
     "mode_params",
     "mode_schema_rules",
     "mode_text",
@@ -36,6 +49,7 @@ __all__ = [
     "register_sampler_entry",
     "sampler",
     "sampler_entry",
+    "sampler_origin",
     "sampling_kinds",
     "unregister_sampler",
 ]
@@ -136,6 +150,10 @@ class SamplerKind:
     cell: bool = True
     """Whether a probe cell may sample it: its K draws differ (greedy is the anchor's mode, flow_euler the
     SDE oracle's reference)."""
+    at_most: Mapping[str, float] = field(default_factory=dict, hash=False)
+    """The largest value a parameter it takes may have, where its math needs one (DDIM's eta, carried in
+    ``sde_a``, is at most 1); the parameter's own bound (:data:`PARAMETERS`) is the lower one. The schema
+    and :class:`SamplingMode` both refuse a larger value."""
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.takes if p not in PARAMETERS]
@@ -148,6 +166,11 @@ class SamplerKind:
             raise ValueError(
                 f"sampler {self.kind!r}: list takes in the order of PARAMETERS ({tuple(PARAMETERS)})"
             )
+        for name, limit in self.at_most.items():
+            if name not in self.takes:
+                raise ValueError(f"sampler {self.kind!r}: at_most names {name!r}, which it does not take")
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit):
+                raise ValueError(f"sampler {self.kind!r}: at_most[{name!r}] must be a finite number")
 
     @property
     def deterministic(self) -> bool:
@@ -162,20 +185,164 @@ class SamplerKind:
 
 _KINDS: dict[str, SamplerKind] = {}
 _ENTRIES: dict[str, Callable[..., Any]] = {}
+_ORIGINS: dict[str, str] = {}
+"""Kind -> the module whose import registered it (this module for the built-ins): see
+:func:`_registering_module`."""
+_MODULE_KINDS: dict[str, tuple[str, ...]] = {}
+"""A module :func:`load_sampler_module` imported -> the kinds its import registered."""
+_MODULE_FAILURES: dict[str, str] = {}
+"""A module :func:`load_sampler_module` refused -> why (asked again, it answers the same)."""
+
+
+class SamplerClash(ValueError):
+    """:func:`register_sampler` called for a name the registry holds: a kind means one thing."""
+
+    def __init__(self, kind: str, origin: str | None) -> None:
+        self.kind = kind
+        self.origin = origin
+        by = f" (by {origin})" if origin else ""
+        super().__init__(f"sampling kind {kind!r} is already registered{by}")
 
 
 def register_sampler(kind: SamplerKind) -> SamplerKind:
-    """Add ``kind`` to the registry; a name registered twice is an error (a kind means one thing)."""
+    """Add ``kind`` to the registry; a name registered twice is an error (a kind means one thing).
+
+    The registry records the module whose import called it (:func:`sampler_origin`): a mode of a kind
+    registered outside this package names that module when it is pickled, so a process that receives it
+    can import the module and know the kind (:meth:`SamplingMode.__reduce__`).
+    """
     if kind.kind in _KINDS:
-        raise ValueError(f"sampling kind {kind.kind!r} is already registered")
+        raise SamplerClash(kind.kind, _ORIGINS.get(kind.kind))
     _KINDS[kind.kind] = kind
+    _ORIGINS[kind.kind] = _registering_module()
     return kind
+
+
+def _registering_module() -> str:
+    """The module whose top-level code runs the registration: the innermost module body on the stack, so a
+    helper of the lab's that calls :func:`register_sampler` counts for the module that calls the helper,
+    and importing that module registers the kind again in another process."""
+    frame = sys._getframe(2)  # register_sampler's caller
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back
+    return "" if frame is None else str(frame.f_globals.get("__name__", ""))
 
 
 def unregister_sampler(kind: str) -> None:
     """Remove a kind and its entry (tests add a kind for one test and take it out again)."""
     _KINDS.pop(kind, None)
     _ENTRIES.pop(kind, None)
+    _ORIGINS.pop(kind, None)
+    for module, kinds in list(_MODULE_KINDS.items()):
+        if kind in kinds:
+            del _MODULE_KINDS[module]
+
+
+def sampler_origin(kind: str) -> str:
+    """The module that registered ``kind`` (``grpo_probe.sampling`` for a built-in kind)."""
+    sampler(kind)
+    return _ORIGINS[kind]
+
+
+class SamplerModuleError(ValueError):
+    """A module named to register sampling kinds does not; the message says why and starts with the
+    module's name, so a caller prefixes the file and the field that named it."""
+
+
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_OWN = __name__.partition(".")[0]
+
+
+def load_sampler_module(module: str) -> tuple[str, ...]:
+    """Import ``module``, a lab's own module that registers sampling kinds; return the kinds it registers.
+
+    Why a loader and not a bare import: a design names the module (``samplers: ["labpolicies.ddim"]``),
+    and every process that reads the design, or receives a mode of one of its kinds, must hold the same
+    registry, or the schema, the design check and the head disagree on what a kind is. A module that
+    fails to import, registers no kind, registers a name twice or a built-in's name is refused with
+    :class:`SamplerModuleError`; what a failed import registered is taken out again, so the next attempt
+    sees the registry as it was. A module imported before (by the lab's own code) is not imported again:
+    its kinds are those its code registered (:func:`sampler_origin`).
+
+    Each kind's ``entry_module`` must be findable (it is imported only when a head first samples the
+    kind, which may be hours into a run), and a kind's head must be one a policy has (``ar``, ``flow``).
+    """
+    if not isinstance(module, str) or not _MODULE_NAME.match(module):
+        raise SamplerModuleError(f"{module!r} is not a module name (dotted identifiers: labpolicies.ddim)")
+    if module in _MODULE_KINDS:
+        return _MODULE_KINDS[module]
+    if module in _MODULE_FAILURES:  # its code ran once; the registry is as it was before
+        raise SamplerModuleError(_MODULE_FAILURES[module])
+    try:
+        kinds = _import_kinds(module)
+    except SamplerModuleError as exc:
+        _MODULE_FAILURES[module] = str(exc)
+        raise
+    _MODULE_KINDS[module] = kinds
+    return kinds
+
+
+def _import_kinds(module: str) -> tuple[str, ...]:
+    if module.partition(".")[0] == _OWN:
+        raise SamplerModuleError(
+            f"{module!r} is a module of {_OWN} itself, whose kinds are built in; name a module of your own"
+        )
+    if module in sys.modules:
+        kinds = tuple(k for k, origin in _ORIGINS.items() if origin == module)
+    else:
+        before = set(_KINDS)
+        try:
+            importlib.import_module(module)
+        except SamplerClash as exc:
+            _forget(set(_KINDS) - before)
+            raise SamplerModuleError(_clash_text(module, exc)) from None
+        except Exception as exc:  # the lab's code may raise anything; the design names the module
+            _forget(set(_KINDS) - before)
+            raise SamplerModuleError(f"{module!r} failed to import: {type(exc).__name__}: {exc}") from None
+        kinds = tuple(k for k in _KINDS if k not in before)
+    if not kinds:
+        raise SamplerModuleError(
+            f"{module!r} registers no sampling kind (call grpo_probe.sampling.register_sampler in it, at "
+            "import)"
+        )
+    for kind in kinds:
+        problem = _user_kind_problem(_KINDS[kind])
+        if problem is not None:
+            _forget(set(kinds))
+            raise SamplerModuleError(f"{module!r} registers kind {kind!r}, {problem}")
+    return kinds
+
+
+def _forget(kinds: set[str]) -> None:
+    for kind in kinds:
+        unregister_sampler(kind)
+
+
+def _clash_text(module: str, clash: SamplerClash) -> str:
+    if clash.origin == module:
+        return f"{module!r} registers kind {clash.kind!r} twice"
+    if clash.origin == __name__:
+        return f"{module!r} registers kind {clash.kind!r}, which is a built-in kind; choose another name"
+    return f"{module!r} registers kind {clash.kind!r}, which module {clash.origin!r} registered already"
+
+
+_HEADS = ("ar", "flow")
+"""The heads a policy has (an arm's ``head``): a kind samples one of them."""
+
+
+def _user_kind_problem(kind: SamplerKind) -> str | None:
+    if kind.head not in _HEADS:
+        return f"whose head {kind.head!r} is not a policy's head ({', '.join(_HEADS)})"
+    try:
+        found = importlib.util.find_spec(kind.entry_module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None and kind.kind not in _ENTRIES:
+        return (
+            f"whose entry_module {kind.entry_module!r} Python cannot find (the module that registers its "
+            "sampling entry with register_sampler_entry)"
+        )
+    return None
 
 
 def sampling_kinds() -> tuple[str, ...]:
@@ -312,6 +479,12 @@ class SamplingMode:
                 raise ValueError(
                     f"SamplingMode.{name} is only allowed for {_only_for(name)} (kind={self.kind!r})"
                 )
+        for name, limit in declared.at_most.items():
+            if getattr(self, name) > limit:
+                raise ValueError(
+                    f"SamplingMode.{name} must be at most {limit!r} for kind {self.kind!r}, "
+                    f"got {getattr(self, name)!r}"
+                )
         if self.steps < declared.min_steps:
             raise ValueError(
                 f"SamplingMode.steps must be >= {declared.min_steps} for kind {self.kind!r}, "
@@ -331,6 +504,13 @@ class SamplingMode:
         """The head this mode samples."""
         return sampler(self.kind).head
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as the fields and the module that registered the kind, so that a process that unpickles
+        a mode of a lab's kind (a rollout worker started by ``spawn`` or a ``forkserver``) imports that
+        module first and knows the kind; a built-in kind's module is this one."""
+        fields = (self.kind, self.temperature, self.sde_a, self.steps, self.noise)
+        return (_unpickled_mode, (_ORIGINS.get(self.kind), *fields))
+
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> SamplingMode:
         """A mode from its registered mapping (``kind`` plus the fields that kind takes)."""
@@ -340,6 +520,15 @@ class SamplingMode:
             sde_a=values.get("sde_a"),
             steps=int(values.get("steps", PARAMETERS["steps"].default)),
         )
+
+
+def _unpickled_mode(
+    origin: str | None, kind: str, temperature: float | None, sde_a: float | None, steps: int, noise: bool
+) -> SamplingMode:
+    """A pickled :class:`SamplingMode`, its kind's module imported first where this process lacks it."""
+    if kind not in _KINDS and origin is not None:
+        load_sampler_module(origin)
+    return SamplingMode(kind, temperature, sde_a, steps, noise)
 
 
 def mode_params(mode: SamplingMode) -> dict[str, Any]:
@@ -359,14 +548,22 @@ def mode_text(mode: SamplingMode) -> str:
 
 
 def mode_schema_rules() -> tuple[list[str], list[dict[str, Any]], list[str]]:
-    """The prereg schema's ``sampling_mode`` enum of kinds, its ``allOf`` of per-kind required parameters,
-    and the enum of ``cell_kind`` (the kinds a cell may sample), from the registry
+    """The prereg schema's ``sampling_mode`` enum of kinds, its ``allOf`` of per-kind required parameters
+    and the bounds a kind adds (:attr:`SamplerKind.at_most`, ``min_steps``), and the enum of
+    ``cell_kind`` (the kinds a cell may sample), from the registry
     (:func:`grpo_probe.prereg.schema.load_prereg_schema` fills them in)."""
-    rules = [
-        {"if": {"properties": {"kind": {"const": k}}}, "then": {"required": list(s.required)}}
-        for k, s in _KINDS.items()
-        if s.required
-    ]
+    rules = []
+    for k, s in _KINDS.items():
+        then: dict[str, Any] = {}
+        if s.required:
+            then["required"] = list(s.required)
+        bounds: dict[str, Any] = {name: {"maximum": limit} for name, limit in s.at_most.items()}
+        if "steps" in s.takes and s.min_steps > PARAMETERS["steps"].lowest:
+            bounds["steps"] = {"minimum": s.min_steps}
+        if bounds:
+            then["properties"] = bounds
+        if then:
+            rules.append({"if": {"properties": {"kind": {"const": k}}}, "then": then})
     return list(_KINDS), rules, [k for k, s in _KINDS.items() if s.cell]
 
 

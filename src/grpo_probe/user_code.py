@@ -1,7 +1,8 @@
 """The files of a lab's own code and checkpoints that a workflow job reads, found without running them.
 
-Why: a design may name a user's environment factory (``env.id: "labenv.scene:make"``) and a run config
-may bind an arm to a user's adapter and checkpoint. Snakemake plans reruns from declared inputs only, so
+Why: a design may name a user's environment factory (``env.id: "labenv.scene:make"``) and modules that
+register sampling kinds of the lab's own (``samplers: ["labpolicies.ddim"]``), and a run config may bind an
+arm to a user's adapter and checkpoint. Snakemake plans reruns from declared inputs only, so
 unless these files are inputs of the jobs that run them, an edited scene or adapter leaves the results
 silently stale. ``workflow/rules/common.smk`` declares what this module lists, and every manifest records
 their sha256 (``sources``), so ``grpo-probe verify`` can say which one changed since a result was made.
@@ -22,7 +23,7 @@ import importlib.util
 import os
 import re
 import sysconfig
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "env_code_files",
     "factory_files",
     "file_sha256",
+    "module_files",
     "policy_files",
     "tree_sha256",
 ]
@@ -115,6 +117,16 @@ def env_code_files(env_id: str, params: Any = None) -> tuple[Path, ...]:
     files = [*factory_files(env_id)]
     for name in _callables(params if isinstance(params, Mapping) else {}):
         files += factory_files(name)
+    return tuple(dict.fromkeys(files))
+
+
+def module_files(modules: Iterable[str]) -> tuple[Path, ...]:
+    """The source files of each module's top-level package (a design's ``samplers:`` and the modules its
+    kinds sample from): editing a lab's sampler changes what every cell of its kind draws, so every job
+    of the design lists these files as inputs and records them, like an environment factory's."""
+    files: list[Path] = []
+    for module in modules:
+        files += factory_files(module)
     return tuple(dict.fromkeys(files))
 
 

@@ -299,3 +299,20 @@ def test_the_head_imports_a_kinds_entry_module_the_first_time_it_samples_it(
         assert halfstep.tobytes() == euler.tobytes()
     finally:
         unregister_sampler("flow_halfstep")
+
+
+def test_a_kinds_least_steps_is_refused_naming_the_field(tmp_path: Path) -> None:
+    """``min_steps`` is a schema bound: a flow_sde cell of one step names the file and the field."""
+    rule = next(
+        r
+        for r in load_prereg_schema()["$defs"]["sampling_mode"]["allOf"]
+        if r["if"]["properties"]["kind"]["const"] == "flow_sde"
+    )
+    assert rule["then"]["properties"] == {"steps": {"minimum": 2}}
+
+    def one_step_sde(raw: dict[str, Any]) -> None:
+        raw["cells"][1]["mode"] = {"kind": "flow_sde", "sde_a": 0.5, "steps": 1}
+
+    path = _design(tmp_path, one_step_sde)
+    with pytest.raises(ValueError, match=r"cells\[1\]\.mode\.steps: 1 is less than the minimum of 2"):
+        load_prereg(path, require_lock=False)

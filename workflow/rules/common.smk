@@ -4,7 +4,7 @@ import sys
 from grpo_probe.prereg import arm_bindings, split_seeds
 from grpo_probe.prereg.run_config import config_sources, load_config
 from grpo_probe.prereg.run_design import load_run_design
-from grpo_probe.user_code import env_code_files, policy_files
+from grpo_probe.user_code import env_code_files, module_files, policy_files
 
 # The merged config, checked against the package's config.schema.yaml: an error names the field and the
 # place that set it (config/config.yaml, a --configfile or --config), which Snakemake's validate() cannot.
@@ -63,14 +63,19 @@ wildcard_constraints:
 # name): every step loads the design, which names it, and records its files' sha256, so an edit to it
 # plans every step again.
 ENV_CODE = [str(p) for p in env_code_files(PREREG.env.id, PREREG.env.params)]
+# The design's own sampling kinds (samplers: ["labpolicies.ddim"]): every step imports their modules
+# when it loads the design, so an edit to the lab's sampler plans every step again, as for its scene.
+SAMPLER_CODE = [str(p) for p in module_files(PREREG.sampler_modules)]
 
 
 def prereg_files():
-    """The prereg, its lock and a user environment's code: every step loads the design through them."""
+    """The prereg, its lock, a user environment's code and the design's own samplers: every step loads
+    the design through them."""
     return {
         "prereg": str(RUN.prereg),
         "lock": f"{RUN.prereg}.lock",
         "env_code": ENV_CODE,
+        "sampler_code": SAMPLER_CODE,
     }
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,33 @@ __all__ = [
 CHECKPOINT_FORMAT = "grpo-probe-policy-checkpoint"
 FORMAT_VERSION = 1
 CHECKPOINT_KINDS = ("ar", "flow", "vision_flow")
-OWN_FORMAT_CAPABILITIES: dict[str, PolicyCapabilities] = {
-    head: PolicyCapabilities.of_head(head, logprobs=True, trainable=True) for head in ("ar", "flow")
-}
-"""What a policy read from this format can do, by head: sample every kind of its head, record its head's
-log-probs, and be trained by phase 2."""
+
+
+class _OwnFormatCapabilities(Mapping[str, PolicyCapabilities]):
+    """Head -> the capabilities of a policy of this format, read from the sampler registry when asked.
+
+    Why not a dict built at import: a design may register a sampling kind of the lab's own
+    (``samplers:``) after this module is imported, and the heads sample every registered kind of their
+    head through its entry (:func:`grpo_probe.sampling.sampler_entry`), so they declare it too.
+    """
+
+    _HEADS = ("ar", "flow")
+
+    def __getitem__(self, head: str) -> PolicyCapabilities:
+        if head not in self._HEADS:
+            raise KeyError(head)
+        return PolicyCapabilities.of_head(head, logprobs=True, trainable=True)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._HEADS)
+
+    def __len__(self) -> int:
+        return len(self._HEADS)
+
+
+OWN_FORMAT_CAPABILITIES: Mapping[str, PolicyCapabilities] = _OwnFormatCapabilities()
+"""What a policy read from this format can do, by head: sample every kind of its head (the kinds registered
+when it is read), record its head's log-probs, and be trained by phase 2."""
 NORM_KEYS = ("obs_mean", "obs_std", "action_low", "action_high")
 _REQUIRED = (
     "format",

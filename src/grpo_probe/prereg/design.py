@@ -36,7 +36,15 @@ from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problem
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
 from grpo_probe.prereg.schema import load_prereg_schema, validate_against
 from grpo_probe.prereg.seeds import expand_seeds
-from grpo_probe.sampling import PARAMETERS, SamplingMode, mode_params, sampler, sampling_kinds
+from grpo_probe.sampling import (
+    PARAMETERS,
+    SamplerModuleError,
+    SamplingMode,
+    load_sampler_module,
+    mode_params,
+    sampler,
+    sampling_kinds,
+)
 
 __all__ = [
     "Amendment",
@@ -58,6 +66,7 @@ __all__ = [
     "lock_prereg",
     "prereg_from_mapping",
     "read_valid_prereg",
+    "register_design_samplers",
     "split_seeds",
 ]
 
@@ -174,6 +183,13 @@ class Prereg:
     """The registered task and cameras (``observation:``); none by default."""
     replay: ReplaySection | None = None
     """The registered replays that separate choice from chaos (``replay:``); None when none are."""
+    samplers: tuple[str, ...] = ()
+    """The lab's modules that register sampling kinds (``samplers:``), imported before the design was
+    checked (:func:`register_design_samplers`)."""
+    sampler_modules: tuple[str, ...] = ()
+    """Every module the design's own kinds are read from: each of :attr:`samplers` and the
+    ``entry_module`` of each kind they register. Their code is an input of every job and a source of every
+    manifest (:func:`grpo_probe.user_code.module_files`)."""
     history: tuple[Mapping[str, Any], ...] = field(default=(), repr=False, compare=False)
     """The lock's record of every version (hash and date), for :attr:`versions`."""
     raw: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
@@ -513,6 +529,7 @@ class _Valid(NamedTuple):
     rule: DecisionRule
     phase2: Phase2 | None
     replay: ReplaySection | None
+    sampler_modules: tuple[str, ...]
 
 
 def _missing_design(path: Path) -> FileNotFoundError:
@@ -530,11 +547,45 @@ def _read_valid(path: Path, schema_dir: str | os.PathLike[str] | None) -> tuple[
     return raw, _validate(raw, path, schema_dir)
 
 
+def register_design_samplers(raw: Mapping[str, Any], path: str | os.PathLike[str]) -> tuple[str, ...]:
+    """Import the modules the design's ``samplers:`` names, so their kinds are registered; return the
+    modules their kinds are read from (:attr:`Prereg.sampler_modules`).
+
+    Why before the schema: the schema's enum of kinds is the registry, so a cell of a lab's kind is valid
+    only once its module has run. Every process that reads the design (Snakemake, each job, ``grpo-probe
+    check-policy``) comes through here. A module that fails to import, registers nothing, registers a kind
+    twice or a built-in's name is refused, each line naming the file, the field and the module.
+    """
+    modules = raw.get("samplers", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise PreregError(f'{path}: samplers: a list of module names (["labpolicies.ddim"]), got {modules!r}')
+    problems = []
+    read_from: list[str] = []
+    for i, module in enumerate(modules):
+        if module in modules[:i]:
+            problems.append(
+                f"{path}: samplers[{i}]: {module!r} is listed twice (first at samplers"
+                f"[{modules.index(module)}])"
+            )
+            continue
+        try:
+            kinds = load_sampler_module(module)
+        except SamplerModuleError as exc:
+            problems.append(f"{path}: samplers[{i}]: module {exc}")
+            continue
+        read_from += [module, *(sampler(k).entry_module for k in kinds)]
+    if problems:
+        raise PreregError("\n".join(problems))
+    return tuple(dict.fromkeys(read_from))
+
+
 def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -> _Valid:
-    """Schema, cross-field rules, then the sections that validate themselves as they are parsed (criteria
-    named in ``qualifies`` exist; phase 2's seed sets are disjoint, ...): parsed once, here, and kept."""
+    """The lab's samplers, the schema, cross-field rules, then the sections that validate themselves as
+    they are parsed (criteria named in ``qualifies`` exist; phase 2's seed sets are disjoint, ...): parsed
+    once, here, and kept."""
     if not isinstance(raw, dict):
         raise PreregError(f"{path}: a prereg must be a YAML mapping, got {type(raw).__name__}")
+    sampler_modules = register_design_samplers(raw, path)
     validate_against(raw, load_prereg_schema(schema_dir), str(path), shipped=schema_dir is None)
     try:
         analysis, rule = parse_analysis_sections(raw, str(path), schema_dir)
@@ -550,7 +601,7 @@ def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -
         sha = canonical_sha256(raw)
     except ValueError as exc:  # NaN or infinity has no canonical JSON form
         raise PreregError(f"{path}: {exc}") from None
-    return _Valid(sha, analysis, rule, phase2, replay)
+    return _Valid(sha, analysis, rule, phase2, replay, sampler_modules)
 
 
 def _build(
@@ -627,6 +678,8 @@ def _build(
         phase2=valid.phase2,
         observation=ObservationConfig.from_dict(raw.get("observation"), f"{path}: observation"),
         replay=valid.replay,
+        samplers=tuple(raw.get("samplers", ())),
+        sampler_modules=valid.sampler_modules,
     )
 
 

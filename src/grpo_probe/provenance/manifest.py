@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.provenance.environment import code_version, environment
-from grpo_probe.user_code import env_code_files, file_sha256, policy_files
+from grpo_probe.user_code import env_code_files, file_sha256, module_files, policy_files
 
 if TYPE_CHECKING:
     from grpo_probe.prereg import Prereg
@@ -147,12 +147,14 @@ def write_design_manifest(
     """:func:`write_manifest` for a workflow step of ``prereg``: its hash, its file and the environment it
     runs in (``grpo_probe.envs.registry.env_provenance``), the same record for every step of the probe
     and of phase 2. ``sources``: what the step read of a user's policies (:func:`policy_sources`); the
-    environment's own package is added here, since every step of a design records the environment."""
+    environment's own package and the packages of the design's own samplers (``samplers:``) are added
+    here, since every step of a design loads both."""
     from grpo_probe.envs.registry import env_provenance  # imports the simulator: only when writing
 
     return write_manifest(
         manifest_path, outputs, input_manifests, prereg.sha256, rule, extra=extra, prereg_path=prereg.path,
-        env=env_provenance(prereg.env), sources=[*env_files(prereg.env), *sources],
+        env=env_provenance(prereg.env),
+        sources=[*env_files(prereg.env), *module_files(prereg.sampler_modules), *sources],
     )  # fmt: skip
 
 
