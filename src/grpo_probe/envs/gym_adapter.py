@@ -528,6 +528,7 @@ class GymnasiumAdapter:
             engagement=self._engagement_text(),
             state_perturbation=self._state_perturbation_text(),
             cameras=self._camera_names(),
+            state_entries=() if self.state_layout[0][0] == "" else self.state_layout,
         )
         self._renderers: dict[tuple[int, int], Any] = {}
         self._free_camera: Any = None
