@@ -68,7 +68,8 @@ def test_a_simulator_that_is_not_mujoco_named_by_bodies_is_told_what_to_provide(
     with pytest.raises(ValueError, match=r"PixelPuck \(module .*\) is not a MuJoCo environment") as caught:
         make_puck(**GEOMETRY, object_body="puck", goal_body="goal")
     assert "env.params.scene" in str(caught.value) and "perturb(rng, scale)" in str(caught.value)
-    with pytest.raises(ValueError, match=r"name the object exactly once, .* \(got none\), or name a scene function .*env\.params\.scene"):
+    refusal = r"name the object exactly once, .* \(got none\), or name a scene function .*env\.params\.scene"
+    with pytest.raises(ValueError, match=refusal):
         make_puck(**GEOMETRY)
 
 
