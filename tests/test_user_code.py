@@ -58,6 +58,26 @@ def test_a_designs_sampler_modules_bring_their_packages_once(lab: Path) -> None:
     assert module_files([]) == ()
 
 
+def test_a_scene_function_and_a_gym_ids_registering_module_are_the_jobs_inputs(
+    lab: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "labscene.py").write_text("class Scene:\n    pass\n")  # a module alone, not a package
+    params = {
+        "gym_id": "labpkg.scene:LabPush-v0",
+        "scene": "labscene:Scene",
+        "gym_kwargs": {"obs_type": "state"},
+    }
+    files = env_code_files("grpo_probe.envs.gym_adapter:make_gymnasium_env", params)
+    assert [p.as_posix() for p in files] == [
+        "labpkg/__init__.py",
+        "labpkg/scene.py",
+        "labpkg/scene.xml",
+        "labscene.py",
+    ]
+    installed = {"gym_id": "gym_pusht:gym_pusht/PushT-v0", "scene": "grpo_probe.envs.pusht:PushTScene"}
+    assert env_code_files("grpo_probe.envs.gym_adapter:make_gymnasium_env", installed) == ()
+
+
 def test_a_checkpoint_folder_is_every_visible_file_and_its_hash_follows_each(tmp_path: Path) -> None:
     folder = tmp_path / "tiny"
     folder.mkdir()

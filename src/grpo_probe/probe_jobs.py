@@ -24,7 +24,7 @@ from grpo_probe.compute import compute_report
 from grpo_probe.envs.demo_set import Demos
 from grpo_probe.envs.demos import collect_env_demos
 from grpo_probe.envs.episode_table import write_episode_table
-from grpo_probe.envs.observation import camera_of
+from grpo_probe.envs.observation import camera_of, split_problems
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.policies.protocol import declared_capabilities, policy_name
 from grpo_probe.prereg import ArmBinding, Prereg, PreregError, environment_problems, load_prereg
@@ -121,11 +121,14 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     the environment declares, as are the guards the phase-2 reward penalises (a built-in's were checked
     when the design was read), and the policy loss and advantage estimator phase 2 names are checked
     against phase 2's registries (:mod:`grpo_probe.phase2.pilot_choices`: the prereg package, below
-    phase 2 and without torch, cannot see them), so a misspelt name stops the run before the probe.
+    phase 2 and without torch, cannot see them), so a misspelt name stops the run before the probe. A
+    design's split of the state into LeRobot's keys is checked against the entries the environment names.
     """
     prereg = load_prereg(prereg_path)
     penalties = prereg.phase2.penalties if prereg.phase2 is not None else None
-    problems = environment_problems(prereg.decision_rule, penalties, env_spec(prereg.env), prereg.replay)
+    spec = env_spec(prereg.env)
+    problems = environment_problems(prereg.decision_rule, penalties, spec, prereg.replay)
+    problems += split_problems(prereg.observation, spec.state_entries, prereg.env.id)
     if problems:
         raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
     if prereg.phase2 is not None:  # the losses import torch: only a design with a pilot pays for it

@@ -1,11 +1,14 @@
 """The files of a lab's own code and checkpoints that a workflow job reads, found without running them.
 
-Why: a design may name a user's environment factory (``env.id: "labenv.scene:make"``) and modules that
-register sampling kinds of the lab's own (``samplers: ["labpolicies.ddim"]``), and a run config may bind an
-arm to a user's adapter and checkpoint. Snakemake plans reruns from declared inputs only, so
-unless these files are inputs of the jobs that run them, an edited scene or adapter leaves the results
-silently stale. ``workflow/rules/common.smk`` declares what this module lists, and every manifest records
-their sha256 (``sources``), so ``grpo-probe verify`` can say which one changed since a result was made.
+Why: a design may name a user's environment factory (``env.id: "labenv.scene:make"``), the lab's code
+its params name (a scene function that reads a simulator the adapter cannot, ``env.params.scene:
+"labenv.pusht:PushTScene"``; a wrapper; an expert; the module that registers a Gymnasium id,
+``env.params.gym_id: "labenv.sims:LabPush-v0"``), modules that register sampling kinds of the lab's own
+(``samplers: ["labpolicies.ddim"]``), and a run config may bind an arm to a user's adapter and
+checkpoint. Snakemake plans reruns from declared inputs only, so unless these files are inputs of the
+jobs that run them, an edited scene or adapter leaves the results silently stale.
+``workflow/rules/common.smk`` declares what this module lists, and every manifest records their sha256
+(``sources``), so ``grpo-probe verify`` can say which one changed since a result was made.
 
 A factory's code is the whole top-level package it lives in (its ``.py`` files and MuJoCo scenes, the
 ``.xml`` files next to them), because a factory calls into its siblings. Locating a package uses
@@ -41,6 +44,8 @@ __all__ = [
 OWN_PACKAGE = "grpo_probe"
 _CODE_SUFFIXES = (".py", ".xml")
 _CALLABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
+_GYM_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:\S+$")
+"""``module:Name-v0``: a Gymnasium id behind the module whose import registers it (``env.params.gym_id``)."""
 _CHUNK = 1 << 20
 
 
@@ -98,10 +103,14 @@ def _installed(spec: importlib.machinery.ModuleSpec) -> bool:
 
 
 def _callables(value: Any) -> Iterator[str]:
-    """Every ``"module:callable"`` string inside params (wrappers, an expert, a factory of the user's)."""
+    """Every ``"module:callable"`` string inside params (a scene function, wrappers, an expert, a factory
+    of the user's), and the registering module of a ``gym_id`` named ``module:Name-v0``."""
     if isinstance(value, str) and _CALLABLE.match(value):
         yield value
     elif isinstance(value, Mapping):
+        gym_id = value.get("gym_id")
+        if isinstance(gym_id, str) and _GYM_ID.match(gym_id) and not _CALLABLE.match(gym_id):
+            yield gym_id
         for item in value.values():
             yield from _callables(item)
     elif isinstance(value, (list, tuple)):
@@ -111,7 +120,8 @@ def _callables(value: Any) -> Iterator[str]:
 
 def env_code_files(env_id: str, params: Any = None) -> tuple[Path, ...]:
     """A design's environment code: the factory's package and each package a ``module:callable`` in its
-    params names (a wrapper, an expert), for a user's environment; none for a built-in id."""
+    params names (a scene function, a wrapper, an expert, a Gymnasium id's registering module), for a
+    user's environment; none for a built-in id."""
     if ":" not in env_id:
         return ()
     files = [*factory_files(env_id)]

@@ -116,3 +116,23 @@ def test_the_registered_ar_arm_decodes_in_blocks_of_20_and_only_ar_arms_may(tmp_
     assert "arms.flow_vision.row_block: only the AR head decodes in a registered row block" in load_error(
         edited(tmp_path, "vision_smoke.yaml", flow_block)
     )
+
+
+def test_lerobot_keys_on_an_environment_without_named_state_entries_are_refused(tmp_path: Path) -> None:
+    def edit(raw):
+        raw["observation"] = {"convention": "lerobot", "state": ["joints"], "environment_state": ["object"]}
+
+    message = load_error(edited(tmp_path, "pusher_smoke.yaml", edit))
+    assert (
+        "pusher_smoke.yaml: observation.convention: lerobot splits the state by its named entries" in message
+    )
+    assert "environment 'pusher' names none" in message
+    assert "phase2: the phase-2 pilot replays the packed state" in message  # the design registers a pilot
+
+
+def test_lerobot_entries_without_the_convention_are_refused(tmp_path: Path) -> None:
+    def edit(raw):
+        raw["observation"]["state"] = ["observation"]
+
+    message = load_error(edited(tmp_path, "vision_smoke.yaml", edit))
+    assert "vision_smoke.yaml: observation.state: names the entries of LeRobot's split" in message

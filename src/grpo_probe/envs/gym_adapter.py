@@ -18,6 +18,13 @@ which slice holds which entry). The goal is part of the state because a policy m
 and ``observation.state`` is the one numeric key the rollout engine, the designs and the reference heads
 carry (cameras and the task string are the others).
 
+Any simulator: where the adapter cannot read the object and the goal itself (a simulator that is not
+MuJoCo, as gym-pusht's pymunk, or MuJoCo driven through dm_control, as gym-aloha's), a scene function
+of the lab's (``env.params.scene``, :mod:`grpo_probe.envs.scene`) reads them from the live environment,
+and may shift the state for a replay and say when the object is engaged. A param that needs a MuJoCo
+model (a body, a site, a joint to perturb) on an environment without one is refused, the message saying
+what to provide instead; ``Dict`` observation entries need no model.
+
 Wrappers stay on: the adapter resets and steps the outermost environment, so an observation wrapper, a
 time limit or an action wrapper acts exactly as in training. It reaches into ``.unwrapped`` (and the
 MuJoCo environment that one drives, as PointMaze drives ``point_env``) only to read bodies and sites
@@ -70,6 +77,7 @@ from grpo_probe.envs.protocol import (
     check_chunk,
     normalized_to_bounds,
 )
+from grpo_probe.envs.scene import SCENE_DOCS, SCENE_FIELD, SCENE_SIGNATURE, BoundScene, ScenePositions
 
 __all__ = [
     "DEFAULT_CAMERA",
@@ -153,6 +161,14 @@ class GymnasiumParams:
     """Joints a replay's ``state`` perturbation shifts at spawn (slide or hinge: its coordinate; free: its
     x and y), together by ``scale`` in a keyed direction; none: the environment offers no state
     perturbation. Not with ``distance_info_key`` (the spawn distance could not be measured again)."""
+    scene: str | None = None
+    """``module:callable`` of a scene function (:mod:`grpo_probe.envs.scene`), called as ``scene(env)``:
+    it reads the object's and the goal's x, y (and optionally shifts the state for a replay, and says
+    whether the object is engaged) where the adapter cannot, in a simulator that is not MuJoCo (gym-pusht)
+    or that runs MuJoCo through dm_control (gym-aloha). With it, no ``object_*`` or ``goal_*`` param."""
+    tick_s: float | None = None
+    """The control period in seconds, when the environment's ``dt`` is not it (gym-pusht's ``dt`` is its
+    10 ms physics step; one ``step`` is ten of them); None: ``env.unwrapped.dt``."""
     version: str = "1"
     """The adapter's registration of this environment; bump it when the environment's code changes."""
 
@@ -178,14 +194,38 @@ class GymnasiumParams:
             value = getattr(self, name, None)
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"{where}.{name} must be a non-empty string, got {value!r}")
+        if self.scene is not None and (not isinstance(self.scene, str) or not _CALLABLE.match(self.scene)):
+            raise ValueError(f"{where}.scene: {self.scene!r} is not a 'module:callable' name")
         for role in ("object", "goal"):
             named = [f"{role}_{place}" for place in _PLACES if getattr(self, f"{role}_{place}") is not None]
-            if len(named) != 1:
+            if self.scene is not None and named:
+                raise ValueError(
+                    f"{where}.scene: the scene function reads the object and the goal; leave out "
+                    f"{', '.join(f'{where}.{n}' for n in named)}"
+                )
+            if self.scene is None and len(named) != 1:
                 choices = ", ".join(f"{role}_{place}" for place in _PLACES)
                 got = f"got {', '.join(named)}" if named else "got none"
-                raise ValueError(f"{where}: name the {role} exactly once, as one of {choices} ({got})")
+                raise ValueError(
+                    f"{where}: name the {role} exactly once, as one of {choices} ({got}), or name a scene "
+                    f"function that reads the object and the goal ({where}.scene)"
+                )
         if self.effector_body is not None and self.effector_site is not None:
             raise ValueError(f"{where}: name the effector once, as effector_body or effector_site (got both)")
+        if self.scene is not None and (self.effector_body is not None or self.effector_site is not None):
+            raise ValueError(
+                f"{where}.scene: the scene function traces the effector (its traces_effector and "
+                "positions().effector_xy); leave out effector_body and effector_site"
+            )
+        if self.scene is not None and self.perturb_joints:
+            raise ValueError(
+                f"{where}.perturb_joints: with a scene function, a replay's state shift is the scene's "
+                "perturb(rng, scale); leave perturb_joints out"
+            )
+        if self.tick_s is not None and (
+            isinstance(self.tick_s, bool) or not isinstance(self.tick_s, (int, float)) or not self.tick_s > 0
+        ):
+            raise ValueError(f"{where}.tick_s must be a positive number of seconds, got {self.tick_s!r}")
         if len(set(self.obs_keys)) != len(self.obs_keys) or not all(
             isinstance(k, str) and k for k in self.obs_keys
         ):
@@ -374,9 +414,10 @@ def _remove_generated_scene(unwrapped: Any) -> None:
         scene.unlink(missing_ok=True)
 
 
-def _simulator(unwrapped: Any, gym_id: str) -> Any:
+def _simulator(unwrapped: Any) -> Any | None:
     """The object holding the MuJoCo model and data (and ``set_state``): the unwrapped environment, or
-    the MuJoCo environment it drives (PointMaze's ``point_env``, AntMaze's ``ant_env``)."""
+    the MuJoCo environment it drives (PointMaze's ``point_env``, AntMaze's ``ant_env``); None when there
+    is none the adapter can read."""
 
     def simulates(obj: Any) -> bool:
         return all(hasattr(obj, name) for name in ("model", "data", "set_state"))
@@ -388,9 +429,34 @@ def _simulator(unwrapped: Any, gym_id: str) -> Any:
             return value
     if hasattr(unwrapped, "model") and hasattr(unwrapped, "data"):
         return unwrapped
-    raise ValueError(
-        f"{gym_id}: env.params.gym_id names an environment with no MuJoCo model and data to read "
-        f"({type(unwrapped).__name__}); the adapter measures MuJoCo environments"
+    return None
+
+
+def _dm_control_physics(unwrapped: Any) -> bool:
+    """True when the environment (or an object it holds) has a dm_control-style ``physics``: MuJoCo run
+    through dm_control, as gym-aloha does, whose model and data the adapter does not reach."""
+    if hasattr(unwrapped, "physics"):
+        return True
+    return any(hasattr(value, "physics") for value in vars(unwrapped).values())
+
+
+def _unreadable(unwrapped: Any, gym_id: str) -> ValueError:
+    """The refusal for an environment the adapter cannot read: what it is, and exactly what to provide."""
+    kind = type(unwrapped).__name__
+    if _dm_control_physics(unwrapped):
+        what = (
+            f"{kind} runs MuJoCo through dm_control (its physics object), whose bodies and joints the "
+            "adapter does not look up by name"
+        )
+    else:
+        module = type(unwrapped).__module__.split(".")[0]
+        what = (
+            f"{kind} (module {module}) is not a MuJoCo environment, so the adapter has no bodies, sites "
+            "or joints to look up by name"
+        )
+    return ValueError(
+        f"{gym_id}: env.params.gym_id: {what}. Bind it through a scene function of yours: "
+        f'env.params.scene: "module:callable", {SCENE_SIGNATURE} (see {SCENE_DOCS})'
     )
 
 
@@ -412,7 +478,11 @@ class GymnasiumAdapter:
         self.wrapped = self._make(params, env)
         self.env = self.wrapped.unwrapped
         _remove_generated_scene(self.env)
-        self._sim = _simulator(self.env, params.gym_id)
+        self._sim = _simulator(self.env)
+        self._scene: BoundScene | None = None
+        if params.scene is not None:
+            self._scene = BoundScene(_load_callable(params.scene, SCENE_FIELD), params.scene, self.wrapped)
+        self._positions: ScenePositions | None = None
         space = self.wrapped.action_space
         if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"{params.gym_id}: the adapter needs a 1-D Box action space, got {space}")
@@ -424,6 +494,11 @@ class GymnasiumAdapter:
         self.state_layout = self._layout(gymnasium, self.wrapped.observation_space)
         self._points = {role: _point(params, role) for role in ("object", "goal", "effector")}
         self._check_points(gymnasium, self.wrapped.observation_space)
+        if self._scene is not None and self._scene.offers_engagement and params.engaged_info_key is not None:
+            raise ValueError(
+                f"{params.gym_id}: env.params.engaged_info_key: the scene function {params.scene!r} says "
+                "when the object is engaged (its engaged(info)); name engagement once"
+            )
         self._perturb_qpos = self._perturbed_coordinates(params)
         if params.expert is not None:
             self._expert_factory = _load_callable(params.expert, "env.params.expert")
@@ -431,7 +506,7 @@ class GymnasiumAdapter:
         channel_fields = tuple(pa.field(name, pa.bool_(), False) for name, _ in params.guard_info_keys)
         channel_fields += self._channel_fields()
         self._channel_names = tuple(f.name for f in channel_fields)
-        effector = self._points["effector"] is not None
+        effector = self._traces_effector
         self.spec = EnvSpec(
             id=env_id or params.gym_id,
             version=self._version(),
@@ -440,7 +515,7 @@ class GymnasiumAdapter:
             chunk_length=params.chunk_length,
             executed_actions=params.executed_actions,
             replans=params.replans,
-            tick_s=float(getattr(self.env, "dt", getattr(self._sim, "dt", math.nan))),
+            tick_s=float(params.tick_s if params.tick_s is not None else self._dt()),
             episode_schema=push_schema(channel_fields, effector),
             guards=self._guards(),
             view=TopDownView(
@@ -453,6 +528,7 @@ class GymnasiumAdapter:
             engagement=self._engagement_text(),
             state_perturbation=self._state_perturbation_text(),
             cameras=self._camera_names(),
+            state_entries=() if self.state_layout[0][0] == "" else self.state_layout,
         )
         self._renderers: dict[tuple[int, int], Any] = {}
         self._free_camera: Any = None
@@ -545,13 +621,14 @@ class GymnasiumAdapter:
 
     def _check_points(self, gymnasium: Any, space: Any) -> None:
         """Each named body, site or observation entry exists; else an error naming the field."""
-        model = self._sim.model
         for point in self._points.values():
             if point is None:
                 continue
             if point.kind in ("body", "site"):
+                if self._sim is None:
+                    raise _unreadable(self.env, self.params.gym_id)
                 try:
-                    getattr(model, point.kind)(point.name)
+                    getattr(self._sim.model, point.kind)(point.name)
                 except KeyError:
                     raise ValueError(
                         f"{self.params.gym_id}: no MuJoCo {point.kind} named {point.name!r} ({point.field})"
@@ -576,8 +653,12 @@ class GymnasiumAdapter:
 
     def _perturbed_coordinates(self, params: GymnasiumParams) -> np.ndarray:
         """qpos addresses a state perturbation moves; an unknown or a ball joint is an error naming it."""
-        model = self._sim.model
         addresses: list[int] = []
+        if not params.perturb_joints:
+            return np.array(addresses, dtype=np.intp)
+        if self._sim is None:
+            raise _unreadable(self.env, params.gym_id)
+        model = self._sim.model
         for name in params.perturb_joints:
             try:
                 joint = model.joint(name)
@@ -616,7 +697,10 @@ class GymnasiumAdapter:
         return not required
 
     def _camera_names(self) -> tuple[str, ...]:
-        """The cameras :meth:`render` draws: the model's named cameras in model order, then ``default``."""
+        """The cameras :meth:`render` draws: the model's named cameras in model order, then ``default``;
+        none for an environment without a MuJoCo model the adapter reads (one bound by a scene function)."""
+        if self._sim is None:
+            return ()
         model = self._sim.model
         named = [model.camera(i).name for i in range(int(model.ncam))]
         names = [n for n in named if n]
@@ -625,12 +709,31 @@ class GymnasiumAdapter:
     @property
     def model(self) -> Any:
         """The MuJoCo model the environment steps (for reading bodies, sites, joints and dynamics)."""
-        return self._sim.model
+        return self._simulation().model
 
     @property
     def data(self) -> Any:
         """The MuJoCo data the environment steps (read it; change it only through the protocol)."""
-        return self._sim.data
+        return self._simulation().data
+
+    def _simulation(self) -> Any:
+        if self._sim is None:
+            raise AttributeError(
+                f"{self.params.gym_id}: the environment has no MuJoCo model and data the adapter reads "
+                f"(it is bound through {SCENE_FIELD})"
+            )
+        return self._sim
+
+    @property
+    def _traces_effector(self) -> bool:
+        """Whether records carry the effector's traces (a named body or site, or the scene's)."""
+        if self._scene is not None:
+            return self._scene.traces_effector
+        return self._points["effector"] is not None
+
+    def _dt(self) -> float:
+        """The environment's own control period: ``dt`` of the unwrapped environment or its simulator."""
+        return float(getattr(self.env, "dt", getattr(self._sim, "dt", math.nan)))
 
     @property
     def action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -648,13 +751,18 @@ class GymnasiumAdapter:
             packages.append(found if found is not None else module)
         wrappers = [type(w).__name__ for w in _wrapper_chain(self.wrapped)[:-1]]
         chain = f"; wrappers {' > '.join(wrappers)}" if wrappers else ""
-        return f"{self.params.gym_id}/{self.params.version} ({', '.join(packages)}{chain})"
+        scene = f"; scene {self.params.scene}" if self.params.scene is not None else ""
+        return f"{self.params.gym_id}/{self.params.version} ({', '.join(packages)}{chain}{scene})"
 
     def _state_perturbation_text(self) -> str | None:
+        if self._scene is not None:
+            return self._scene.state_perturbation
         joints = self.params.perturb_joints
         return f"joint(s) {', '.join(joints)} shifted at spawn" if joints else None
 
     def _engagement_text(self) -> str:
+        if self._scene is not None and self._scene.offers_engagement:
+            return f"the scene function {self.params.scene} says the object is engaged at some tick"
         if self.params.engaged_info_key is not None:
             return f"info[{self.params.engaged_info_key!r}] true at some tick"
         return f"the object-to-goal distance changed by more than {self.params.engaged_min_m:g} m"
@@ -682,6 +790,8 @@ class GymnasiumAdapter:
         return {}
 
     def _engaged(self, info: Mapping[str, Any], distance: float) -> bool:
+        if self._scene is not None and self._scene.offers_engagement:
+            return self._scene.engaged(info)
         if self.params.engaged_info_key is not None:
             return bool(info.get(self.params.engaged_info_key, False))
         return abs(distance - self._trace[0]) > self.params.engaged_min_m
@@ -693,11 +803,21 @@ class GymnasiumAdapter:
     # -- the protocol ----------------------------------------------------------------------------------
     def _xy(self, body: str) -> tuple[float, float]:
         """A MuJoCo body's centre in the table plane (kept for subclasses that trace bodies by name)."""
-        pos = self._sim.data.body(body).xpos
+        pos = self._simulation().data.body(body).xpos
         return float(pos[0]), float(pos[1])
+
+    def _read_scene(self) -> None:
+        """Ask the scene function where things are now (after a reset, a tick or a state shift)."""
+        if self._scene is not None:
+            self._positions = self._scene.positions()
 
     def _point_xy(self, role: str) -> tuple[float, float]:
         """The object's, the goal's or the effector's x, y from where the params say it is read."""
+        if self._scene is not None:
+            assert self._positions is not None
+            xy = getattr(self._positions, f"{role}_xy")
+            assert xy is not None
+            return xy
         point = self._points[role]
         assert point is not None
         if point.kind == "obs_key":
@@ -754,10 +874,11 @@ class GymnasiumAdapter:
 
     def _start_episode(self, info: Mapping[str, Any]) -> None:
         """Measure the spawn: the distance, the traces' first points and the channels' start."""
+        self._read_scene()
         self._trace = [self._distance(info)]
         self._objects: list[tuple[float, float]] = [self._point_xy("object")]
         self._effector: list[tuple[float, float]] = (
-            [self._point_xy("effector")] if self._points["effector"] is not None else []
+            [self._point_xy("effector")] if self._traces_effector else []
         )
         self._info_guards = {name: False for name, _ in self.params.guard_info_keys}
         self._start_channels()
@@ -769,13 +890,20 @@ class GymnasiumAdapter:
         ``set_state`` runs ``mj_forward``), and the new first observation is returned: the unwrapped
         environment's ``_get_obs()`` through every observation wrapper's ``observation`` (a wrapper that
         changes observations elsewhere than there is not applied here). A zero ``scale`` moves nothing.
+        With a scene function, its ``perturb(rng, scale)`` shifts the state and returns the unwrapped
+        observation, which goes through the observation wrappers the same way.
         """
-        if not self._perturb_qpos.size:
-            raise ValueError(
-                f"{self.spec.id}: no state perturbation is offered (env.params.perturb_joints is empty)"
-            )
         if self._seed is None or self._tick != 0:
             raise RuntimeError("perturb_state is called right after reset(seed), before any tick")
+        if self._scene is not None and self._scene.offers_perturbation:
+            self._obs = self._wrapped_observation(self._scene.perturb(rng, scale))
+            self._start_episode({})
+            return self._state(self._obs)
+        if not self._perturb_qpos.size:
+            raise ValueError(
+                f"{self.spec.id}: no state perturbation is offered (env.params.perturb_joints is empty"
+                + (f", and the scene function {self.params.scene!r} has no perturb)" if self._scene else ")")
+            )
         direction = rng.standard_normal(self._perturb_qpos.size)
         direction /= float(np.linalg.norm(direction))
         if scale:
@@ -788,8 +916,11 @@ class GymnasiumAdapter:
 
     def _observe_unwrapped(self) -> Any:
         """The current state as the outermost environment would report it, without stepping."""
+        return self._wrapped_observation(self.env._get_obs())
+
+    def _wrapped_observation(self, obs: Any) -> Any:
+        """An observation of the unwrapped environment through every observation wrapper, inside out."""
         gymnasium = _import_gymnasium()
-        obs = self.env._get_obs()
         for wrapper in reversed(_wrapper_chain(self.wrapped)[:-1]):
             if isinstance(wrapper, gymnasium.ObservationWrapper):
                 obs = wrapper.observation(obs)
@@ -813,10 +944,11 @@ class GymnasiumAdapter:
             obs, _reward, terminated, truncated, info = self.wrapped.step(action.astype(self._action_dtype))
             self._obs = obs
             self._tick += 1
+            self._read_scene()
             distance = self._distance(info)
             self._trace.append(distance)
             self._objects.append(self._point_xy("object"))
-            if self._points["effector"] is not None:
+            if self._traces_effector:
                 self._effector.append(self._point_xy("effector"))
             if self._first_contact is None and self._engaged(info, distance):
                 self._first_contact = self._tick
@@ -838,7 +970,7 @@ class GymnasiumAdapter:
         best = max(100.0 * (d0 - dt) for dt in dist[1:]) if len(dist) > 1 else 0.0
         gx, gy = self._point_xy("goal")
         channels = {**self._info_guards, **self._channel_values()}
-        effector = self._points["effector"] is not None
+        effector = self._traces_effector
         return PushRecord(
             seed=self._seed,
             n_ticks=self._tick,

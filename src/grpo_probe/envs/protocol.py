@@ -43,6 +43,7 @@ This module imports neither MuJoCo nor torch: the prereg reads specs while Snake
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "METRIC_COLUMNS",
+    "OBSERVATION_ENVIRONMENT_STATE",
     "OBSERVATION_STATE",
     "EnvSpec",
     "Environment",
@@ -68,6 +70,9 @@ __all__ = [
 
 OBSERVATION_STATE = "observation.state"
 """The observation key of the state vector (float32 [obs_dim]), as LeRobot names it."""
+OBSERVATION_ENVIRONMENT_STATE = "observation.environment_state"
+"""LeRobot's key of the environment's part of the state (the object, the goal), beside the agent's own
+``observation.state``: offered when a design registers the split (``observation.convention: lerobot``)."""
 
 METRIC_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("seed", pa.int64(), nullable=False),
@@ -188,6 +193,10 @@ class EnvSpec:
     """What ``contact`` means here, as decision.md words it (``any pusher-boat contact``)."""
     observation_keys: tuple[str, ...] = (OBSERVATION_STATE,)
     cameras: tuple[str, ...] = ()
+    state_entries: tuple[tuple[str, int, int], ...] = ()
+    """Named parts of ``observation.state`` as (entry, start, stop), in order, covering all of it (a
+    ``Dict`` observation's entries, concatenated); none when the state is one unnamed vector. A design
+    splits the state into LeRobot's keys by these names (``observation.convention: lerobot``)."""
     """Cameras ``render(camera, height, width)`` draws (``observation.images.<camera>``); none by default."""
     state_perturbation: str | None = None
     """What ``perturb_state(rng, scale)`` moves, as decision.md words it (``the boat's spawn position in
@@ -224,6 +233,22 @@ class EnvSpec:
         for column in (*self.view.object_xy, *(self.view.effector_xy or ()), *self.view.target_xy):
             if column not in self.episode_schema.names:
                 raise ValueError(f"{where}: the top-down view reads column {column!r}, not in its record")
+        if self.state_entries:
+            bounds = [(start, stop) for _, start, stop in self.state_entries]
+            contiguous = all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
+            names = [name for name, _, _ in self.state_entries]
+            if (
+                bounds[0][0] != 0
+                or bounds[-1][1] != self.obs_dim
+                or not contiguous
+                or any(start >= stop for start, stop in bounds)
+                or len(set(names)) != len(names)
+                or not all(isinstance(n, str) and n for n in names)
+            ):
+                raise ValueError(
+                    f"{where}: spec.state_entries must name distinct, non-empty, consecutive parts covering "
+                    f"observation.state's {self.obs_dim} numbers, got {list(self.state_entries)}"
+                )
 
     @property
     def guard_names(self) -> tuple[str, ...]:

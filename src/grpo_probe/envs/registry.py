@@ -161,6 +161,10 @@ def make_env(config: EnvConfig) -> Environment:
         env = factory(**config.params)
     except TypeError as exc:
         raise EnvFactoryError(f"{config.where}.params: factory {config.id!r} refused them: {exc}") from exc
+    except EnvFactoryError:
+        raise
+    except ValueError as exc:  # the factory's own check of its params: name the design it came from
+        raise EnvFactoryError(_prefixed(str(exc), config.where)) from exc
     missing = [
         name
         for name in ("spec", "reset", "execute", "done", "record", "replan_index")

@@ -31,7 +31,13 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from grpo_probe.envs.observation import OBSERVATION_STATE, TASK, camera_of, image_key
+from grpo_probe.envs.observation import (
+    OBSERVATION_ENVIRONMENT_STATE,
+    OBSERVATION_STATE,
+    TASK,
+    camera_of,
+    image_key,
+)
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.policies.adam import Adam
 from grpo_probe.policies.checkpoint import Checkpoint, write_checkpoint
@@ -150,7 +156,9 @@ def _arm_camera(head: str, inputs: Sequence[str], where: str) -> str | None:
             f"{where}: the reference heads always read {OBSERVATION_STATE!r}; inputs are {list(inputs)}"
         )
     cameras = [c for key in inputs if (c := camera_of(key)) is not None]
-    others = [key for key in inputs if key != OBSERVATION_STATE and camera_of(key) is None]
+    # under LeRobot's keys the reference heads read the packed state, which holds the environment state
+    packed = (OBSERVATION_STATE, OBSERVATION_ENVIRONMENT_STATE)
+    others = [key for key in inputs if key not in packed and camera_of(key) is None]
     if others:
         raise ValueError(
             f"{where}: the reference heads read {OBSERVATION_STATE!r} and at most one camera frame, "

@@ -17,7 +17,12 @@ from typing import Any, NamedTuple
 
 from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.boat.spec import BOAT_ID
-from grpo_probe.envs.observation import OBSERVATION_STATE, ObservationConfig, observation_problems
+from grpo_probe.envs.observation import (
+    OBSERVATION_STATE,
+    ObservationConfig,
+    observation_problems,
+    split_problems,
+)
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import EnvConfig, env_config, env_spec, is_builtin
 from grpo_probe.prereg.amendments import Amendment, RegisteredVersion, parse_amendment, registered_versions
@@ -390,13 +395,15 @@ def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
     except ValueError as exc:
         return [str(exc)]
     env_cameras: tuple[str, ...] | None = None
+    problems = []
     try:
         config = design_environment(raw)
         if is_builtin(config.id):
-            env_cameras = env_spec(config).cameras
+            spec = env_spec(config)
+            env_cameras = spec.cameras
+            problems += split_problems(observation, spec.state_entries, config.id)
     except (KeyError, ValueError):
         pass  # the environment section's own check names the problem
-    problems = []
     if env_cameras is not None:
         for camera in observation.cameras:
             if camera.name not in env_cameras:
@@ -417,6 +424,11 @@ def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f"arms.{arm_id}.inputs: the AR head reads the state only; a camera-fed arm has head 'flow'"
             )
+    if raw.get("phase2") is not None and observation.lerobot:
+        problems.append(
+            "phase2: the phase-2 pilot replays the packed state; a design with observation.convention: "
+            "lerobot is probed, not yet piloted"
+        )
     if raw.get("phase2") is not None:  # the pilot trains the state-only heads and the one-camera flow head
         for arm_id, arm in raw["arms"].items():
             frames = [k for k in arm.get("inputs", []) if k.startswith("observation.images.")]

@@ -33,14 +33,17 @@ import pyarrow as pa
 import torch
 
 from grpo_probe.envs.observation import (
+    OBSERVATION_ENVIRONMENT_STATE,
     OBSERVATION_STATE,
     TASK,
     CameraConfig,
     ObservationBatch,
     ObservationConfig,
+    StateSplit,
     camera_of,
     frame_sha256,
     observation_problems,
+    observation_sha256,
     policy_input_keys,
 )
 from grpo_probe.envs.protocol import Environment, EnvSpec
@@ -169,15 +172,40 @@ def single_torch_thread() -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-def _check_policy_fits(policy: Policy, spec: EnvSpec, where: str) -> None:
-    """The policy reads the environment's observation width: else an error naming both."""
+def _check_policy_fits(policy: Policy, spec: EnvSpec, where: str, split: StateSplit | None = None) -> bool:
+    """The policy reads the environment's observation width: else an error naming both.
+
+    Under LeRobot's keys (``split``) a policy reads either the packed state (``obs_dim`` is the
+    environment's: the project's own heads, cloned on demos of the packed state) or the agent's part
+    (``obs_dim`` is ``observation.state``'s under the split). Returns whether it reads the packed state.
+    """
     obs_dim = getattr(policy, "obs_dim", None)
+    if split is not None and obs_dim == split.state_dim:
+        return False
     if obs_dim is not None and obs_dim != spec.obs_dim:
+        lerobot = (
+            f", or {split.state_dim} in observation.state under the design's LeRobot keys"
+            if split is not None
+            else ""
+        )
         raise ValueError(
             f"{where}: the policy (head {policy.head!r}) reads observations of {obs_dim} numbers, but "
-            f"environment {spec.id!r} observes {spec.obs_dim} ({', '.join(spec.observation_keys)}); "
+            f"environment {spec.id!r} observes {spec.obs_dim} ({', '.join(spec.observation_keys)}){lerobot}; "
             "bind the arm to a checkpoint trained on this environment"
         )
+    return True
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a policy reads at each replan: its declared keys, the cameras to render, and under LeRobot's
+    keys the split of the state (None for a policy reading the packed state)."""
+
+    declared: tuple[str, ...]
+    cameras: tuple[CameraConfig, ...]
+    split: StateSplit | None
+    lerobot: bool
+    """The design registers LeRobot's keys: every array the policy reads is digested per replan."""
 
 
 def _observation_plan(
@@ -186,10 +214,14 @@ def _observation_plan(
     observation: ObservationConfig,
     where: str,
     inputs: tuple[str, ...] | None = None,
-) -> tuple[tuple[str, ...], tuple[CameraConfig, ...]] | None:
-    """What the policy reads: None for the state array alone, else its declared keys and the cameras to
-    render; a key the design, the arm's registration or the environment cannot provide is an error
-    naming it."""
+) -> _Plan | None:
+    """What the policy reads: None for the packed state array alone, else a :class:`_Plan`; a key the
+    design, the arm's registration or the environment cannot provide is an error naming it."""
+    try:
+        split = observation.split(spec.state_entries, spec.id)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    packed = _check_policy_fits(policy, spec, where, split)
     declared = policy_input_keys(policy)
     unregistered = [k for k in declared if inputs is not None and k not in inputs]
     if unregistered:
@@ -198,14 +230,20 @@ def _observation_plan(
             f"the arm does not register (its inputs: {', '.join(inputs or ())}); register them in the "
             "arm's inputs, or bind a policy that reads what the arm registers"
         )
-    if declared == (OBSERVATION_STATE,):
+    if declared == (OBSERVATION_STATE,) and split is None:
         return None
     who = f"the policy (head {policy.head!r})"
     problems = observation_problems(declared, observation, spec.cameras, who)
+    if packed and split is not None and OBSERVATION_ENVIRONMENT_STATE in declared:
+        problems.append(
+            f"{who} declares {OBSERVATION_ENVIRONMENT_STATE!r}, but its obs_dim ({spec.obs_dim}) is the "
+            "packed state's, which holds the environment state already; under LeRobot's keys a policy "
+            f"reading the split has obs_dim {split.state_dim} (observation.state, the agent's own)"
+        )
     if problems:
         raise ValueError(f"{where}: " + "; ".join(problems))
     cameras = tuple(observation.camera(c) for k in declared if (c := camera_of(k)) is not None)
-    return declared, cameras
+    return _Plan(declared, cameras, None if packed else split, split is not None)
 
 
 def _render(env: Environment, camera: CameraConfig, spec: EnvSpec, where: str) -> np.ndarray:
@@ -275,7 +313,11 @@ def run_lockstep(
     [B, obs_dim] state array. One that declares more gets an :class:`ObservationBatch` of exactly its
     keys: the state, each declared camera's frame rendered now at the size ``observation`` registers,
     and the registered task; each row's frames are hashed per replan (``frame_sha256``), so the
-    oracles compare what the policy saw.
+    oracles compare what the policy saw. Under LeRobot's keys (``observation.convention: lerobot``) a
+    policy reading the split gets ``observation.state`` (the agent's entries) and, if it declares it,
+    ``observation.environment_state``; one whose ``obs_dim`` is the packed width (the project's heads)
+    gets the packed state, both parts in the registered order; either way the per-replan digest covers
+    every array it read (:func:`~grpo_probe.envs.observation.observation_sha256`).
 
     Every replan the envs still running form one batch (rows in ``specs`` order); an env the strike cap
     ended drops out of later batches. Returns one result per spec, in ``specs`` order. On a CUDA
@@ -292,7 +334,6 @@ def run_lockstep(
         return []
     start = time.perf_counter()
     spec = envs[0].spec
-    _check_policy_fits(policy, spec, where)
     plan = _observation_plan(policy, spec, observation or ObservationConfig(), where, inputs)
     task = (observation or ObservationConfig()).task
     n = len(specs)
@@ -319,16 +360,20 @@ def run_lockstep(
         if plan is None:
             batch: np.ndarray | ObservationBatch = np.stack([obs[i] for i in active])
         else:
-            batch = _observation_batch(
+            rendered = _observation_batch(
                 plan, [envs[i] for i in active], [obs[i] for i in active], task, policy, where
             )
             for row, i in enumerate(active):
-                frames = {c.key: batch[c.key][row] for c in plan[1]}
-                if frames:
+                if plan.lerobot:  # every array the policy reads, both state parts with the frames
+                    arrays = {k: v[row] for k, v in rendered.items() if k != TASK}
+                    frames_seen[i].append(observation_sha256(arrays))
+                elif frames := {c.key: rendered[c.key][row] for c in plan.cameras}:
                     frames_seen[i].append(frame_sha256(frames))
-            render_s = batch.render_s / len(active)
+            render_s = rendered.render_s / len(active)
             for i in active:
                 timings[i].render_s += render_s
+            # a policy declaring the state alone gets the array, as without a plan
+            batch = rendered[OBSERVATION_STATE] if plan.declared == (OBSERVATION_STATE,) else rendered
         t0 = time.perf_counter()
         out = policy.act(batch, keys, mode)  # type: ignore[arg-type]
         if on_gpu:
@@ -368,7 +413,7 @@ def run_lockstep(
                 executed_actions=np.stack(executed[i]),
                 diagnostics=diagnostics[i],
                 timing=timings[i],
-                frame_sha256=frames_seen[i] if plan is not None and plan[1] else None,
+                frame_sha256=frames_seen[i] if plan is not None and (plan.cameras or plan.lerobot) else None,
             )
         )
     return results
@@ -392,24 +437,23 @@ class _RenderedBatch(ObservationBatch):
 
 
 def _observation_batch(
-    plan: tuple[tuple[str, ...], tuple[CameraConfig, ...]],
+    plan: _Plan,
     envs: Sequence[Environment],
     states: Sequence[np.ndarray],
     task: str,
     policy: Policy,
     where: str,
 ) -> _RenderedBatch:
-    declared, cameras = plan
+    """The declared keys of one replan's rows: the state (packed, or LeRobot's two parts under the
+    split), each declared camera's frames rendered now, and the task."""
     values: dict[str, Any] = {}
     t0 = time.perf_counter()
-    for key in declared:
-        if key == OBSERVATION_STATE:
-            values[key] = np.stack(states).astype(np.float32, copy=False)
-        elif key == TASK:
-            values[key] = (task,) * len(envs)
-    for camera in cameras:
+    packed = np.stack(states).astype(np.float32, copy=False)
+    values.update(plan.split.parts(packed) if plan.split is not None else {OBSERVATION_STATE: packed})
+    values[TASK] = (task,) * len(envs)
+    for camera in plan.cameras:
         values[camera.key] = np.stack([_render(env, camera, env.spec, where) for env in envs])
-    batch = _RenderedBatch({k: values[k] for k in declared}, str(policy.head))
+    batch = _RenderedBatch({k: values[k] for k in plan.declared}, str(policy.head))
     batch.render_s = time.perf_counter() - t0
     return batch
 

@@ -117,7 +117,11 @@ def _job_dict(job: GroupJob) -> dict[str, Any]:
         "draws": job.group_size,
         "run_key": job.run_key,
         **_env_dict(job),
-        **({"observation": job.observation.to_dict()} if job.observation.cameras else {}),
+        **(
+            {"observation": job.observation.to_dict()}
+            if job.observation.cameras or job.observation.lerobot
+            else {}
+        ),
         **({"row_block": job.source.row_block} if job.source.row_block is not None else {}),
         **({"envs_per_worker": job.envs_per_worker} if job.envs_per_worker is not None else {}),
         **({"replay": job.replay.to_dict()} if job.replay is not None else {}),

@@ -60,4 +60,6 @@ class EpisodeResult:
     timing: EpisodeTiming = field(default_factory=EpisodeTiming)
     frame_sha256: list[str] | None = None
     """One digest per replan run of the frames the policy saw
-    (:func:`grpo_probe.envs.observation.frame_sha256`); None when it read no camera."""
+    (:func:`grpo_probe.envs.observation.frame_sha256`), or under LeRobot's keys of every array it saw,
+    both state parts with the frames (:func:`grpo_probe.envs.observation.observation_sha256`); None when
+    it read no camera under packed keys."""

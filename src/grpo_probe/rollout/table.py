@@ -81,7 +81,8 @@ def result_row(result: EpisodeResult, *, cell: str, arm: str, mode: SamplingMode
     """The table row of one episode: its record, its labels and its per-replan diagnostics.
 
     AR columns (entropy, token counts, token ids) are null for a row whose policy returned no tokens,
-    ``replan_frame_sha256`` (one digest of the frames the policy saw per replan) for one that read no camera;
+    ``replan_frame_sha256`` (one digest per replan of the frames the policy saw, or under LeRobot's keys of
+    every array it saw) for one that read no camera under packed keys;
     ``replan_logprob`` always has one entry per replan, null where the sampler defines no log-prob.
     """
     row = result.record.to_row()

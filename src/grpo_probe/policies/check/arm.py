@@ -242,6 +242,10 @@ def check_arm(
         policy = _build(adapter, checkpoint, device, arm.row_block if adapter is None else None)
     modes, trained = arm_modes(prereg, arm_id, phase2=not served and adapter in _OWN_FORMAT_ADAPTERS)
     states, seeds = _design_states(prereg, batch - 1)
+    try:
+        split = prereg.observation.split(spec.state_entries, spec.id)
+    except ValueError as exc:
+        raise ValueError(f"{prereg.path}: {exc}") from None
     report = check_policy(
         policy,
         action_shape=(spec.chunk_length, spec.action_dims),
@@ -259,6 +263,7 @@ def check_arm(
         run_key=prereg.run_key,
         subject=subject,
         arm=arm_id,
+        split=split,
     )
     if served:
         readiness = _served_phase2(prereg, arm_id, str(binding.address))

@@ -20,6 +20,7 @@ from grpo_probe.envs.observation import (
     TASK,
     ObservationBatch,
     ObservationConfig,
+    StateSplit,
     camera_of,
 )
 from grpo_probe.keyed_rng import numpy_generator, tag
@@ -65,14 +66,21 @@ def observation_rows(
     observation: ObservationConfig,
     run_key: int,
     batch: int,
+    split: StateSplit | None = None,
 ) -> Rows:
     """``batch`` rows over ``states``: row 0 and row 1 share observation 0 (draws 0 and 1), row r >= 2 reads
-    observation r - 1 (draw r). Frames are keyed uint8 noise at the registered camera size."""
+    observation r - 1 (draw r). Frames are keyed uint8 noise at the registered camera size. With ``split``
+    (LeRobot's keys, for a policy reading them) each packed state becomes its two parts."""
     values = []
     keys = []
     for r in range(batch):
         i = 0 if r < 2 else r - 1
-        row: dict[str, Any] = {OBSERVATION_STATE: np.asarray(states[i], dtype=np.float32)}
+        state = np.asarray(states[i], dtype=np.float32)
+        row: dict[str, Any] = (
+            {OBSERVATION_STATE: state}
+            if split is None
+            else {k: v[0] for k, v in split.parts(state[None]).items()}
+        )
         for key in declared:
             camera = camera_of(key)
             if camera is not None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from grpo_probe.envs.observation import ObservationConfig
+from grpo_probe.envs.observation import ObservationConfig, StateSplit
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.policies.check.calls import (
     GLOBAL_SEEDS,
@@ -109,6 +109,7 @@ def check_policy(
     run_key: int = 0,
     subject: str | None = None,
     arm: str | None = None,
+    split: StateSplit | None = None,
 ) -> PolicyReport:
     """Check ``policy`` against the ``act()`` contract with a handful of ``act`` calls; never raises for a
     broken rule (see :meth:`PolicyReport.raise_if_failed`).
@@ -124,6 +125,9 @@ def check_policy(
     registered size stands in for them). ``needs_token_diagnostics`` (default: the policy's head is
     'ar'): AR rows must carry token ids, log-probs and entropies. ``needs_logprobs``: modes whose rows must
     carry log-probs (those phase 2 trains under). The global RNG states are restored afterwards.
+    ``split``: the design's LeRobot keys (:meth:`ObservationConfig.split`); a policy whose ``obs_dim`` is
+    the agent's part reads ``observation.state`` and ``observation.environment_state`` cut from the
+    states, one whose ``obs_dim`` is ``obs_dim`` reads them packed, as the rollout engine hands them.
 
     The policy's capabilities (:func:`~grpo_probe.policies.protocol.policy_capabilities`) decide what is
     sampled: a mode whose kind it does not declare is a ``capability-missing`` finding (naming ``arm``
@@ -140,7 +144,9 @@ def check_policy(
         reasons.setdefault(mode, []).append(why)
         for twin in draw0_twins_of(mode) if draw0_twins else ():
             reasons.setdefault(twin, []).append(f"the draw-0 oracle of {mode_text(mode)}")
-    fit, declared = check_fit(policy, head, obs_dim, inputs, observation)
+    reads_split = split if split is not None and getattr(policy, "obs_dim", None) == split.state_dim else None
+    fit_dim = reads_split.state_dim if reads_split is not None else obs_dim
+    fit, declared = check_fit(policy, head, fit_dim, inputs, observation)
     report = PolicyReport(
         subject or f"check-policy: {type(policy).__name__} (head {getattr(policy, 'head', '?')!r})"
     )
@@ -167,7 +173,9 @@ def check_policy(
         raise ValueError(
             f"check_policy: needs {n_obs} states with one seed each, got {len(states)} and {len(seeds)}"
         )
-    rows = observation_rows(declared, str(policy.head), states, seeds, observation, run_key, batch)
+    rows = observation_rows(
+        declared, str(policy.head), states, seeds, observation, run_key, batch, reads_split
+    )
     ar_rows = (policy.head == "ar") if needs_token_diagnostics is None else needs_token_diagnostics
     firsts: dict[SamplingMode, Call | None] = {}
     extras: dict[SamplingMode, Call | None] = {}
