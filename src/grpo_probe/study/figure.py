@@ -10,6 +10,7 @@ Controls keep their own markers and are labelled; subjects are labelled only whi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -146,9 +147,10 @@ def _values_panel(
 
 
 def _linthresh(values: Sequence[float]) -> float:
-    """The symmetric-log axis' linear range: a tenth of the largest read, at least 0.01."""
+    """The symmetric-log axis' linear range: a tenth of the largest read, rounded down to a power of ten
+    (the label then reads "linear within +-1", not +-2.71619), at least 0.01."""
     top = max([abs(v) for v in values], default=1.0)
-    return max(0.01, 0.1 * top)
+    return max(0.01, 10.0 ** math.floor(math.log10(max(0.1 * top, 1e-12))))
 
 
 def _ranks_panel(ax: Axes, study: Study, arms: Sequence[ArmRow], inference: StudyInference) -> None:
