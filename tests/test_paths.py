@@ -38,7 +38,9 @@ folders, or the files a test writes)."""
 EXAMPLES = {
     "prereg/mine.yaml",
     "prereg/mine.yaml.lock",
+    "prereg/aloha.yaml",
     "prereg/my_design.yaml",
+    "prereg/p.yaml",
     "prereg/x.yaml",
     "src/grpo_probe/policies/flow_midpoint.py",
     "tests/policies/test_flow_midpoint.py",
