@@ -8,11 +8,14 @@ helper reads that line, so no port is guessed and none is shared between tests.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 READY_TIMEOUT_S = 120.0
 """Longest a server may take to load its policy and listen (importing torch alone takes seconds)."""
@@ -53,3 +56,59 @@ def serve_checkpoint(checkpoint: Path, log: Path, *extra: str) -> contextlib.Abs
     """``grpo-probe serve`` of one of this package's checkpoints, by the project's own interpreter."""
     command = [sys.executable, "-m", "grpo_probe.cli", "serve", "--checkpoint", str(checkpoint)]
     return policy_server([*command, "--address", "ws://127.0.0.1:0", *extra], log)
+
+
+OTHER_VERSIONS = ((3, 13), (3, 12))
+"""Pythons the lab's side is tested on, the newest found first (one is enough for the property)."""
+
+
+def other_python() -> tuple[str, str] | tuple[None, str]:
+    """An interpreter of a version in OTHER_VERSIONS that runs (pyenv shims of absent versions do not),
+    with its version; or None and why none was found."""
+    candidates: list[str] = []
+    for major, minor in OTHER_VERSIONS:
+        candidates += sorted(
+            str(p) for p in (Path.home() / ".pyenv/versions").glob(f"{major}.{minor}.*/bin/python")
+        )
+        candidates += [p for p in (shutil.which(f"python{major}.{minor}"),) if p]
+    for path in candidates:
+        done = subprocess.run(
+            [path, "-c", "import sys; print(sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode == 0 and done.stdout.strip() in {str(v) for v in OTHER_VERSIONS}:
+            return path, done.stdout.strip()
+    return None, "no Python 3.12 or 3.13 found (~/.pyenv/versions, python3.13, python3.12 on PATH)"
+
+
+def lab_environment(root: Path) -> tuple[Path | None, str]:
+    """A virtual environment of another Python under ``root`` with grpo-probe-serve and its three
+    dependencies only (no dependency resolution, so torch cannot come in): its python and its version,
+    or None and why it could not be made (no such interpreter, or no wheels for it)."""
+    python, found = other_python()
+    if python is None:
+        return None, found
+    # the distribution reads ../src/grpo_probe/serve: copy both, so the build writes nothing in the checkout
+    shutil.copytree(
+        REPO / "serve", root / "tree" / "serve", ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
+    shutil.copytree(REPO / "src" / "grpo_probe" / "serve", root / "tree" / "src" / "grpo_probe" / "serve")
+    subprocess.run([python, "-m", "venv", str(root / "venv")], check=True, capture_output=True)
+    lab = root / "venv" / "bin" / "python"
+    pip = [str(lab), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    deps = subprocess.run(
+        [*pip, "--only-binary", ":all:", "numpy", "websockets", "msgpack"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if deps.returncode != 0:
+        return None, f"the package index gave no numpy, websockets, msgpack for {found}: {deps.stderr[-500:]}"
+    own = subprocess.run(
+        [*pip, "--no-deps", str(root / "tree" / "serve")], capture_output=True, text=True, check=False
+    )
+    if own.returncode != 0:
+        raise RuntimeError(f"grpo-probe-serve did not install under {found}: {own.stderr}")
+    return lab, found

@@ -9,7 +9,6 @@ served from there and its rows compared with the same policy's rows in this inte
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,69 +19,15 @@ import pytest
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.policies.served import ServedPolicy
 from serve.numpy_policy import NumpyFlowPolicy
-from serve_processes import policy_server
-
-REPO = Path(__file__).resolve().parents[2]
-VERSIONS = ((3, 13), (3, 12))
-"""Pythons the lab's side is tested on, the newest found first (one is enough for the property)."""
-
-
-def _other_python() -> tuple[str, str] | tuple[None, str]:
-    """An interpreter of a version in VERSIONS that runs (pyenv shims of absent versions do not)."""
-    candidates: list[str] = []
-    for major, minor in VERSIONS:
-        candidates += sorted(
-            str(p) for p in (Path.home() / ".pyenv/versions").glob(f"{major}.{minor}.*/bin/python")
-        )
-        candidates += [p for p in (shutil.which(f"python{major}.{minor}"),) if p]
-    for path in candidates:
-        done = subprocess.run(
-            [path, "-c", "import sys; print(sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode == 0 and done.stdout.strip() in {str(v) for v in VERSIONS}:
-            return path, done.stdout.strip()
-    return None, "no Python 3.12 or 3.13 found (~/.pyenv/versions, python3.13, python3.12 on PATH)"
+from serve_processes import lab_environment, policy_server
 
 
 @pytest.fixture(scope="module")
 def lab_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A virtual environment of another Python with grpo-probe-serve and its three dependencies only."""
-    python, found = _other_python()
-    if python is None:
-        pytest.skip(found)
-    root = tmp_path_factory.mktemp("lab")
-    # the distribution reads ../src/grpo_probe/serve: copy both, so the build writes nothing in the checkout
-    shutil.copytree(
-        REPO / "serve", root / "tree" / "serve", ignore=shutil.ignore_patterns("build", "*.egg-info")
-    )
-    shutil.copytree(REPO / "src" / "grpo_probe" / "serve", root / "tree" / "src" / "grpo_probe" / "serve")
-    subprocess.run([python, "-m", "venv", str(root / "venv")], check=True, capture_output=True)
-    lab = root / "venv" / "bin" / "python"
-    pip = [
-        str(lab),
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--only-binary",
-        ":all:",
-    ]
-    deps = subprocess.run(
-        [*pip, "numpy", "websockets", "msgpack"], capture_output=True, text=True, check=False
-    )
-    if deps.returncode != 0:
-        pytest.skip(f"the package index gave no numpy, websockets, msgpack for {found}: {deps.stderr[-500:]}")
-    own = subprocess.run(
-        [str(lab), "-m", "pip", "install", "--quiet", "--no-deps", str(root / "tree" / "serve")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert own.returncode == 0, own.stderr
+    lab, reason = lab_environment(tmp_path_factory.mktemp("lab"))
+    if lab is None:
+        pytest.skip(reason)
     return lab
 
 
