@@ -41,6 +41,7 @@ EXAMPLES = {
     "prereg/aloha.yaml",
     "prereg/my_design.yaml",
     "prereg/p.yaml",
+    "prereg/pusht_lerobot.yaml",
     "prereg/x.yaml",
     "src/grpo_probe/policies/flow_midpoint.py",
     "tests/policies/test_flow_midpoint.py",
