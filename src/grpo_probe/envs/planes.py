@@ -46,6 +46,7 @@ import math
 
 import numpy as np
 
+from grpo_probe.envs.expert_noise import add_smooth_noise
 from grpo_probe.envs.gym_adapter import PushRecord, push_schema
 from grpo_probe.envs.protocol import EnvSpec, TopDownView, away_tail_guard, check_chunk
 from grpo_probe.keyed_rng import numpy_generator, tag
@@ -147,13 +148,7 @@ class PlaneExpert:
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
         """One normalized chunk [chunk_length, 2] in [-1, 1], float32; ``key`` names the noise stream."""
         actions = self.plan(obs)
-        if self.noise > 0.0:
-            rng = numpy_generator(tag("plane_expert_noise"), *key)
-            knots = rng.normal(0.0, self.noise, size=(NOISE_KNOTS, ACTION_DIMS))
-            grid = np.linspace(0.0, 1.0, self.chunk_length)
-            at = np.linspace(0.0, 1.0, NOISE_KNOTS)
-            smooth = np.stack([np.interp(grid, at, knots[:, j]) for j in range(ACTION_DIMS)], axis=1)
-            actions = np.clip(actions + smooth, -1.0, 1.0)
+        actions = add_smooth_noise(actions, self.noise, "plane_expert_noise", key, NOISE_KNOTS)
         return actions.astype(np.float32)
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from grpo_probe.keyed_rng import numpy_generator, tag
+from grpo_probe.envs.expert_noise import add_smooth_noise
 
 __all__ = ["WALL_PREFIX", "PointMazeExpert", "WallContactInfo"]
 
@@ -158,13 +158,7 @@ class PointMazeExpert:
         """One normalized chunk [chunk_length, 2] in [-1, 1]; ``key`` names the noise stream."""
         forces = self.plan_forces(obs)
         actions = np.clip(2.0 * (forces - self._low) / (self._high - self._low) - 1.0, -1.0, 1.0)
-        if self.noise > 0.0:
-            rng = numpy_generator(tag("point_maze_expert_noise"), *key)
-            knots = rng.normal(0.0, self.noise, size=(NOISE_KNOTS, 2))
-            grid = np.linspace(0.0, 1.0, actions.shape[0])
-            at = np.linspace(0.0, 1.0, NOISE_KNOTS)
-            smooth = np.stack([np.interp(grid, at, knots[:, j]) for j in range(2)], axis=1)
-            actions = np.clip(actions + smooth, -1.0, 1.0)
+        actions = add_smooth_noise(actions, self.noise, "point_maze_expert_noise", key, NOISE_KNOTS)
         return actions.astype(np.float32)
 
 

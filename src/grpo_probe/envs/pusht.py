@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
+from grpo_probe.envs.expert_noise import add_smooth_noise
 from grpo_probe.envs.scene import ScenePositions
-from grpo_probe.keyed_rng import numpy_generator, tag
 
 __all__ = [
     "METRES_PER_PIXEL",
@@ -249,13 +249,7 @@ class PushTExpert:
         """One normalized chunk [chunk_length, 2] in [-1, 1]; ``key`` names the noise stream."""
         targets = self.plan_targets(obs)
         actions = np.clip(2.0 * (targets - self._low) / (self._high - self._low) - 1.0, -1.0, 1.0)
-        if self.noise > 0.0:
-            rng = numpy_generator(tag("pusht_expert_noise"), *key)
-            knots = rng.normal(0.0, self.noise, size=(NOISE_KNOTS, 2))
-            grid = np.linspace(0.0, 1.0, actions.shape[0])
-            at = np.linspace(0.0, 1.0, NOISE_KNOTS)
-            smooth = np.stack([np.interp(grid, at, knots[:, j]) for j in range(2)], axis=1)
-            actions = np.clip(actions + smooth, -1.0, 1.0)
+        actions = add_smooth_noise(actions, self.noise, "pusht_expert_noise", key, NOISE_KNOTS)
         return actions.astype(np.float32)
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from grpo_probe.keyed_rng import numpy_generator, tag
+from grpo_probe.envs.expert_noise import add_smooth_noise
 
 __all__ = ["ACTION_DIMS", "OBS_DIM", "ReacherExpert", "reacher_xml"]
 
@@ -146,11 +146,5 @@ class ReacherExpert:
         torques = self.plan_torques(obs)
         # [-1, 1] is Reacher's own ctrlrange; map through the adapter's bounds should they differ
         actions = np.clip(2.0 * (torques - self._low) / (self._high - self._low) - 1.0, -1.0, 1.0)
-        if self.noise > 0.0:
-            rng = numpy_generator(tag("reacher_expert_noise"), *key)
-            knots = rng.normal(0.0, self.noise, size=(NOISE_KNOTS, ACTION_DIMS))
-            grid = np.linspace(0.0, 1.0, actions.shape[0])
-            at = np.linspace(0.0, 1.0, NOISE_KNOTS)
-            smooth = np.stack([np.interp(grid, at, knots[:, j]) for j in range(ACTION_DIMS)], axis=1)
-            actions = np.clip(actions + smooth, -1.0, 1.0)
+        actions = add_smooth_noise(actions, self.noise, "reacher_expert_noise", key, NOISE_KNOTS)
         return actions.astype(np.float32)

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from grpo_probe.envs.boat.params import SimParams
-from grpo_probe.keyed_rng import numpy_generator, tag
+from grpo_probe.envs.expert_noise import add_smooth_noise
 
 __all__ = ["ScriptedExpert", "targets_to_actions"]
 
@@ -108,11 +108,5 @@ class ScriptedExpert:
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
         """One normalized action chunk [chunk_length, 6]; ``key`` names the noise stream (seed, replan)."""
         actions = targets_to_actions(self.plan_targets(obs))
-        if self.noise > 0.0:
-            rng = numpy_generator(tag("expert_noise"), *key)
-            knots = rng.normal(0.0, self.noise, size=(_NOISE_KNOTS, actions.shape[1]))
-            grid = np.linspace(0.0, 1.0, actions.shape[0])
-            at = np.linspace(0.0, 1.0, _NOISE_KNOTS)
-            smooth = np.stack([np.interp(grid, at, knots[:, j]) for j in range(actions.shape[1])], axis=1)
-            actions = np.clip(actions + smooth, -1.0, 1.0)
+        actions = add_smooth_noise(actions, self.noise, "expert_noise", key, _NOISE_KNOTS)
         return actions.astype(np.float32)

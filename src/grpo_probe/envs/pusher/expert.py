@@ -29,8 +29,8 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from grpo_probe.envs.expert_noise import add_smooth_noise
 from grpo_probe.envs.pusher.spec import ACTION_DIMS, PusherParams
-from grpo_probe.keyed_rng import numpy_generator, tag
 
 __all__ = ["PusherExpert", "pusher_xml"]
 
@@ -164,11 +164,5 @@ class PusherExpert:
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
         """One normalized chunk [chunk_length, 7] in [-1, 1]; ``key`` names the noise stream."""
         actions = np.clip(self.plan_torques(obs) / TORQUE_LIMIT, -1.0, 1.0)
-        if self.noise > 0.0:
-            rng = numpy_generator(tag("pusher_expert_noise"), *key)
-            knots = rng.normal(0.0, self.noise, size=(NOISE_KNOTS, ACTION_DIMS))
-            grid = np.linspace(0.0, 1.0, actions.shape[0])
-            at = np.linspace(0.0, 1.0, NOISE_KNOTS)
-            smooth = np.stack([np.interp(grid, at, knots[:, j]) for j in range(ACTION_DIMS)], axis=1)
-            actions = np.clip(actions + smooth, -1.0, 1.0)
+        actions = add_smooth_noise(actions, self.noise, "pusher_expert_noise", key, NOISE_KNOTS)
         return actions.astype(np.float32)
