@@ -187,7 +187,7 @@ def cell_reads(c: SeedColumns, analysis: AnalysisNumbers) -> dict[str, float | N
     generator keyed by (bootstrap seed, cell, read), so an interval never depends on which other reads
     were computed; undefined reads (a share of groups that never differ) are None."""
     boot = analysis.bootstrap
-    alpha = (1.0 - boot.confidence) / 2.0
+    alpha = (1.0 - boot.interval_confidence) / 2.0
     out: dict[str, float | None] = {}
     for name in cell_read_names(c):
         statistic = _statistic(c, name)

@@ -231,7 +231,7 @@ def decision_record(
         0 if replay is None else len(replay.seeds),
         0 if replay is None else replay.replays,
         analysis,
-        outcome.kind,
+        outcome,
     )
 
     figures = draw_figures(
@@ -302,7 +302,7 @@ def decision_record(
                 rule_record(rule),
                 Path(figures_dir) / "rule_all-cells.png",
                 Path(page_dir),
-                analysis.bootstrap.confidence,
+                analysis.bootstrap.interval_confidence,
             ),
         },
         "compute": _compute_section(compute, compute_gate),

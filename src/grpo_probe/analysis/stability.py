@@ -75,7 +75,7 @@ def resampled_bounds(
     inner = bootstrap_generator(bootstrap.seed, columns.cell.id, read).integers(
         0, m, size=(bootstrap.resamples, m)
     )
-    alpha = (1.0 - bootstrap.confidence) / 2.0
+    alpha = (1.0 - bootstrap.interval_confidence) / 2.0
     low = np.empty(outer.shape[0])
     high = np.empty(outer.shape[0])
     for start in range(0, outer.shape[0], chunk):
