@@ -224,6 +224,11 @@ def phase2_problems(raw: Mapping[str, Any]) -> list[str]:
         for other, taken in others.items():
             if set(seeds) & set(taken):
                 problems.append(f"phase2.{name}: overlaps {other} ({_overlap(seeds, taken)})")
+    if len(held_out) < 2:
+        problems.append(
+            f"phase2.eval_seeds: holds {len(held_out)} seed, but the held-out verdict's paired t interval "
+            "needs at least 2 (n - 1 degrees of freedom)"
+        )
     if set(train) & set(held_out):
         problems.append(
             f"phase2.eval_seeds: overlaps phase2.train_seeds ({_overlap(held_out, train)}); "
