@@ -49,6 +49,7 @@ from grpo_probe.phase2.evaluate import (
     minimum_detectable_change,
     paired_changes,
 )
+from grpo_probe.phase2.guard_variance import GuardCheck
 from grpo_probe.phase2.paths import StagePaths
 from grpo_probe.phase2.plan import Phase2Plan, Stage
 from grpo_probe.prereg import Prereg
@@ -448,6 +449,37 @@ def _predicted_answer(stages: list[dict[str, Any]]) -> tuple[str, str]:
     return verdict, f"{verdict[0].upper()}{verdict[1:]}. " + ". ".join(parts) + "."
 
 
+def _guard_checks_markdown(checks: list[dict[str, Any]]) -> list[str]:
+    """The guard-variance check of each arm the decision had trained, as counted before training."""
+    if not checks:
+        return []
+    lines = [
+        "## Can the guard penalties act?",
+        "",
+        "A penalty charged in every episode of a group lowers every reward of the group alike and cancels "
+        "from GRPO's normalised advantage; it pushes against its guard only in groups where some but not "
+        "all episodes trip it. Counted before training, in the probe's groups of the cell that samples "
+        f"each arm. Phase 2 refuses an arm when a penalised guard varies in fewer than a share of "
+        f"{checks[0]['min_share']:g} of the groups (phase2.reward.min_guard_variance_share) and trips in "
+        "every episode of more of the other groups than it spares.",
+        "",
+        "| arm | cell | guard | penalty (cm) | trips | groups: some trip | every episode | none | share "
+        "varying | |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for check in map(GuardCheck.from_dict, checks):
+        if check.cell is None:
+            lines.append(f"| {check.arm} | no enabled cell samples it | | | | | | | | not checked |")
+            continue
+        for g in check.guards:
+            lines.append(
+                f"| {check.arm} | {check.cell} | {g.guard} | {g.penalty_cm:g} | {g.trips}/{g.episodes} | "
+                f"{g.varying}/{g.groups} | {g.always} | {g.never} | {g.share:.3f} | "
+                f"{'**refused**' if g.saturated(check.min_share) else 'acts'} |"
+            )
+    return [*lines, ""]
+
+
 def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) -> str:
     """phase2.md from phase2.json alone, links relative to ``page_dir`` (the design folder or the root)."""
     design = record["design"]
@@ -508,6 +540,7 @@ def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) ->
             ],
             "",
         ]
+    lines += _guard_checks_markdown(record.get("guard_checks", []))
     for number, stage_record in enumerate(record["stages"], start=1):
         lines += _stage_markdown(number, stage_record, figures_rel)
     lines += ["## Provenance", "", "| artifact | sha256 |", "|---|---|"]
@@ -564,6 +597,7 @@ def build_phase2_report(
         },
         "trained": bool(stages),
         "reason": plan.reason,
+        "guard_checks": [c.to_dict() for c in plan.guard_checks],
         "prediction": {"verdict": verdict, "text": answer},
         "stages": stages,
         "registered": _registered(prereg),
