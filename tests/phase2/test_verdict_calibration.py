@@ -9,7 +9,8 @@ interval (Wilson, JASA 22, 1927: scipy's ``binomtest(...).proportion_ci(method="
 
 ``python tests/phase2/test_verdict_calibration.py`` prints the table docs/phase2.md quotes: the t
 interval's false-call rate under no change for normal, Student t with 3 df and a centred exponential
-(strongly skewed) at 3, 10 and 30 seeds, beside the percentile bootstrap the verdict used before.
+(strongly skewed) at 3, 10 and 30 seeds, beside the percentile bootstrap the verdict used before, and
+the share of "up" calls at one MDE beside the exact power.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from grpo_probe.phase2.evaluate import POWER, PairedChange, minimum_detectable_c
 CONFIDENCE = 0.95
 """The registered confidence of the shipped designs (``analysis.bootstrap.confidence``)."""
 SIMULATIONS = 4000
-KEY = 20261210
+KEY = 20261206
 
 Draw = Callable[[np.random.Generator, tuple[int, int]], np.ndarray]
 DISTRIBUTIONS: dict[str, Draw] = {
@@ -93,14 +94,19 @@ def test_against_a_shift_of_one_mde_the_verdict_calls_up_at_the_stated_power(n: 
     unit = unit / unit.std(ddof=1)  # SD exactly 1: the MDE of sigma = 1
     detectable = minimum_detectable_change("progress_final_cm", unit, CONFIDENCE)
     assert detectable.mde is not None and detectable.power == POWER
-    rng = numpy_generator(KEY, tag("verdict-power"), n)
-    up, _ = _calls(detectable.mde + rng.standard_normal((SIMULATIONS, n)))
-    t_c = student_t.ppf(1.0 - (1.0 - CONFIDENCE) / 2.0, n - 1)
-    ncp = detectable.mde * math.sqrt(n)  # shift / (sigma / sqrt(n)), sigma = 1
-    exact = float(nct.sf(t_c, n - 1, ncp))
+    up, exact = _power(n, detectable.mde)
     low, high = _wilson(up, SIMULATIONS)
     assert low <= exact <= high, f"n={n}: up in {up / SIMULATIONS:.4f} against exact power {exact:.4f}"
     assert abs(exact - POWER) < 0.01
+
+
+def _power(n: int, mde: float) -> tuple[int, float]:
+    """("up" calls of the simulated pilots shifted by ``mde`` with SD-1 normal noise, the paired t-test's
+    exact power there: P(T > t_{1-alpha/2, n-1}), T noncentral t with n - 1 df and ncp mde sqrt(n))."""
+    rng = numpy_generator(KEY, tag("verdict-power"), n)
+    up, _ = _calls(mde + rng.standard_normal((SIMULATIONS, n)))
+    t_c = student_t.ppf(1.0 - (1.0 - CONFIDENCE) / 2.0, n - 1)
+    return up, float(nct.sf(t_c, n - 1, mde * math.sqrt(n)))
 
 
 def _percentile_calls(rng: np.random.Generator, differences: np.ndarray, resamples: int = 2000) -> float:
@@ -124,6 +130,14 @@ def main() -> None:
             low, high = _wilson(up + down, SIMULATIONS)
             boot = _percentile_calls(rng, differences[:1000])
             print(f"| {name} | {n} | {(up + down) / SIMULATIONS:.1%} [{low:.1%}, {high:.1%}] | {boot:.1%} |")
+    print("\n| seeds | MDE (SD 1) | up at one MDE [Wilson 95 %] | exact power |\n|---|---|---|---|")
+    for n in (10, 30):
+        unit = np.linspace(-1.0, 1.0, n)
+        mde = minimum_detectable_change("x", unit / unit.std(ddof=1), CONFIDENCE).mde
+        assert mde is not None
+        up, exact = _power(n, mde)
+        low, high = _wilson(up, SIMULATIONS)
+        print(f"| {n} | {mde:.3f} | {up / SIMULATIONS:.1%} [{low:.1%}, {high:.1%}] | {exact:.1%} |")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ d_i = final_i - initial_i, s_d their standard deviation (ddof 1), c the register
 below is sized for, so "up", "down" and "not shown" are the paired t-test's calls at level 1 - c, and it
 is exact for normal differences at any n >= 2. Why not the percentile bootstrap the probe's reads use:
 over a handful of seeds it is too narrow (it spreads by the plug-in SD with normal quantiles), so under
-no change it called "up" or "down" about 25 % of the time at 3 seeds and 10 % at 10 against a nominal
+no change it called "up" or "down" about a quarter of the time at 3 seeds and 10 % at 10 against a nominal
 5 % (normal differences; docs/phase2.md has the measurement).
 The interval is a closed form of the differences: no generator, the same bytes on every rerun.
 (tests/phase2/test_verdict_calibration.py simulates it under no change and under a shift of one MDE.)
