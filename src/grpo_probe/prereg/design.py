@@ -39,7 +39,7 @@ from grpo_probe.prereg.lock import (
 from grpo_probe.prereg.phase2 import Phase2, parse_phase2, penalty_problems
 from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problems
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
-from grpo_probe.prereg.schema import load_prereg_schema, validate_against
+from grpo_probe.prereg.schema import field_path, load_prereg_schema, validate_against
 from grpo_probe.prereg.seeds import expand_seeds
 from grpo_probe.sampling import (
     PARAMETERS,
@@ -321,7 +321,7 @@ def design_problems(
 
     seen: dict[str, int] = {}
     for i, cell in enumerate(raw["cells"]):
-        at = f"cells[{i}]"
+        at = field_path(("cells", i), raw)  # cells[<id>], or cells[<index>] where two share an id
         if cell["id"] in seen:
             problems.append(f"{at}.id: {cell['id']!r} is already the id of cells[{seen[cell['id']]}]")
         seen.setdefault(cell["id"], i)

@@ -186,8 +186,15 @@ def history_problems(
     return problems
 
 
-def check_lock(prereg: str | os.PathLike[str], raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the lock of ``prereg`` if it covers exactly ``raw``; otherwise raise naming both files."""
+def check_lock(
+    prereg: str | os.PathLike[str], raw: Mapping[str, Any], *, valid: bool = True
+) -> dict[str, Any]:
+    """Return the lock of ``prereg`` if it covers exactly ``raw``; otherwise raise naming both files.
+
+    ``valid``: whether ``raw`` passed its schema and cross-field rules. A design that does not cannot be
+    re-locked, so a mismatch then points at the edit (a misspelt field is the usual cause) rather than
+    at writing an amendment.
+    """
     prereg = Path(prereg)
     path = lock_path(prereg)
     if not path.exists():
@@ -196,13 +203,22 @@ def check_lock(prereg: str | os.PathLike[str], raw: Mapping[str, Any]) -> dict[s
         )
     lock = read_lock(path)
     if lock["file"] != prereg.name:
-        raise LockError(f"{path}: locks {lock['file']!r}, not {prereg.name!r}")
+        raise LockError(
+            f"{path}: locks {lock['file']!r}, not {prereg.name!r}; a lock belongs to the file it was taken "
+            f"of: delete {path} and run `grpo-probe prereg lock {prereg}` to register this one"
+        )
     if lock["sha256"] != canonical_sha256(raw):
         changed = ", ".join(changed_sections(lock, raw)) or "(formatting of the lock)"
+        how = (
+            _how_to_amend(prereg)
+            if valid
+            else "The design fails the checks above: fix those first (undoing a mistaken edit restores "
+            "the match)."
+        )
         raise LockError(
             f"{prereg}: does not match its lock {path} (locked {lock['date']}, "
             f"sha256 {lock['sha256'][:12]}..., now {canonical_sha256(raw)[:12]}...); "
-            f"changed sections: {changed}. {_how_to_amend(prereg)}"
+            f"changed sections: {changed}. {how}"
         )
     problems = history_problems(prereg, lock, raw)
     if problems:
