@@ -127,7 +127,7 @@ def test_editing_a_registered_threshold_after_lock_is_refused(fresh_copy: Path, 
     ("old", "new", "field"),
     [
         ("group_size: 2", "group_size: 0", "group_size"),
-        ("    arm: ar\n", "    arm: nope\n", "cells[0].arm"),
+        ("    arm: ar\n", "    arm: nope\n", "cells[c1_ar_t1_0].arm"),
     ],
 )
 def test_a_schema_violation_names_file_and_field(
