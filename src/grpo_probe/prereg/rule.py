@@ -104,6 +104,10 @@ class AnalysisNumbers:
     bootstrap: BootstrapSpec
     operating: OperatingSpec = OperatingSpec(registered=False)
     """How the rule's error rates are simulated (the defaults where the design registers none)."""
+    gradient_reads: bool = False
+    """Whether the design registers the gradient reads (``gradient_noise_scale``, ``gradient_half_cosine``):
+    a job per cell differentiates the arm's log-probs on the probe's rollouts. Off by default, and then
+    absent from decision.json, so a design that does not ask keeps its bytes."""
 
     @classmethod
     def from_dict(cls, analysis: Mapping[str, Any]) -> AnalysisNumbers:
@@ -118,6 +122,7 @@ class AnalysisNumbers:
             swat_speed_m_s=float(analysis["swat_speed_m_s"]),
             bootstrap=BootstrapSpec(int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"])),
             operating=OperatingSpec.from_dict(analysis.get("operating_characteristics")),
+            gradient_reads=bool(analysis.get("gradient_reads", False)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,6 +140,7 @@ class AnalysisNumbers:
                 "confidence": self.bootstrap.confidence,
             },
             "operating_characteristics": self.operating.to_dict(),
+            **({"gradient_reads": True} if self.gradient_reads else {}),
         }
 
 
