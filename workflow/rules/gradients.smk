@@ -2,23 +2,8 @@
 # again with the recording policy (checked against the probe shards bit for bit), and each episode's GRPO
 # gradient A_e grad log pi(actions_e | obs_e) is sketched to a few thousand coordinates; the decision
 # reads the Gram matrix (grpo_probe.phase2.gradients, grpo_probe.analysis.gradient_noise). A design that
-# does not register them has no gradients job, and its decision reads nothing from here.
-GRADIENT_CELLS = CELLS if PREREG.analysis.gradient_reads else []
-
-
-def decision_gradient_files():
-    return {cell: f"{R}/gradients/{cell}.json" for cell in GRADIENT_CELLS}
-
-
-def decision_gradient_manifests():
-    return [f"{R}/gradients/{cell}.manifest.json" for cell in GRADIENT_CELLS]
-
-
-def gradient_upstream(wildcards):
-    """The cell's join (it lists every probe shard and the anchors) and its arm."""
-    return [f"{R}/join/{wildcards.cell}.manifest.json", *cell_upstream(wildcards)[:1]]
-
-
+# does not register them has no gradients job, and its decision reads nothing from here (the helpers,
+# GRADIENT_CELLS and decision_gradient_files, are in common.smk).
 rule gradients:
     input:
         **prereg_files(),

@@ -246,6 +246,7 @@ def gradient_record(columns: GradientColumns) -> dict[str, Any]:
         trace_sigma_group=_finite(tr_sigma),
         mean_gradient_sq_norm=_finite(g2),
         noise_scale_groups=_finite(tr_sigma / g2) if g2 > 0 else None,
+        noise_scale_unbounded=bool(not g2 > 0),
         episode_unit_noise_scale=_finite(e_tr / e_g2) if e_g2 > 0 else None,
     )
     return out
