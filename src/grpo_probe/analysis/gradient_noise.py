@@ -23,7 +23,9 @@ Training", arXiv:1812.06162, eq. 2.8 and appendix A.1), from per-example gradien
     B_episodes  = K tr(Sigma_h) / |G|^2
 
 Both estimates are unbiased; their ratio is not, which is why the read has a percentile-bootstrap
-interval over seeds (groups are the resampling unit). Where the estimate of |G|^2 is at or below zero,
+interval over seeds (groups are the resampling unit). On a resample both are computed as U-statistics
+over pairs of different seeds (:func:`noise_scale`), equal to the formulas above on the full sample, so
+a seed drawn twice does not pose as agreement with itself. Where the estimate of |G|^2 is at or below zero,
 the seeds show no mean gradient above its noise and B is +inf ("no batch size is enough at this
 noise"); a resample's +inf counts in the interval, whose ends are then resample values
 (:data:`grpo_probe.prereg.vocabulary.ReadSpec.unbounded`).
@@ -154,21 +156,34 @@ def _quadratic(
 
 def noise_scale(gram: NDArray[np.float64], index: NDArray[np.int64], k: int) -> NDArray[np.float64]:
     """B_simple in episodes, K tr(Sigma_h) / |G|^2 (module docstring), on the seeds ``index`` [..., n]
-    selects; +inf where the estimate of |G|^2 is at or below zero, NaN where every gradient is zero."""
+    selects; +inf where the estimate of |G|^2 is at or below zero, NaN where it is undefined (every
+    gradient zero, or a resample of one seed).
+
+    Both parts are written as U-statistics over pairs of positions that hold different seeds (Hoeffding
+    1948): with w_s the times seed s is drawn and P = n^2 - sum_s w_s^2 such pairs,
+
+        |G|^2       ~ (w^T M w - sum_s w_s^2 M_ss) / P         the mean <h_s, h_t> over pairs s != t
+        tr(Sigma_h) ~ (n sum_s w_s M_ss - w^T M w) / P         half the mean |h_s - h_t|^2 over them
+
+    On the full sample (every w_s = 1) they are exactly the estimators above. On a bootstrap resample a
+    seed drawn twice is not paired with itself, so the resample's estimate of |G|^2 centres on the full
+    sample's unbiased one, not on |h_bar|^2 (which exceeds it by tr(Sigma_h) / n), and the percentile
+    interval is not pulled below the estimate: with 15 seeds the plain per-example formula on resamples
+    puts the interval below the true noise scale in most simulated designs.
+    """
     shape, n = index.shape[:-1], index.shape[-1]
-    if n < 2:
-        return np.full(shape, np.nan)
     flat = index.reshape(-1, n)
     out = np.empty(flat.shape[0])
+    diag = np.diag(gram)
     for start in range(0, flat.shape[0], _ROWS_PER_CHUNK):
         w = _counts(flat[start : start + _ROWS_PER_CHUNK], gram.shape[0])
-        mean_sq = _quadratic(w, gram, w) / (n * n)  # |h_bar|^2
-        sum_sq = w @ np.diag(gram)  # sum_s |h_s|^2
-        tr_sigma = (sum_sq - n * mean_sq) / (n - 1)  # sample variance summed over dimensions
-        g2 = mean_sq - tr_sigma / n  # unbiased |G|^2 (McCandlish et al., appendix A.1)
+        wmw = _quadratic(w, gram, w)
+        pairs = n * n - (w * w).sum(axis=1)  # ordered pairs of positions holding different seeds
         with np.errstate(divide="ignore", invalid="ignore"):
+            g2 = (wmw - (w * w) @ diag) / pairs  # unbiased |G|^2 (McCandlish et al., appendix A.1)
+            tr_sigma = (n * (w @ diag) - wmw) / pairs  # the sample variance summed over dimensions
             b = np.where(g2 > 0, k * tr_sigma / g2, np.inf)
-        b[(tr_sigma <= 0) & (g2 <= 0)] = np.nan  # no gradient at all: undefined
+        b[(pairs == 0) | ((tr_sigma <= 0) & (g2 <= 0))] = np.nan  # one seed, or no gradient: undefined
         out[start : start + _ROWS_PER_CHUNK] = b
     return out.reshape(shape)
 
@@ -183,7 +198,8 @@ def _splits(n: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
 
 def half_split_cosine(gram: NDArray[np.float64], index: NDArray[np.int64]) -> NDArray[np.float64]:
     """The median over :data:`HALF_SPLITS` fixed splits of cos(mean gradient of half A, of half B), on
-    the seeds ``index`` [..., n] selects; NaN with fewer than two seeds or a zero half-gradient."""
+    the seeds ``index`` [..., n] selects; NaN with fewer than two seeds or a zero half-gradient. On a
+    resample, a seed drawn into both halves is left out of their inner product (not of their norms)."""
     shape, n = index.shape[:-1], index.shape[-1]
     if n < 2:
         return np.full(shape, np.nan)
@@ -196,7 +212,9 @@ def half_split_cosine(gram: NDArray[np.float64], index: NDArray[np.int64]) -> ND
         cosines = np.empty((part.shape[0], HALF_SPLITS))
         for p in range(HALF_SPLITS):
             a, b = _counts(part[:, first[p]], s), _counts(part[:, second[p]], s)
-            ab, aa, bb = _quadratic(a, gram, b), _quadratic(a, gram, a), _quadratic(b, gram, b)
+            # a seed drawn into both halves (a resample) is not paired with itself in the cross term
+            ab = _quadratic(a, gram, b) - (a * b) @ np.diag(gram)
+            aa, bb = _quadratic(a, gram, a), _quadratic(b, gram, b)
             with np.errstate(divide="ignore", invalid="ignore"):
                 cosines[:, p] = ab / np.sqrt(aa * bb)
         with np.errstate(invalid="ignore"):
