@@ -22,6 +22,7 @@ import jinja2
 
 from grpo_probe.analysis.decision_rule import rank_text, read_words
 from grpo_probe.analysis.glossary import count_words, flagged_guards, number
+from grpo_probe.analysis.gradient_page import gradient_section
 from grpo_probe.analysis.reads import read_rows
 from grpo_probe.prereg.rule import ReadRef
 
@@ -522,6 +523,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         error_rates=_error_rates_line(decision),
         error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),
+        gradient_section=gradient_section(decision),
     )
 
 

@@ -143,6 +143,10 @@ class AnalysisNumbers:
     bootstrap: BootstrapSpec
     operating: OperatingSpec = OperatingSpec(registered=False)
     """How the rule's error rates are simulated (the defaults where the design registers none)."""
+    gradient_reads: bool = False
+    """Whether the design registers the gradient reads (``gradient_noise_scale``, ``gradient_half_cosine``):
+    a job per cell differentiates the arm's log-probs on the probe's rollouts. Off by default, and then
+    absent from decision.json, so a design that does not ask keeps its bytes."""
 
     @classmethod
     def from_dict(cls, analysis: Mapping[str, Any], routed_cells: int = 1) -> AnalysisNumbers:
@@ -164,6 +168,7 @@ class AnalysisNumbers:
                 max(1, routed_cells),
             ),
             operating=OperatingSpec.from_dict(analysis.get("operating_characteristics")),
+            gradient_reads=bool(analysis.get("gradient_reads", False)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -177,6 +182,7 @@ class AnalysisNumbers:
             "swat_speed_m_s": self.swat_speed_m_s,
             "bootstrap": self.bootstrap.to_dict(),
             "operating_characteristics": self.operating.to_dict(),
+            **({"gradient_reads": True} if self.gradient_reads else {}),
         }
 
 
