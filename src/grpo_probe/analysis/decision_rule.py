@@ -46,7 +46,9 @@ __all__ = [
 ]
 
 OUTCOMES: dict[str, str] = {
-    "park": "Park GRPO-on-sim: no cell shows usable group-relative signal.",
+    "park": (
+        "Park GRPO-on-sim: no cell passes what its head needs, so none shows usable group-relative signal."
+    ),
     "phase2_ar": "Phase 2 is token-GRPO on the AR head (the SimpleVLA-RL mapping).",
     "phase2_flow": (
         "Phase 2 is Flow-GRPO with the SDE sampler on the engaging flow arm, expert only; the AR head waits."

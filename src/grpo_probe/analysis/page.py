@@ -136,6 +136,23 @@ def _short_flags(cell: Mapping[str, Any]) -> str:
     return f" Flags (sampled, anchor): {'; '.join(parts)}." if parts else ""
 
 
+def _flag_gloss(decision: Mapping[str, Any]) -> str | None:
+    """One line naming what each flag on the first screen means (its glossary entry up to the first
+    colon or semicolon), so a reader does not meet ``reset_strike 120/120`` without its meaning."""
+    flagged = dict.fromkeys(
+        g["guard"] for c in decision["cells"] for g in flagged_guards(c["guards"], c["verdict"]["qualifies"])
+    )
+    if not flagged:
+        return None
+    meanings = {entry["term"]: entry["meaning"] for entry in decision.get("glossary", [])}
+    parts = []
+    for guard in flagged:
+        meaning = meanings.get(guard)
+        short = None if meaning is None else re.split(r"[:;]", meaning, maxsplit=1)[0].strip()
+        parts.append(f"{guard}: {short}" if short else guard)
+    return "Flags: " + "; ".join(parts) + " ([terms](#terms))."
+
+
 def _cell_lines(decision: Mapping[str, Any]) -> list[str]:
     """The first screen's reasons, one short item per cell: its verdict, the criteria its head needs that
     it fails (on which clause), and its flags. The full wording of every clause is below the fold."""
@@ -172,9 +189,7 @@ def _percent(rate: Mapping[str, Any] | None) -> str:
     """``4.2 % [3.1 %, 5.6 %]``: a simulated rate with its Wilson interval, in percent."""
     if rate is None:
         return "not simulated"
-    return (
-        f"{number(rate['percent'])} % [{number(rate['low_percent'])} %, {number(rate['high_percent'])} %]"
-    )
+    return f"{number(rate['percent'])} % [{number(rate['low_percent'])} %, {number(rate['high_percent'])} %]"
 
 
 def _false_go_text(design: Mapping[str, Any]) -> str:
@@ -520,6 +535,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         resampled=_resampled_line(decision),
         versions_line=_versions_line(decision),
         cell_lines=_cell_lines(decision),
+        flag_gloss=_flag_gloss(decision),
         error_rates=_error_rates_line(decision),
         error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),
