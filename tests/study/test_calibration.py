@@ -206,3 +206,16 @@ def test_a_tiny_calibration_runs_end_to_end_byte_for_byte(
     page = first[-5].read_text()
     assert "reward does not rise" in page
     assert (NO_BENEFIT in page.lower()) == (not candidates["gained"].any())
+
+
+def test_the_command_checks_locks_and_refuses_a_missing_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from grpo_probe import cli
+
+    path = _write(tmp_path / "calibration.yaml", _spec())
+    assert cli.main(["study", "calibrate", "lock", str(path)]) == 0
+    assert cli.main(["study", "calibrate", "check", str(path)]) == 0
+    assert "plane_calibration-flow_well-lr5e-5" in capsys.readouterr().out
+    assert cli.main(["study", "calibrate", "run", str(path), "--results", str(tmp_path / "results")]) == 1
+    assert "no checkpoint of 'ar_well'; train it first" in capsys.readouterr().err
