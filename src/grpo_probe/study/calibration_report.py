@@ -107,6 +107,20 @@ def _answer(
     if not any(v.gained for v in verdicts):
         lines.append(f"**{NO_BENEFIT[0].upper()}{NO_BENEFIT[1:]}.**")
         lines.append("")
+    failures: dict[str, int] = {}
+    for v in verdicts:
+        for name in v.failed:
+            failures[name] = failures.get(name, 0) + 1
+    gained = [v.candidate for v in verdicts if v.gained]
+    lines.append(
+        f"{sum(v.passes for v in verdicts)} of {len(verdicts)} candidates pass the rule; "
+        f"{len(gained)} gain ({rank_by} interval above 0)"
+        + (f": {', '.join(gained)}" if gained else "")
+        + ". Criteria failed: "
+        + ("; ".join(f"{name}, {n} of {len(verdicts)}" for name, n in failures.items()) or "none")
+        + "."
+    )
+    lines.append("")
     for head, choice in choices.items():
         if choice.chosen is None:
             passing = [lr for lr, vs in choice.by_lr.items() if all(v.passes for v in vs)]
