@@ -58,3 +58,19 @@ def test_the_command_line_builds_without_importing_torch_or_matplotlib() -> None
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def test_no_help_text_shows_restructuredtext_markup() -> None:
+    """Help texts come partly from docstrings; a terminal shows ``x`` literally, so none may carry it."""
+    import argparse
+
+    def helps(parser: argparse.ArgumentParser, name: str):
+        yield name, parser.format_help()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    yield from helps(sub, f"{name} {sub_name}")
+
+    found = [(name, text) for name, text in helps(cli.build_parser(), "grpo-probe")]
+    assert len(found) > 10
+    assert [name for name, text in found if "``" in text] == []

@@ -34,7 +34,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The full ``grpo-probe`` parser, one subcommand group per module of ``COMMAND_MODULES``."""
-    parser = argparse.ArgumentParser(prog="grpo-probe", description=__doc__.splitlines()[0])
+    # the docstring's first line, without its reStructuredText literal marks
+    description = __doc__.splitlines()[0].replace("``", "")
+    parser = argparse.ArgumentParser(prog="grpo-probe", description=description)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)

@@ -41,6 +41,7 @@ __all__ = [
     "compute",
     "decision",
     "demos",
+    "gradients",
     "join",
     "parallel_oracle",
     "prereg_check",
@@ -538,6 +539,37 @@ def replay(
     write_design_manifest(prereg, manifest, "replay", outputs, upstream, extra, policy_sources([policy]))
 
 
+def gradients(
+    prereg_path: PathLike,
+    cell: str,
+    source: PathLike,
+    shards: Sequence[PathLike],
+    upstream: Sequence[PathLike],
+    out: PathLike,
+    manifest: PathLike,
+    workers: int,
+    checkpoint: PathLike | None = None,
+) -> None:
+    """A cell's gradient file for the gradient reads (a design with ``analysis.gradient_reads``): its
+    episodes run again with the recording policy, checked against the probe ``shards``, and each episode's
+    GRPO gradient sketched (:mod:`grpo_probe.phase2.gradients`); or, for a sampler without log-probs or a
+    policy that gives no gradients, the reason, so the page can say it."""
+    # Local: the gradients load torch and the rollout engine, which only this job needs.
+    from grpo_probe.phase2.gradients import cell_gradient_record, write_gradient_file
+
+    prereg = load_prereg(prereg_path)
+    if not prereg.analysis.gradient_reads:
+        raise ValueError(
+            f"{prereg.path}: analysis.gradient_reads is not set; the gradient reads are not registered"
+        )
+    recipe = json.loads(Path(source).read_text())
+    path = str(checkpoint) if checkpoint else recipe.get("checkpoint")
+    record = cell_gradient_record(prereg, cell, recipe, path, [str(s) for s in shards], workers)
+    write_gradient_file(record, out)
+    extra = {"cell": cell, "available": record["available"], "reason": record["reason"]}
+    write_design_manifest(prereg, manifest, "gradients", [out], upstream, extra)
+
+
 # -- analysis --------------------------------------------------------------------------------------------
 def join(
     prereg_path: PathLike,
@@ -581,6 +613,7 @@ def decision(
     join_tables: Mapping[str, PathLike],
     out_tsv: PathLike | None = None,
     replay_tables: Mapping[str, Sequence[PathLike]] | None = None,
+    gradient_files: Mapping[str, PathLike] | None = None,
 ) -> None:
     """decision.md, decision.json, the reads table and the figures, from the joined cells and the anchors.
 
@@ -598,6 +631,7 @@ def decision(
         *join_tables.values(),
         *anchor_tables.values(),
         *(p for paths in replays.values() for p in paths),
+        *(gradient_files or {}).values(),
     ]
     provenance = [(str(path), file_sha256(path)) for path in read]
     record = decision_record(
@@ -609,6 +643,7 @@ def decision(
         provenance=sorted(set(provenance)),
         join_tables=dict(join_tables),
         replay_tables=replays if prereg.replay is not None else None,
+        gradient_files=dict(gradient_files) if prereg.analysis.gradient_reads else None,
     )
     # The design's files are named as the workflow names them (relative to its directory), not relative
     # to the page: they live outside the results folder, so these bytes do not depend on where it is.

@@ -20,7 +20,15 @@ import yaml
 from grpo_probe.analysis.bootstrap import bootstrap_generator
 from grpo_probe.analysis.chaos import ChaosColumns, chaos_estimate, seed_chaos
 from grpo_probe.analysis.decision_rule import evaluate_rule
-from grpo_probe.analysis.operating import CellSize, Levels, Rate, simulate_cell, wilson_interval
+from grpo_probe.analysis.operating import (
+    CellSize,
+    Levels,
+    Rate,
+    ResidualPool,
+    boundaries,
+    simulate_cell,
+    wilson_interval,
+)
 from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.analysis.stability import resampled_bounds
 from grpo_probe.envs.planes import make_luck_plane
@@ -281,3 +289,72 @@ def test_an_identity_resample_rebuilds_the_registered_interval_bit_for_bit() -> 
         registered = chaos_estimate(chaos, read, _analysis(), FLOW.id)
         assert (low[0], high[0]) == (registered.ci_low, registered.ci_high)
         assert (low[1], high[1]) != (registered.ci_low, registered.ci_high)
+
+
+# -- at the bar: the null's least favourable point ----------------------------------------------------
+def _at_the_bar(columns: ChaosColumns, run: int, share: float) -> ChaosColumns:
+    """The run's luck-plane rewards with a keyed choice per draw added to every reward of the draw, its
+    variance (1 - share) / share times the plane's chaos variance: a chaos share of ``share``."""
+    assert columns.rewards is not None
+    rng = np.random.default_rng([20261206, run])
+    sigma = np.sqrt(columns.sums[:, 1].sum() / columns.sums[:, 3].sum())  # type: ignore[index]
+    choice = sigma * np.sqrt((1.0 - share) / share)
+    y = columns.rewards + rng.standard_normal((*columns.rewards.shape[:2], 1)) * choice
+    seeds = [seed_chaos(y[s, :, 0], y[s, :, 1:], s, ddof=1) for s in range(y.shape[0])]
+    return ChaosColumns.of(seeds)
+
+
+def test_at_the_bar_the_interval_rule_goes_more_often_than_under_pure_chaos() -> None:
+    """Pure chaos is the easiest null: at the same sizes, the registered interval rule says go far more
+    often with the chaos share at its bar than with no choice at all, in both the normal and a
+    data-resampled model."""
+    size = CellSize(15, 15, 8, 4)
+    spec = OperatingSpec(400, 5)
+    analysis = _analysis()
+    pure = simulate_cell(INTERVAL, FLOW, size, Levels(0.0, 4.0), analysis, "pure_chaos", None, spec)
+    choice_bar, bar = boundaries(INTERVAL, FLOW, Levels(3.0, 4.0))
+    assert choice_bar == Levels(SMOKE.analysis.signal_bar_cm, 4.0)  # the choice std at its bar
+    assert bar.choice_std_cm == pytest.approx(bar.chaos_std_cm)  # share 0.5 with the measured total
+    assert bar.choice_std_cm**2 + bar.chaos_std_cm**2 == pytest.approx(25.0)
+    at_bar = simulate_cell(INTERVAL, FLOW, size, bar, analysis, "at_bar", None, spec)
+    assert pure.mean() == 0.0 and at_bar.mean() > 0.01
+
+
+def test_at_the_bar_the_luck_plane_says_go_as_often_as_the_data_resampled_simulation(luck_runs) -> None:
+    """The luck plane's real chaos, put at a lax bar (chaos share 0.8, so that 3 seeds can pass it) by a
+    keyed choice: the interval rule's go rate over those runs agrees with the simulated rate at the bar whose chaos is resampled
+    from the same runs' residuals (within 4 standard errors), and both are far above pure chaos."""
+    analysis = _analysis()
+    rule = _rule({"read": "chaos_share.upper", "op": "<=", "threshold": 0.8})
+    at_bar = [_at_the_bar(c, i, 0.8) for i, c in enumerate(luck_runs)]
+    observed = np.array([_luck_go(rule, c, analysis) for c in at_bar])
+    rewards = np.concatenate([c.rewards for c in luck_runs])  # type: ignore[misc]
+    pool = ResidualPool.of(rewards)
+    assert pool is not None
+    sigma_w = float(np.sqrt(pool.chaos_var))
+    (bar,) = boundaries(rule, FLOW, Levels(sigma_w, sigma_w))
+    simulated = simulate_cell(
+        rule, FLOW, LUCK_SIZE, bar, analysis, "at_bar_data", None, OperatingSpec(3000, 6), pool
+    )
+    p = simulated.mean()
+    se = np.sqrt(p * (1 - p) / observed.size + p * (1 - p) / simulated.size)
+    assert abs(observed.mean() - p) < 4 * se, (observed.mean(), p)
+
+
+def test_the_residual_pool_keeps_the_chaos_level_and_its_tails() -> None:
+    """Residuals rescaled by sqrt(m / (m - 1)) carry sigma_w^2 on average; resampled at the bar, the
+    simulated rewards have the requested total variance, and heavy-tailed chaos stays heavy-tailed."""
+    rng = np.random.default_rng(11)
+    chaos = rng.standard_t(3, (40, 8, 5)) * 2.0
+    pool = ResidualPool.of(chaos)
+    assert pool is not None
+    assert pool.chaos_var == pytest.approx(np.var(chaos) * 1.0, rel=0.25)
+    y = pool.draw(Levels(1.0, 1.0), np.random.default_rng(2), 200, 15, 8, 5)
+    within = y - y.mean(axis=-1, keepdims=True)
+    assert np.var(within) * 5 / 4 == pytest.approx(1.0, rel=0.2)
+    kurtosis = np.mean(within**4) / np.mean(within**2) ** 2
+    normal = np.random.default_rng(3).standard_normal(y.shape)
+    normal -= normal.mean(axis=-1, keepdims=True)
+    assert kurtosis > 1.5 * np.mean(normal**4) / np.mean(normal**2) ** 2
+    assert ResidualPool.of(None) is None
+    assert ResidualPool.of(np.full((3, 4, 5), np.nan)) is None

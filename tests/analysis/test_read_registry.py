@@ -65,15 +65,16 @@ def _rule_section(read: str, rank_by: list[dict]) -> dict:
 def test_a_new_read_flows_through_schema_reads_resampling_words_and_table(with_toy_read: None) -> None:
     raw = _rule_section("best_seed_std_cm.lower", [{"read": "best_seed_std_cm", "prefer": "max"}])
     _, rule = parse_analysis_sections({"analysis": SMOKE_RAW["analysis"], "decision_rule": raw}, "toy.yaml")
-    columns = _columns([0.5, 3.0, 1.5, 2.0])
+    columns = _columns([0.5, 3.0, 1.5, 2.0, 1.0])
     reads = cell_reads(columns, SMOKE.analysis)
     assert reads["best_seed_std_cm"] == 3.0
     assert reads["best_seed_std_cm_ci_low"] is not None and reads["best_seed_std_cm_ci_low"] <= 3.0
     assert (
-        compute_reads(columns, np.array([[0, 0, 0, 0]]), {"best_seed_std_cm"})["best_seed_std_cm"][0] == 0.5
+        compute_reads(columns, np.array([[0, 0, 0, 0, 0]]), {"best_seed_std_cm"})["best_seed_std_cm"][0]
+        == 0.5
     )
     _, outcome = evaluate_rule(rule, [CELL], {CELL.id: reads})
-    index = resample_indices(SMOKE.analysis.bootstrap.seed, 50, 4)
+    index = resample_indices(SMOKE.analysis.bootstrap.seed, 50, 5)  # 5: enough seeds to resample
     found = stability(rule, [CELL], {CELL.id: columns}, outcome, index, SMOKE.analysis.bootstrap)
     assert found.not_resampled is None and sum(c for *_, c in found.outcomes) == 50
     assert read_words("best_seed_std_cm.lower") == ("lower end of the largest group std interval", "cm")

@@ -132,6 +132,9 @@ def test_the_page_and_the_reads_table_show_the_split(decision: dict) -> None:
         f"{number(ar['reads']['choice_std_cm'])} cm [" in md
     )
     assert f"[group std against replay std]({ar['figures']['chaos']})" in md
+    n = decision["replay"]["replays_per_draw"]
+    again = "once" if n == 1 else f"{n} times"
+    assert f"was run again {again} under each registered perturbation" in " ".join(md.split())
     # the signal criterion's chaos condition is stated in words in the cell's reasons, in short at the top
     top, below = md.split("\n---\n", 1)
     assert "chaos fraction is undefined for this cell: fails" in below

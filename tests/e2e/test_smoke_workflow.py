@@ -127,7 +127,7 @@ def test_editing_a_registered_threshold_after_lock_is_refused(fresh_copy: Path, 
     ("old", "new", "field"),
     [
         ("group_size: 2", "group_size: 0", "group_size"),
-        ("    arm: ar\n", "    arm: nope\n", "cells[0].arm"),
+        ("    arm: ar\n", "    arm: nope\n", "cells[c1_ar_t1_0].arm"),
     ],
 )
 def test_a_schema_violation_names_file_and_field(
@@ -153,3 +153,26 @@ def test_dry_run_lists_the_registered_order(fresh_copy: Path, snakemake) -> None
     assert last["anchors"] < first["probe"]
     assert last["probe"] < first["join"]
     assert last["join"] < first["decision"]
+
+
+def test_the_smoke_tables_are_the_pinned_bytes(smoke_run: Path) -> None:
+    """A registered run's bytes change only on purpose: every table of the smoke run (rollouts, replays,
+    anchors, joins) has the sha256 pinned in tests/golden/smoke_tables.json. A commit that changes them
+    updates the pin with tools/pin_smoke_tables.py and says why in docs/changelog.md."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "pin", Path(__file__).parents[2] / "tools/pin_smoke_tables.py"
+    )
+    assert spec is not None and spec.loader is not None
+    pin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pin)
+    pinned = json.loads(pin.PIN.read_text(encoding="utf-8"))["tables"]
+    found = pin.table_hashes(smoke_run / RESULTS)
+    changed = sorted(k for k in pinned.keys() & found.keys() if pinned[k] != found[k])
+    assert not changed and found.keys() == pinned.keys(), (
+        f"the smoke design's tables differ from tests/golden/smoke_tables.json: changed {changed}, "
+        f"new {sorted(found.keys() - pinned.keys())}, gone {sorted(pinned.keys() - found.keys())}. If the "
+        "change is meant, rerun the smoke design, run tools/pin_smoke_tables.py results/smoke and give the "
+        "reason in docs/changelog.md in the same commit."
+    )

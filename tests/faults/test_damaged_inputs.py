@@ -89,7 +89,7 @@ def test_a_corrupted_checkpoint_fails_the_anchor_job_naming_the_file(
         ("\nworkers: two\n", "config/config.yaml: workers: 'two' is not of type 'integer'"),
         (
             "\nwrokers: 2\n",
-            "config/config.yaml: (top level): Additional properties are not allowed ('wrokers'",
+            "config/config.yaml: (top level): 'wrokers' was unexpected; did you mean 'workers'?",
         ),
     ],
     ids=["yaml syntax", "wrong type", "misspelt key"],

@@ -54,6 +54,10 @@ def test_the_registered_designs_register_the_memo_pilot() -> None:
             {"train_seeds": {"first": 2000, "count": 3}},
             r"phase2\.train_seeds: holds 3 seeds, but iterations x",
         ),
+        (
+            {"eval_seeds": [3000]},
+            r"phase2\.eval_seeds: holds 1 seed, but the held-out verdict's paired t interval needs at least",
+        ),
     ],
 )
 def test_phase2_seed_sets_are_checked_naming_the_file_and_field(

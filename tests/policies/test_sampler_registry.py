@@ -202,7 +202,7 @@ def test_a_design_uses_a_registered_kind_with_the_same_checks_as_a_built_in(
     def on_the_ar_arm(raw: dict[str, Any]) -> None:
         raw["cells"][0]["mode"] = {"kind": TOY}
 
-    assert f"cells[0].mode.kind: {TOY!r} samples the flow head" in _load_error(
+    assert f"cells[c1_ar_t1_0].mode.kind: {TOY!r} samples the flow head" in _load_error(
         _design(tmp_path, on_the_ar_arm)
     )
 
@@ -211,7 +211,8 @@ def test_a_design_uses_a_registered_kind_with_the_same_checks_as_a_built_in(
 
     message = _load_error(_design(tmp_path, unlike_the_anchor))
     assert (
-        f"cells[1].mode: the draw-0 oracle compares draw 0 of a {TOY} cell with its arm's anchor" in message
+        f"cells[c3_teacher_ode].mode: the draw-0 oracle compares draw 0 of a {TOY} cell with its arm's anchor"
+        in message
     )
 
     def with_a_parameter_it_does_not_take(raw: dict[str, Any]) -> None:
@@ -314,5 +315,7 @@ def test_a_kinds_least_steps_is_refused_naming_the_field(tmp_path: Path) -> None
         raw["cells"][1]["mode"] = {"kind": "flow_sde", "sde_a": 0.5, "steps": 1}
 
     path = _design(tmp_path, one_step_sde)
-    with pytest.raises(ValueError, match=r"cells\[1\]\.mode\.steps: 1 is less than the minimum of 2"):
+    with pytest.raises(
+        ValueError, match=r"cells\[c3_teacher_ode\]\.mode\.steps: 1 is less than the minimum of 2"
+    ):
         load_prereg(path, require_lock=False)

@@ -95,7 +95,7 @@ def test_every_schema_key_has_a_type_and_a_description(schema_file: str) -> None
 
 def test_missing_cell_field_names_file_and_field(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][1].pop("arm"))
-    assert f"{path}: cells[1]: 'arm' is a required property" in load_error(path, SchemaError)
+    assert f"{path}: cells[c3_teacher_ode]: 'arm' is a required property" in load_error(path, SchemaError)
 
 
 def test_group_size_zero_names_file_and_field(tmp_path: Path) -> None:
@@ -106,12 +106,14 @@ def test_group_size_zero_names_file_and_field(tmp_path: Path) -> None:
 def test_unknown_arm_names_file_field_and_the_arms(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][1].update(arm="nope"))
     message = load_error(path, PreregError)
-    assert f"{path}: cells[1].arm: 'nope' is not one of the arms (ar, flow_teacher, flow_short)" in message
+    expected = "cells[c3_teacher_ode].arm: 'nope' is not one of the arms (ar, flow_teacher, flow_short)"
+    assert f"{path}: {expected}" in message
 
 
 def test_mode_that_does_not_fit_the_arm_head_is_refused(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][0].update(arm="flow_teacher"))
-    assert f"{path}: cells[0].mode.kind: 'temperature' samples the ar head" in load_error(path, PreregError)
+    message = load_error(path, PreregError)
+    assert f"{path}: cells[c1_ar_t1_0].mode.kind: 'temperature' samples the ar head" in message
 
 
 def test_duplicate_cell_id_is_refused(tmp_path: Path) -> None:
@@ -121,7 +123,8 @@ def test_duplicate_cell_id_is_refused(tmp_path: Path) -> None:
 
 def test_temperature_without_value_is_refused(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][0]["mode"].pop("temperature"))
-    assert f"{path}: cells[0].mode: 'temperature' is a required property" in load_error(path, SchemaError)
+    message = load_error(path, SchemaError)
+    assert f"{path}: cells[c1_ar_t1_0].mode: 'temperature' is a required property" in message
 
 
 def test_oracle_subset_outside_registered_seeds_and_arms_is_refused(tmp_path: Path) -> None:
@@ -192,8 +195,9 @@ def test_anchor_sampler_must_fit_the_head_and_be_deterministic(tmp_path: Path) -
 
 def test_flow_ode_cell_must_match_its_arms_anchor(tmp_path: Path) -> None:
     path = _edited_smoke(tmp_path, lambda raw: raw["cells"][1]["mode"].update(steps=5))
-    assert f"{path}: cells[1].mode: the draw-0 oracle compares draw 0 of a flow_ode cell" in load_error(
-        path, PreregError
+    message = load_error(path, PreregError)
+    assert (
+        f"{path}: cells[c3_teacher_ode].mode: the draw-0 oracle compares draw 0 of a flow_ode cell" in message
     )
 
 

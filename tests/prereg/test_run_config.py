@@ -76,7 +76,7 @@ def test_an_error_names_the_source_that_set_the_field(tmp_path: Path) -> None:
     with pytest.raises(SchemaError) as err:
         load_config(merged, sources=sources)
     lines = str(err.value).splitlines()
-    unknown = "(top level): Additional properties are not allowed ('worker' was unexpected)"
+    unknown = "(top level): 'worker' was unexpected; did you mean 'workers'?"
     assert f"--configfile {cluster}: {unknown}" in lines
     assert "--config: workers: 'abc' is not of type 'integer'" in lines
     assert len(lines) == 2

@@ -122,7 +122,7 @@ def test_a_design_naming_the_labs_module_validates_a_cell_of_its_kind(tmp_path: 
         forget(("ddim",), "labpolicies")
         assert "ddim" not in OWN_FORMAT_CAPABILITIES["flow"].kinds
         message = load_error(edited(tmp_path, "smoke.yaml", lambda raw: raw["cells"].append(ddim_cell())))
-        assert "smoke.yaml: cells[2].mode.kind: 'ddim' is not one of" in message
+        assert "smoke.yaml: cells[c5_teacher_ddim].mode.kind: 'ddim' is not one of" in message
     finally:
         forget(("ddim",), "labpolicies")
         sys.path.remove(str(EXAMPLES))
@@ -130,11 +130,11 @@ def test_a_design_naming_the_labs_module_validates_a_cell_of_its_kind(tmp_path: 
 
 def test_a_value_the_kind_does_not_allow_is_refused_by_the_schema(tmp_path: Path, example_lab: Any) -> None:
     message = load_error(_with_samplers(tmp_path, [DDIM_MODULE], [ddim_cell(eta=1.5)]))
-    assert "smoke.yaml: cells[2].mode.sde_a: 1.5 is greater than the maximum of 1.0" in message
+    assert "smoke.yaml: cells[c5_teacher_ddim].mode.sde_a: 1.5 is greater than the maximum of 1.0" in message
     with pytest.raises(ValueError, match=r"SamplingMode.sde_a must be at most 1.0 for kind 'ddim', got 1.5"):
         SamplingMode("ddim", sde_a=1.5)
     message = load_error(_with_samplers(tmp_path, [DDIM_MODULE], [ddim_cell(steps=1)]))
-    assert "smoke.yaml: cells[2].mode.steps: 1 is less than the minimum of 2" in message
+    assert "smoke.yaml: cells[c5_teacher_ddim].mode.steps: 1 is less than the minimum of 2" in message
 
 
 @pytest.mark.parametrize(

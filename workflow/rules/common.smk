@@ -260,3 +260,20 @@ def decision_outputs():
         f"{R}/compute.md",
         *root_page("decision").values(),
     ]
+
+
+# The gradient reads (rules/gradients.smk): only a design with `analysis.gradient_reads: true` has them.
+GRADIENT_CELLS = CELLS if PREREG.analysis.gradient_reads else []
+
+
+def decision_gradient_files():
+    return {cell: f"{R}/gradients/{cell}.json" for cell in GRADIENT_CELLS}
+
+
+def decision_gradient_manifests():
+    return [f"{R}/gradients/{cell}.manifest.json" for cell in GRADIENT_CELLS]
+
+
+def gradient_upstream(wildcards):
+    """The cell's join (it lists every probe shard and the anchors) and its arm."""
+    return [f"{R}/join/{wildcards.cell}.manifest.json", *cell_upstream(wildcards)[:1]]

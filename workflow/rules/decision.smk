@@ -5,7 +5,8 @@ rule decision:
         joined=[f"{R}/join/{cell}.parquet" for cell in CELLS],
         anchors=list(decision_anchor_tables().values()),
         replays=[p for paths in decision_replay_tables().values() for p in paths],
-        upstream=decision_upstream(),
+        gradients=list(decision_gradient_files().values()),
+        upstream=[*decision_upstream(), *decision_gradient_manifests()],
     output:
         md=report(
             f"{R}/decision.md",
@@ -43,6 +44,7 @@ rule decision:
         joined={cell: f"{R}/join/{cell}.parquet" for cell in CELLS},
         anchors=decision_anchor_tables(),
         replays=decision_replay_tables(),
+        gradients=decision_gradient_files(),
     script:
         "../scripts/decision.py"
 

@@ -8,6 +8,8 @@ checkpoint phase2_plan:
     input:
         **prereg_files(),
         decision=design_page("decision")["json"],
+        # the probe's cell tables: the guard-variance check reads the trained arm's groups
+        cells=list(decision_cell_tables().values()),
         upstream=f"{R}/decision.manifest.json",
     output:
         plan=f"{P2}/plan.json",
@@ -23,6 +25,8 @@ checkpoint phase2_plan:
     resources:
         mem_mb=500,
         runtime=5,
+    params:
+        cells=decision_cell_tables(),
     script:
         "../scripts/phase2_plan.py"
 

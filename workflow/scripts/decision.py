@@ -17,4 +17,5 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
         figures_dir=snakemake.output.figures,
         manifest=snakemake.output.manifest,
         replay_tables=snakemake.params.replays,
+        gradient_files=snakemake.params.gradients,
     )

@@ -11,4 +11,5 @@ if __name__ == "__main__":
         upstream=[snakemake.input.upstream],
         plan=snakemake.output.plan,
         manifest=snakemake.output.manifest,
+        cell_tables=snakemake.params.cells,
     )

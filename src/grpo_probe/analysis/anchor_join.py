@@ -91,7 +91,7 @@ def summarize_join(joins: list[SeedJoin], analysis: AnalysisNumbers, cell: str) 
 
     def mean(read: str, values: list[float]) -> Estimate:
         rng = bootstrap_generator(boot.seed, cell, read)
-        return percentile_bootstrap(values, "mean", boot.resamples, boot.confidence, rng)
+        return percentile_bootstrap(values, "mean", boot.resamples, boot.interval_confidence, rng)
 
     sampled = [j.sampled_engagement_rate for j in joins]
     anchored = [float(j.anchor_engaged) for j in joins]

@@ -48,7 +48,9 @@ def percentile_bootstrap(
     values (numpy's default linear interpolation between order statistics). The median of an even
     number of values is the mean of the two middle ones. With one seed the interval is the point.
     The percentile interval is not bias-corrected (no BCa): with n = 15 seeds its coverage is
-    approximate, which is why decision.md shows it beside the point estimate rather than in the rule.
+    approximate. The registered rule reads its ends all the same (``<read>.lower``, ``<read>.upper``), so
+    its nominal confidence is not the rule's error rate: that is measured by simulating the whole rule
+    (:mod:`grpo_probe.analysis.operating`, decision.md's false-go rate and power; docs/error-rates.md).
     """
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1 or x.size == 0:

@@ -18,6 +18,7 @@ import pyarrow as pa
 from grpo_probe.analysis.anchor_join import SeedJoin
 from grpo_probe.analysis.chaos import ReplayDraws, replay_draws
 from grpo_probe.analysis.entropy import EntropySummary, entropy_summary
+from grpo_probe.analysis.gradient_noise import GradientColumns, gradient_record, read_gradient_file
 from grpo_probe.analysis.group_stats import SeedGroup, median_seed
 from grpo_probe.analysis.guards import GuardRate, guard_rates
 from grpo_probe.analysis.joined import JoinedCell, read_joined_table
@@ -33,6 +34,7 @@ __all__ = [
     "analyse_cell",
     "check_join_keys",
     "check_table_keys",
+    "gradient_files_by_cell",
     "json_float",
     "read_join",
     "replay_tables_by_cell",
@@ -124,6 +126,36 @@ def replay_tables_by_cell(
     return out
 
 
+def gradient_files_by_cell(
+    prereg: Prereg,
+    gradient_files: Mapping[str, str | os.PathLike[str]] | None,
+    probes: Mapping[str, RolloutTable],
+    where: str,
+) -> dict[str, GradientColumns]:
+    """Per enabled cell, its gradient file read (none when the design does not register the gradient
+    reads, ``analysis.gradient_reads``)."""
+    if not prereg.analysis.gradient_reads:
+        if gradient_files:
+            raise ValueError(
+                f"{where}: gradient files were given, but the design registers no gradient reads"
+            )
+        return {}
+    enabled = [c.id for c in prereg.enabled_cells]
+    given = dict(gradient_files or {})
+    if sorted(given) != sorted(enabled):
+        raise ValueError(
+            f"{where}: analysis.gradient_reads: every enabled cell needs its gradient file (enabled cells: "
+            f"{enabled}; files given for: {sorted(given)})"
+        )
+    out = {}
+    for cell in prereg.enabled_cells:
+        probe = probes[cell.id]
+        k = int(probe.seeds.size and probe.rows_of(int(probe.seeds[0])).size)
+        seeds = [int(s) for s in dict.fromkeys(probe.seeds.tolist())]
+        out[cell.id] = read_gradient_file(given[cell.id], cell.id, seeds, k)
+    return out
+
+
 @dataclass(frozen=True)
 class CellResult:
     """One cell's analysis: its decision.json record and what its figures are drawn from."""
@@ -185,12 +217,15 @@ def analyse_cell(
     joined: JoinedCell,
     analysis: AnalysisNumbers,
     replays: Any = None,
+    gradient: GradientColumns | None = None,
 ) -> tuple[dict[str, float | None], CellResult]:
     """The cell's reads (flat, full precision) and its analysis; figures are drawn by the caller.
 
     The per-seed group statistics and anchor differences come from ``joined`` (the join table); the
     replays' decomposition, the guard trips and the AR entropy from the cell's tables. Every read is its
     registered statistic over the cell's per-seed columns (:func:`grpo_probe.analysis.reads.cell_reads`).
+    ``gradient``: the cell's gradient file, read, for a design that registers the gradient reads (its
+    record then gets ``gradient``; a design without them keeps its bytes).
     """
     groups = list(joined.groups)
     joins = list(joined.joins)
@@ -198,7 +233,7 @@ def analyse_cell(
     entropy = entropy_summary(probe)
     chaos = None if replays is None else replay_draws(probe, replays, analysis, cell.id)
     columns = seed_columns(
-        cell, groups, joins, probe, anchor, analysis, None if chaos is None else chaos.seeds
+        cell, groups, joins, probe, anchor, analysis, None if chaos is None else chaos.seeds, gradient
     )
     reads = cell_reads(columns, analysis)
     nondegenerate = sum(g.nondegenerate for g in groups)
@@ -259,4 +294,6 @@ def analyse_cell(
         },
         "replay": None if chaos is None else _chaos_record(chaos, reads),
     }
+    if gradient is not None:
+        record["gradient"] = gradient_record(gradient)
     return reads, CellResult(record, groups, joins, rates, entropy, columns, chaos)

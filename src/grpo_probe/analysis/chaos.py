@@ -77,6 +77,9 @@ class SeedChaos:
     """Per replay episode, its first pusher-object contact tick (NaN: none)."""
     sums: SeedSums | None = None
     """The seed's sums of squares over every reward of every draw (the decomposition's input)."""
+    rewards: tuple[tuple[float, ...], ...] = ()
+    """[K][m]: every reward of each draw, the draw's own first, then its replays' (the operating
+    simulation's data-resampled null draws its chaos from these rows' within-draw residuals)."""
 
     @property
     def choice_std_cm(self) -> float:
@@ -189,6 +192,7 @@ def seed_chaos(
         tuple(map(float, divergence_ticks)),
         tuple(map(float, contact_ticks)),
         seed_sums(draws, replays),
+        tuple(tuple(map(float, row)) for row in np.concatenate([draws[:, None], replays], axis=1)),
     )
 
 
@@ -210,6 +214,8 @@ class ChaosColumns:
     (:class:`~grpo_probe.analysis.variance_components.SeedSums`)."""
     per_draw: int = 0
     """m = R + 1 rewards of each draw (the draw and its replays)."""
+    rewards: NDArray[np.float64] | None = None
+    """[n, K, m]: every reward of every draw (NaN rows: a seed without replays)."""
 
     @classmethod
     def of(cls, seeds: Sequence[SeedChaos], all_seeds: Sequence[int] | None = None) -> ChaosColumns:
@@ -239,6 +245,7 @@ class ChaosColumns:
             ),
             sums=np.array([_sums_row(by_seed.get(s)) for s in order], np.float64).reshape(len(order), 4),
             per_draw=_per_draw(seeds),
+            rewards=_rewards(seeds, order),
         )
 
 
@@ -247,6 +254,17 @@ def _sums_row(seed: SeedChaos | None) -> tuple[float, float, float, float]:
         return (np.nan, np.nan, np.nan, np.nan)
     x = seed.sums
     return (x.ss_between, x.ss_within, float(x.df_between), float(x.df_within))
+
+
+def _rewards(seeds: Sequence[SeedChaos], order: Sequence[int]) -> NDArray[np.float64] | None:
+    """[n, K, m] rewards on ``order`` (NaN rows for seeds without replays); None where a seed kept none."""
+    if not seeds or any(not s.rewards for s in seeds):
+        return None
+    shape = np.asarray(seeds[0].rewards).shape
+    by_seed = {s.seed: np.asarray(s.rewards, dtype=np.float64) for s in seeds}
+    if any(v.shape != shape for v in by_seed.values()):
+        return None
+    return np.stack([by_seed.get(seed, np.full(shape, np.nan)) for seed in order])
 
 
 def _per_draw(seeds: Sequence[SeedChaos]) -> int:
@@ -335,7 +353,7 @@ def chaos_estimate(columns: ChaosColumns, read: str, analysis: AnalysisNumbers, 
     replicates = replicates[np.isfinite(replicates)]
     if not np.isfinite(value) or replicates.size == 0:
         return Estimate(value, float("nan"), float("nan"))
-    alpha = (1.0 - boot.confidence) / 2.0
+    alpha = (1.0 - boot.interval_confidence) / 2.0
     low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
     return Estimate(value, float(low), float(high))
 

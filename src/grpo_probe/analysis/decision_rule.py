@@ -40,6 +40,7 @@ __all__ = [
     "Outcome",
     "condition_text",
     "evaluate_rule",
+    "rank_cells",
     "rank_text",
     "read_words",
 ]
@@ -245,7 +246,7 @@ def _verdict(rule: DecisionRule, cell: Cell, reads: Mapping[str, float | None]) 
     return CellVerdict(cell.id, cell.arm, cell.head, tuple(results), qualifies)
 
 
-def _rank(
+def rank_cells(
     cells: Sequence[Cell], keys: Sequence[RankKey], reads: Mapping[str, Mapping[str, float | None]]
 ) -> list[Cell]:
     """Best first: each key in turn (an undefined read ranks last), then registered order."""
@@ -319,7 +320,7 @@ def evaluate_rule(
             clauses.append(f"no {head} cell qualifies")
             arms[head] = None
             continue
-        ranked = _rank(qualifying[head], rule.rank_by, reads)
+        ranked = rank_cells(qualifying[head], rule.rank_by, reads)
         ranking.append((head, tuple(c.id for c in ranked)))
         clauses.append(_rank_clause(head, ranked, rule.rank_by, reads))
         arms[head] = ranked[0].arm

@@ -152,7 +152,7 @@ def draw_figures(
         figures_dir / "guard_rates_all-cells.png", [c.id for c in cells], [parts[c.id].rates for c in cells]
     )
     spread, competence = _all_cells_rows([parts[c.id] for c in cells])
-    confidence = analysis.bootstrap.confidence
+    confidence = analysis.bootstrap.interval_confidence
     # Named <kind>_all-cells.png like the guard-rate figure, so Snakemake's report files them beside it.
     spread_png = plot_spread_by_cell(
         figures_dir / "group_std_all-cells.png",

@@ -89,7 +89,7 @@ def summarize_groups(groups: list[SeedGroup], analysis: AnalysisNumbers, cell: s
 
     def median(read: str, values: list[float]) -> Estimate:
         rng = bootstrap_generator(boot.seed, cell, read)
-        return percentile_bootstrap(values, "median", boot.resamples, boot.confidence, rng)
+        return percentile_bootstrap(values, "median", boot.resamples, boot.interval_confidence, rng)
 
     return GroupSummary(
         n_seeds=len(groups),

@@ -11,28 +11,45 @@ seed s, draw j and observation r (r = 0 the draw, r = 1..R its replays)
 
     y_sjr = b_sj + e_sjr,    b_sj ~ N(0, sigma_b^2)  (the draw's choice),  e_sjr ~ N(0, sigma_w^2) (chaos)
 
-(a seed's own mean cancels in every read), with the design's seeds, replayed seeds, K and R. Two
+(a seed's own mean cancels in every read), with the design's seeds, replayed seeds, K and R. The
 scenarios per cell:
 
-- **pure chaos**: sigma_b = 0, sigma_w = the cell's measured chaos std: every go is a false go;
+- **pure chaos**: sigma_b = 0, sigma_w = the cell's measured chaos std: every go is a false go. The
+  easiest null: the rule's own bar sits far from it.
+- **at the bar**: the least favourable point of the null, where a true value sits exactly at the
+  threshold of a clause the simulation models (:func:`boundaries`): the chaos share at its maximum
+  t (sigma_w^2 = t V, sigma_b^2 = (1 - t) V, V the measured total variance), the choice std at its
+  minimum (sigma_b = the bar, sigma_w measured), a relative bar at its ratio. A go there is a false
+  go, and a composite null's size is its rate at that boundary (Lehmann & Romano, *Testing Statistical
+  Hypotheses*, 2005, Sec. 3.4 and 8.1), not at its easiest point. A cell with several boundaries
+  takes the one with the highest rate.
+- **from the data** (pure chaos and at the bar): the same two, with the chaos drawn not from a normal
+  but from the run's own within-draw residuals (:class:`ResidualPool`): each simulated seed takes one
+  replayed seed of the run and draws its chaos from that seed's residuals, rescaled to the scenario's
+  sigma_w (and its choice std scaled with that seed's chaos), so contact chaos keeps its heavy tails,
+  its modes and its spread between seeds. A residual bootstrap of the one-way model (Davison &
+  Hinkley, 1997, Sec. 3.8, "Hierarchical data"); the page reports the larger of the two rates.
 - **measured**: sigma_b, sigma_w = the cell's measured choice and chaos std: how often the rule says
-  go (its power) at the levels this run found.
+  go (its power) at the levels this run found, and how often it names the arm this run named.
 
 In each simulated run every read the rule names that is computed from the rewards alone is recomputed
 exactly as for the real run (:data:`SIMULATED_READS`: the group spreads, the share of non-degenerate
 groups, the replay reads), each interval with the registered bootstrap at the same keyed resample
 positions; so what is simulated is the registered rule itself. A condition on any other read (the
-anchor comparison, guard trips, entropy) is not simulated: under pure chaos it is taken as passed (the
+anchor comparison, guard trips, entropy) is not simulated: under a null it is taken as passed (the
 false-go rate is then an upper bound, the rate of a cell that passes everything else), at the measured
-levels it keeps the verdict this run gave it. A design without replays has no chaos std: its pure-chaos
+levels it keeps the verdict this run gave it; the arm a run names is its best qualifying cell by the
+registered ranking on this run's reads. A design without replays has no chaos std: its pure-chaos
 scenario puts all of the measured group spread into chaos (sigma_w^2 = the mean over seeds of the group
 variance), and it has no measured scenario.
 
-A design's false-go rate is the share of runs in which any cell qualifies when every cell is pure
-chaos; its go rate at the measured levels the share in which any cell qualifies with every cell at its
-measured levels. Each rate comes with its Wilson score interval over the S simulated runs (Wilson, 1927;
-Agresti & Coull, 1998): S = ``analysis.operating_characteristics.simulations``, the runs' RNG keyed by
-its ``seed``, the scenario and the cell.
+A design's false-go rate is the share of runs in which any cell qualifies when every cell sits at a
+null (all pure chaos, or all at their bars: the family-wise rate the registered target bounds); its go
+rate at the measured levels the share in which any cell qualifies with every cell at its measured
+levels, and its arm rate the share that names the same arm(s) as this run. Each rate comes with its
+Wilson score interval over the S simulated runs (Wilson, 1927; Agresti & Coull, 1998): S =
+``analysis.operating_characteristics.simulations``, the runs' RNG keyed by its ``seed``, the scenario
+and the cell.
 """
 
 from __future__ import annotations
@@ -48,6 +65,7 @@ from numpy.typing import NDArray
 
 from grpo_probe.analysis.bootstrap import bootstrap_generator
 from grpo_probe.analysis.chaos import ChaosColumns
+from grpo_probe.analysis.decision_rule import Outcome, rank_cells
 from grpo_probe.analysis.reads import compute_reads
 from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.analysis.variance_components import COMPONENT_READS
@@ -57,11 +75,14 @@ from grpo_probe.prereg.rule import HEADS, OPS, Condition, DecisionRule, Operatin
 from grpo_probe.prereg.vocabulary import read_spec
 
 __all__ = [
+    "NULL_SCENARIOS",
     "SCENARIOS",
     "SIMULATED_READS",
     "CellSize",
     "Levels",
     "Rate",
+    "ResidualPool",
+    "boundaries",
     "cell_levels",
     "cell_pass_rates",
     "design_rates",
@@ -82,7 +103,18 @@ SIMULATED_READS: frozenset[str] = frozenset(
 )
 """Reads computed from the rewards alone, which the simulation recomputes in every simulated run."""
 
-SCENARIOS: tuple[str, ...] = ("pure_chaos", "measured")
+SCENARIOS: tuple[str, ...] = ("pure_chaos", "pure_chaos_data", "at_bar", "at_bar_data", "measured")
+"""Every scenario a cell is simulated under (the module docstring says what each is)."""
+
+NULL_SCENARIOS: tuple[str, ...] = ("pure_chaos", "pure_chaos_data", "at_bar", "at_bar_data")
+"""The scenarios in which every go is a false go."""
+
+_SHARE_READS = frozenset({"chaos_share", "chaos_fraction"})
+"""Reads whose true value is sigma_w^2 / (sigma_w^2 + sigma_b^2)."""
+_CHOICE_READS = frozenset({"choice_std_cm", "median_choice_std_cm"})
+"""Reads whose true value is sigma_b."""
+_CHAOS_READS = frozenset({"chaos_std_cm", "replay_std_cm"})
+"""Reads whose true value is sigma_w."""
 
 _CHUNK_ELEMENTS = 4_000_000
 """Seed positions gathered at once when a simulated interval is computed (about 32 MB of indices)."""
@@ -109,6 +141,87 @@ class Levels:
 
     choice_std_cm: float
     chaos_std_cm: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"choice_std_cm": self.choice_std_cm, "chaos_std_cm": self.chaos_std_cm}
+
+
+@dataclass(frozen=True)
+class ResidualPool:
+    """A cell's within-draw residuals, per replayed seed: the chaos the data-resampled scenarios draw.
+
+    Per replayed seed s, draw j and observation r: e_sjr = (y_sjr - ybar_sj) sqrt(m / (m - 1)), so that
+    E[e^2] = sigma_w^2 under the one-way model (the residuals of a draw's m rewards have variance
+    sigma_w^2 (m - 1) / m). ``chaos_var`` is the pooled MS_w, the sigma_w^2 the pool carries.
+    """
+
+    residuals: NDArray[np.float64]
+    """[S, K x m]: each replayed seed's residuals, flattened."""
+    seed_var: NDArray[np.float64]
+    """[S]: each replayed seed's own MS_w."""
+    chaos_var: float
+
+    @classmethod
+    def of(cls, rewards: NDArray[np.float64] | None) -> ResidualPool | None:
+        """From a cell's [n, K, m] rewards (NaN rows: seeds without replays); None without any."""
+        if rewards is None:
+            return None
+        y = rewards[np.isfinite(rewards).all(axis=(1, 2))]
+        if y.shape[0] == 0 or y.shape[2] < 2:
+            return None
+        m = y.shape[2]
+        e = (y - y.mean(axis=2, keepdims=True)) * np.sqrt(m / (m - 1))
+        seed_var = (e**2).mean(axis=(1, 2))
+        chaos_var = float(seed_var.mean())
+        if not chaos_var > 0.0:
+            return None
+        return cls(e.reshape(e.shape[0], -1), seed_var, chaos_var)
+
+    def draw(
+        self, levels: Levels, rng: np.random.Generator, runs: int, n: int, k: int, m: int
+    ) -> NDArray[np.float64]:
+        """[runs, n, k, m] rewards at ``levels``: each simulated seed picks a replayed seed of the run,
+        draws its chaos from that seed's residuals (scaled to sigma_w = ``levels.chaos_std_cm`` over the
+        pool) and its draws' choices from N(0, sigma_b^2) scaled alike, so every seed keeps the
+        scenario's share while the seeds keep the run's spread of chaos levels."""
+        scale = levels.chaos_std_cm / np.sqrt(self.chaos_var)
+        which = rng.integers(0, self.residuals.shape[0], size=(runs, n))
+        picks = rng.integers(0, self.residuals.shape[1], size=(runs, n, k, m))
+        chaos = self.residuals[which[..., None, None], picks] * scale
+        seed_scale = np.sqrt(self.seed_var[which] / self.chaos_var)[..., None, None]
+        choice = rng.standard_normal((runs, n, k, 1)) * levels.choice_std_cm * seed_scale
+        return choice + chaos
+
+
+def boundaries(rule: DecisionRule, cell: Cell, measured: Levels) -> list[Levels]:
+    """The null's boundary points for ``cell``: for each condition of its head's criteria that the
+    simulation models and that bounds the choice, the chaos or the chaos share, the levels at which
+    the true value sits exactly at the condition's threshold, the other level kept as measured (the
+    module docstring). Empty where no such condition exists."""
+    if cell.head not in HEADS:
+        return []
+    needed = set(rule.criteria_for(cell.head))
+    total = measured.choice_std_cm**2 + measured.chaos_std_cm**2
+    found: list[Levels] = []
+    for criterion in rule.criteria:
+        if criterion.name not in needed:
+            continue
+        for cond in criterion.all_of:
+            if not _simulated(cond):
+                continue
+            name, relative = cond.ref.name, cond.threshold_read
+            bar = cond.threshold
+            if relative is not None and name in _CHOICE_READS and relative.name in _CHAOS_READS:
+                found.append(Levels(cond.scale * measured.chaos_std_cm, measured.chaos_std_cm))
+            elif bar is None:
+                continue
+            elif name in _SHARE_READS and cond.op in ("<=", "<") and 0.0 < bar < 1.0:
+                found.append(Levels(float(np.sqrt((1.0 - bar) * total)), float(np.sqrt(bar * total))))
+            elif name in _CHOICE_READS and cond.op in (">=", ">") and bar > 0.0:
+                found.append(Levels(bar, measured.chaos_std_cm))
+            elif name in _CHAOS_READS and cond.op in ("<=", "<") and bar > 0.0:
+                found.append(Levels(measured.choice_std_cm, bar))
+    return list(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -161,14 +274,28 @@ def wilson_interval(count: int, runs: int, confidence: float = 0.95) -> tuple[fl
     return (low, high)
 
 
-def _simulated_columns(
-    cell: Cell, size: CellSize, levels: Levels, analysis: AnalysisNumbers, rng: np.random.Generator, runs: int
-) -> SeedColumns:
-    """``runs`` simulated runs of the cell, stacked: run i's seeds are rows i*n .. i*n + n - 1 (its first
-    ``size.replayed`` seeds replayed). Columns the simulation does not model are NaN."""
+def _simulated_rewards(
+    size: CellSize,
+    levels: Levels,
+    rng: np.random.Generator,
+    runs: int,
+    pool: ResidualPool | None = None,
+) -> NDArray[np.float64]:
+    """[runs, n, K, m] rewards at ``levels``: normal choice and chaos, or the chaos from ``pool``."""
     n, k, m = size.seeds, size.k, size.replays + 1
+    if pool is not None:
+        return pool.draw(levels, rng, runs, n, k, m)
     choice = rng.standard_normal((runs, n, k, 1)) * levels.choice_std_cm
-    y = choice + rng.standard_normal((runs, n, k, m)) * levels.chaos_std_cm
+    return choice + rng.standard_normal((runs, n, k, m)) * levels.chaos_std_cm
+
+
+def _simulated_columns(
+    cell: Cell, size: CellSize, y: NDArray[np.float64], analysis: AnalysisNumbers, runs: int
+) -> SeedColumns:
+    """``runs`` simulated runs of the cell from their rewards ``y`` [runs, n, K, m], stacked: run i's
+    seeds are rows i*n .. i*n + n - 1 (its first ``size.replayed`` seeds replayed). Columns the
+    simulation does not model are NaN."""
+    n, k, m = size.seeds, size.k, size.replays + 1
     draws = y[..., 0]
     ddof = analysis.group_std_ddof
     std = np.std(draws, axis=-1, ddof=ddof).reshape(-1)
@@ -222,7 +349,7 @@ def _simulated_reads(
     points = {name for name in names if name in SIMULATED_READS}
     out = compute_reads(columns, base + np.arange(n), points) if points else {}
     boot = analysis.bootstrap
-    alpha = (1.0 - boot.confidence) / 2.0
+    alpha = (1.0 - boot.interval_confidence) / 2.0
     for read in sorted({n.removesuffix("_ci_low").removesuffix("_ci_high") for n in names} - points):
         if read not in SIMULATED_READS:
             continue
@@ -265,11 +392,14 @@ def simulate_cell(
     scenario: str,
     measured: Mapping[str, Any] | None = None,
     spec: OperatingSpec | None = None,
+    pool: ResidualPool | None = None,
 ) -> NDArray[np.bool_]:
     """Per simulated run, whether the cell qualifies under ``rule`` at ``levels``: [S] booleans.
 
     ``measured``: the cell's reads from this run, for the conditions the simulation does not model
-    (their measured verdict); None takes them as passed (the pure-chaos scenario's upper bound).
+    (their measured verdict); None takes them as passed (a null scenario's upper bound). ``pool``: draw
+    the chaos from the run's own residuals instead of a normal (the data-resampled scenarios).
+    ``scenario`` keys the RNG (with the cell), so each scenario is its own stream.
     """
     spec = spec or analysis.operating
     runs = spec.simulations
@@ -289,7 +419,8 @@ def simulate_cell(
     if not modelled or not passes.any():
         return passes
     rng = numpy_generator(spec.seed, tag("operating"), tag(scenario), tag(cell.id))
-    columns = _simulated_columns(cell, size, levels, analysis, rng, runs)
+    y = _simulated_rewards(size, levels, rng, runs, pool)
+    columns = _simulated_columns(cell, size, y, analysis, runs)
     names = {key for cond in modelled for key in _names(cond)}
     reads = _simulated_reads(columns, size, names, analysis, runs)
     for cond in modelled:
@@ -308,6 +439,34 @@ def cell_levels(reads: Mapping[str, Any], group_std_cm: NDArray[np.float64]) -> 
     return Levels(0.0, float(np.sqrt(np.mean(np.square(group_std_cm))))), None
 
 
+@dataclass(frozen=True)
+class CellRates:
+    """One cell's simulated verdicts per scenario ([S] booleans; None: a scenario the cell cannot have)
+    and the levels each was simulated at."""
+
+    verdicts: dict[str, NDArray[np.bool_] | None]
+    levels: dict[str, Levels | None]
+
+
+def _worst(
+    rule: DecisionRule,
+    cell: Cell,
+    size: CellSize,
+    points: Sequence[Levels],
+    analysis: AnalysisNumbers,
+    scenario: str,
+    spec: OperatingSpec | None,
+    pool: ResidualPool | None,
+) -> tuple[NDArray[np.bool_] | None, Levels | None]:
+    """The boundary point with the highest simulated go rate, and its verdicts."""
+    best: tuple[NDArray[np.bool_] | None, Levels | None] = (None, None)
+    for levels in points:
+        hits = simulate_cell(rule, cell, size, levels, analysis, scenario, None, spec, pool)
+        if best[0] is None or hits.sum() > best[0].sum():
+            best = (hits, levels)
+    return best
+
+
 def cell_pass_rates(
     rule: DecisionRule,
     cell: Cell,
@@ -316,58 +475,105 @@ def cell_pass_rates(
     group_std_cm: NDArray[np.float64],
     analysis: AnalysisNumbers,
     spec: OperatingSpec | None = None,
-) -> tuple[Levels, Levels | None, dict[str, NDArray[np.bool_] | None]]:
-    """The cell's (pure chaos, measured) levels and, per scenario, whether it qualifies in each simulated
-    run (None: a scenario without levels)."""
+    rewards: NDArray[np.float64] | None = None,
+) -> CellRates:
+    """The cell's verdicts in every scenario of :data:`SCENARIOS`: ``rewards`` [n, K, m] (the run's
+    own, every reward of every replayed draw) feed the data-resampled ones; without replays only pure
+    chaos is simulated."""
     null, measured = cell_levels(reads, group_std_cm)
-    return (
-        null,
-        measured,
-        {
-            "pure_chaos": simulate_cell(rule, cell, size, null, analysis, "pure_chaos", None, spec),
-            "measured": None
-            if measured is None
-            else simulate_cell(rule, cell, size, measured, analysis, "measured", reads, spec),
-        },
-    )
+    pool = ResidualPool.of(rewards) if size.replayed else None
+    verdicts: dict[str, NDArray[np.bool_] | None] = dict.fromkeys(SCENARIOS)
+    levels: dict[str, Levels | None] = dict.fromkeys(SCENARIOS)
+    verdicts["pure_chaos"] = simulate_cell(rule, cell, size, null, analysis, "pure_chaos", None, spec)
+    levels["pure_chaos"] = null
+    if pool is not None:
+        verdicts["pure_chaos_data"] = simulate_cell(
+            rule, cell, size, Levels(0.0, float(np.sqrt(pool.chaos_var))), analysis, "pure_chaos_data",
+            None, spec, pool,
+        )  # fmt: skip
+        levels["pure_chaos_data"] = Levels(0.0, float(np.sqrt(pool.chaos_var)))
+    if measured is None:
+        return CellRates(verdicts, levels)
+    points = boundaries(rule, cell, measured)
+    verdicts["at_bar"], levels["at_bar"] = _worst(rule, cell, size, points, analysis, "at_bar", spec, None)
+    if pool is not None:
+        verdicts["at_bar_data"], levels["at_bar_data"] = _worst(
+            rule, cell, size, points, analysis, "at_bar_data", spec, pool
+        )
+    verdicts["measured"] = simulate_cell(rule, cell, size, measured, analysis, "measured", reads, spec)
+    levels["measured"] = measured
+    return CellRates(verdicts, levels)
+
+
+def _any(arrays: Sequence[NDArray[np.bool_] | None]) -> NDArray[np.bool_] | None:
+    """Runs in which any of the cells qualifies; None when one of them was not simulated."""
+    if not arrays or any(a is None for a in arrays):
+        return None
+    return np.any(np.stack([a for a in arrays if a is not None]), axis=0)
+
+
+def named_arms(
+    rule: DecisionRule,
+    cells: Sequence[Cell],
+    verdicts: Mapping[str, NDArray[np.bool_]],
+    reads: Mapping[str, Mapping[str, Any]],
+) -> tuple[NDArray[np.str_], dict[str, list[str | None]]]:
+    """Per simulated run, the outcome kind and the arm named for each head: the best qualifying cell
+    of the head in the registered ranking (``decision_rule.arm_choice``) on this run's reads, as
+    :func:`grpo_probe.analysis.decision_rule.evaluate_rule` names it. The rank keys are the measured
+    reads (the simulation does not resample them), so only which cells qualify varies between runs."""
+    runs = len(next(iter(verdicts.values())))
+    arms: dict[str, list[str | None]] = {}
+    qualifying: dict[str, NDArray[np.bool_]] = {}
+    for head in HEADS:
+        ranked = rank_cells([c for c in cells if c.head == head], rule.rank_by, reads)
+        chosen = np.full(runs, -1)
+        for position, cell in reversed(list(enumerate(ranked))):
+            chosen = np.where(verdicts[cell.id], position, chosen)
+        arms[head] = [ranked[i].arm if i >= 0 else None for i in chosen.tolist()]
+        qualifying[head] = chosen >= 0
+    ar, flow = qualifying["ar"], qualifying["flow"]
+    kind = np.select([ar & flow, ar, flow], ["ar_then_flow", "phase2_ar", "phase2_flow"], "park")
+    return kind, arms
 
 
 def design_rates(
-    cells: Sequence[Cell], passes: Mapping[str, Mapping[str, NDArray[np.bool_] | None]], outcome_kind: str
+    rule: DecisionRule,
+    cells: Sequence[Cell],
+    rates: Mapping[str, CellRates],
+    reads: Mapping[str, Mapping[str, Any]],
+    outcome: Outcome,
 ) -> dict[str, Rate | None]:
-    """The design's rates from each cell's simulated verdicts: false go (any cell qualifies, all pure
-    chaos), go at the measured levels, and the share of runs at the measured levels that give
-    ``outcome_kind`` (the outcome this run found)."""
+    """The design's rates from each cell's simulated verdicts: the false go in each null scenario (any
+    cell qualifies, every cell at that null), ``at_bar_worst`` the larger of the two at the bar (the
+    rate the target bounds), the go rate at the measured levels, and the shares of runs at the
+    measured levels that give this run's outcome kind and that name its arm(s)."""
     routed = [c for c in cells if c.head in HEADS]
-    if not routed:
-        return {"false_go": None, "go_at_measured": None, "same_kind_at_measured": None}
-    null = np.any([passes[c.id]["pure_chaos"] for c in routed], axis=0)
-    out: dict[str, Rate | None] = {"false_go": Rate.of(null)}
-    if any(passes[c.id]["measured"] is None for c in routed):
-        out["go_at_measured"] = out["same_kind_at_measured"] = None
-        return out
-    heads = {
-        head: np.any(
-            [passes[c.id]["measured"] for c in routed if c.head == head] or [np.zeros_like(null)], axis=0
-        )
-        for head in HEADS
-    }
-    kind = np.select(
-        [heads["ar"] & heads["flow"], heads["ar"], heads["flow"]],
-        ["ar_then_flow", "phase2_ar", "phase2_flow"],
-        "park",
+    out: dict[str, Rate | None] = dict.fromkeys(
+        (*NULL_SCENARIOS, "at_bar_worst", "go_at_measured", "same_kind_at_measured", "same_arm_at_measured")
     )
+    if not routed:
+        return out
+    for scenario in NULL_SCENARIOS:
+        hits = _any([rates[c.id].verdicts[scenario] for c in routed])
+        out[scenario] = None if hits is None else Rate.of(hits)
+    bar = [r for r in (out["at_bar"], out["at_bar_data"]) if r is not None]
+    out["at_bar_worst"] = max(bar, key=lambda r: (r.value, r.high)) if bar else None
+    measured = {c.id: rates[c.id].verdicts["measured"] for c in routed}
+    if any(v is None for v in measured.values()):
+        return out
+    kind, arms = named_arms(rule, routed, measured, reads)  # type: ignore[arg-type]
     out["go_at_measured"] = Rate.of(kind != "park")
-    out["same_kind_at_measured"] = Rate.of(kind == outcome_kind)
+    out["same_kind_at_measured"] = Rate.of(kind == outcome.kind)
+    same = (kind == outcome.kind) & np.array(
+        [a == outcome.ar_arm and f == outcome.flow_arm for a, f in zip(arms["ar"], arms["flow"], strict=True)]
+    )
+    out["same_arm_at_measured"] = Rate.of(same)
     return out
 
 
-def _levels_dict(levels: Levels | None) -> dict[str, float] | None:
-    return (
-        None
-        if levels is None
-        else {"choice_std_cm": levels.choice_std_cm, "chaos_std_cm": levels.chaos_std_cm}
-    )
+def _rate_dict(hits: NDArray[np.bool_] | None) -> dict[str, Any] | None:
+    return None if hits is None else Rate.of(hits).to_dict()
 
 
 def operating_record(
@@ -378,20 +584,22 @@ def operating_record(
     replayed: int,
     replays: int,
     analysis: AnalysisNumbers,
-    outcome_kind: str,
+    outcome: Outcome,
 ) -> dict[str, Any]:
-    """decision.json's ``operating``: the rule's false-go rate and power at this design's sizes, per cell
-    and for the design (the module docstring says what is simulated and what each rate means)."""
+    """decision.json's ``operating``: the rule's false-go rates (at pure chaos and at the bar, Gaussian
+    and from the data) and power at this design's sizes, per cell and for the design, and how often
+    it names this run's arm (the module docstring says what is simulated and what each rate means)."""
     spec = analysis.operating
-    passes: dict[str, dict[str, NDArray[np.bool_] | None]] = {}
+    rates: dict[str, CellRates] = {}
     per_cell = []
     for cell in cells:
         mine = columns[cell.id]
         size = CellSize(len(mine.std_progress_cm), replayed, mine.k, replays)
-        null, measured, passes[cell.id] = cell_pass_rates(
-            rule, cell, size, reads[cell.id], mine.std_progress_cm, analysis
+        rewards = None if mine.chaos is None else mine.chaos.rewards
+        rates[cell.id] = found = cell_pass_rates(
+            rule, cell, size, reads[cell.id], mine.std_progress_cm, analysis, rewards=rewards
         )
-        verdicts = passes[cell.id]
+        routed = cell.head in HEADS
         per_cell.append(
             {
                 "id": cell.id,
@@ -402,22 +610,32 @@ def operating_record(
                     "replays": size.replays,
                 },
                 "size_text": size.text(),
-                "levels": {"pure_chaos": _levels_dict(null), "measured": _levels_dict(measured)},
-                "false_go": None if cell.head not in HEADS else Rate.of(verdicts["pure_chaos"]).to_dict(),  # type: ignore[arg-type]
-                "power": None
-                if cell.head not in HEADS or verdicts["measured"] is None
-                else Rate.of(verdicts["measured"]).to_dict(),
+                "levels": {
+                    name: None if found.levels[name] is None else found.levels[name].to_dict()  # type: ignore[union-attr]
+                    for name in SCENARIOS
+                },
+                "false_go": _rate_dict(found.verdicts["pure_chaos"]) if routed else None,
+                **{
+                    name: _rate_dict(found.verdicts[name]) if routed else None
+                    for name in ("pure_chaos_data", "at_bar", "at_bar_data")
+                },
+                "power": _rate_dict(found.verdicts["measured"]) if routed else None,
             }
         )
-    design = design_rates(cells, passes, outcome_kind)
-    false_go = design["false_go"]
+    design = design_rates(rule, cells, rates, reads, outcome)
+    worst = design["at_bar_worst"] or design["pure_chaos"]
     return {
         **spec.to_dict(),
         "model": "y = b + e per draw and replay, b ~ N(0, sigma_b^2), e ~ N(0, sigma_w^2)",
+        "data_model": "e resampled from the run's own within-draw residuals, per replayed seed",
         "simulated_reads": sorted(SIMULATED_READS),
         "cells": per_cell,
-        "design": {name: None if rate is None else rate.to_dict() for name, rate in design.items()},
+        "design": {
+            "false_go": None if design["pure_chaos"] is None else design["pure_chaos"].to_dict(),
+            **{name: None if rate is None else rate.to_dict() for name, rate in design.items()},
+        },
         "false_go_target_percent": 100.0 * spec.false_go_target,
         "interval_confidence_percent": 95.0,
-        "within_target": None if false_go is None else false_go.value <= spec.false_go_target,
+        "checked_at": None if worst is None else ("the bar" if design["at_bar_worst"] else "pure chaos"),
+        "within_target": None if worst is None else worst.value <= spec.false_go_target,
     }

@@ -22,6 +22,7 @@ import jinja2
 
 from grpo_probe.analysis.decision_rule import rank_text, read_words
 from grpo_probe.analysis.glossary import count_words, flagged_guards, number
+from grpo_probe.analysis.gradient_page import gradient_section
 from grpo_probe.analysis.reads import read_rows
 from grpo_probe.prereg.rule import ReadRef
 
@@ -168,15 +169,36 @@ def _arms_text(outcome: Mapping[str, Any]) -> str:
 
 
 def _percent(rate: Mapping[str, Any] | None) -> str:
-    """``4.2 % [3.1, 5.6]``: a simulated rate with its Wilson interval, in percent."""
+    """``4.2 % [3.1 %, 5.6 %]``: a simulated rate with its Wilson interval, in percent."""
     if rate is None:
         return "not simulated"
-    return f"{number(rate['percent'])} % [{number(rate['low_percent'])}, {number(rate['high_percent'])}]"
+    return (
+        f"{number(rate['percent'])} % [{number(rate['low_percent'])} %, {number(rate['high_percent'])} %]"
+    )
+
+
+def _false_go_text(design: Mapping[str, Any]) -> str:
+    """The design's false go where the target bounds it: at the bar, the larger of the normal and the
+    data-resampled rate, with the other beside it; pure chaos where the design has no bar to sit at."""
+    worst = design.get("at_bar_worst")
+    if worst is None:
+        return f"under pure chaos it says go in {_percent(design['false_go'])}"
+    normal, data = design.get("at_bar"), design.get("at_bar_data")
+    other = (
+        ""
+        if data is None
+        else f" (normal chaos {_percent(normal)}, chaos from the run's residuals {_percent(data)})"
+    )
+    return (
+        f"with every cell's true value at its bar, the null's least favourable point, it says go in "
+        f"{_percent(worst)}{other}; under pure chaos in {_percent(design['false_go'])}"
+    )
 
 
 def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
-    """The rule's false-go rate and its go rate at the measured levels, as the page states them beside
-    the outcome (:mod:`grpo_probe.analysis.operating`); how they are simulated is in the section below."""
+    """The rule's false-go rate where the target bounds it (at the bar) and its go and arm rates at the
+    measured levels, as the page states them beside the outcome (:mod:`grpo_probe.analysis.operating`);
+    how they are simulated is in the section below."""
     op = decision.get("operating")
     if not op or op["design"]["false_go"] is None:
         return None
@@ -185,37 +207,48 @@ def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
     within = "within" if op["within_target"] else "**above**"
     defaults = "" if op["registered"] else " (the defaults: the design registers no simulation)"
     text = (
-        f"**How often this rule is wrong**: under pure chaos it says go in {_percent(design['false_go'])} "
-        f"of {op['simulations']} simulated runs of this design's size{defaults}, {within} the {target} it "
-        "accepts"
+        f"**How often this rule is wrong**: in {op['simulations']} simulated runs of this design's "
+        f"size{defaults}, {_false_go_text(design)}: {within} the {target} it accepts"
     )
     if design["go_at_measured"] is None:
         return text + "; its power is not simulated: without replays choice and chaos are not separated."
-    kind = decision["outcome"]["kind"]
+    outcome = decision["outcome"]
+    if outcome["kind"] == "park":
+        return text + (
+            f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and parks in "
+            f"{_percent(design['same_kind_at_measured'])} ([how](#error-rates))."
+        )
+    arms = _arms_text(outcome)
     return text + (
-        f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and gives "
-        f"{kind} in {_percent(design['same_kind_at_measured'])} ([how](#error-rates))."
+        f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and names {arms} "
+        f"in {_percent(design['same_arm_at_measured'])}, the number to act on ([how](#error-rates))."
     )
 
 
 def _error_rate_rows(decision: Mapping[str, Any]) -> list[list[str]]:
-    """Per cell: its sizes, the levels simulated, its false-go rate and its power."""
+    """Per cell: its sizes, its false-go rates under pure chaos and at its bar (normal and from the
+    run's residuals, with the bar's levels), and its power at the measured levels."""
     op = decision.get("operating")
     if not op:
         return []
     rows = []
     for cell in op["cells"]:
-        null, measured = cell["levels"]["pure_chaos"], cell["levels"]["measured"]
+        levels = cell["levels"]
+        null, measured, bar = levels["pure_chaos"], levels["measured"], levels.get("at_bar")
         rows.append(
             [
                 cell["id"],
                 cell["size_text"],
-                f"{number(null['chaos_std_cm'])} cm",
-                _percent(cell["false_go"]),
+                f"{_percent(cell['false_go'])} at sigma_w {number(null['chaos_std_cm'])} cm",
+                "not simulated"
+                if bar is None
+                else f"{_percent(cell.get('at_bar'))} at {number(bar['choice_std_cm'])}, "
+                f"{number(bar['chaos_std_cm'])} cm",
+                _percent(cell.get("at_bar_data")),
                 "not simulated"
                 if measured is None
-                else f"{number(measured['choice_std_cm'])} cm, {number(measured['chaos_std_cm'])} cm",
-                _percent(cell["power"]),
+                else f"{_percent(cell['power'])} at {number(measured['choice_std_cm'])}, "
+                f"{number(measured['chaos_std_cm'])} cm",
             ]
         )
     return rows
@@ -490,6 +523,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         error_rates=_error_rates_line(decision),
         error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),
+        gradient_section=gradient_section(decision),
     )
 
 

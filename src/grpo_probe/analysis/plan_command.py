@@ -20,13 +20,13 @@ def _sizes(text: str) -> tuple[int, ...]:
 def register(subparsers: argparse._SubParsersAction) -> None:
     plan = subparsers.add_parser(
         "plan",
-        help="size a design from a pilot probe: seeds, K and R for a stable outcome and a low false-go rate",
+        help="size a design from a pilot probe: seeds, K and R for a stable arm and a low false-go rate",
         description="From a finished probe (or a small pilot) of the design, simulate its registered rule at "
         "other sizes with the measured choice and chaos levels of each cell, and print, per option, how "
-        "often the pilot's outcome holds, the false-go rate under pure chaos, and the rollouts' CPU cost "
-        "(priced from the pilot's parallel-oracle benchmark). Recommends the cheapest option whose outcome "
-        "holds in >= 95 %% of runs with a false-go rate within the design's target. Exit 0 when one does, "
-        "1 when none does.",
+        "often the pilot's arm is named, the false-go rate at the bar (every cell's true value at its "
+        "threshold), and the rollouts' CPU cost (priced from the pilot's parallel-oracle benchmark). "
+        "Recommends the cheapest option whose arm rate has its Wilson lower end at >= 95 %% with a false-go "
+        "rate within the design's target. Exit 0 when one does, 1 when none does.",
     )
     plan.add_argument("--prereg", required=True, help="the registered design the pilot ran")
     plan.add_argument(

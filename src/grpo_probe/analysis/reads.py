@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from grpo_probe.analysis.bootstrap import bootstrap_generator
 from grpo_probe.analysis.chaos import chaos_statistics
+from grpo_probe.analysis.gradient_noise import gradient_statistics
 from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.prereg import AnalysisNumbers, vocabulary
@@ -80,6 +81,11 @@ def _replay(name: str) -> Statistic:
     return statistic
 
 
+def _gradient(name: str) -> Statistic:
+    """A gradient read (:mod:`grpo_probe.analysis.gradient_noise`); NaN for a cell without gradients."""
+    return lambda c, index: gradient_statistics(c.gradient, index, name)
+
+
 STATISTICS: dict[str, Statistic] = {
     "median_group_std_progress_cm": _median("std_progress_cm"),
     "median_group_std_best_point_cm": _median("std_best_point_cm"),
@@ -104,6 +110,8 @@ STATISTICS: dict[str, Statistic] = {
     "engagement_delta": _engagement_delta,
     "mean_token_entropy": _entropy(0),
     "mean_tokens_per_chunk": _entropy(2),
+    "gradient_noise_scale": _gradient("gradient_noise_scale"),
+    "gradient_half_cosine": _gradient("gradient_half_cosine"),
 }
 """Each declared read's reduction over the seeds (a guard's rates: :func:`_guard_statistic`)."""
 
@@ -152,7 +160,8 @@ def cell_read_names(c: SeedColumns) -> tuple[str, ...]:
     declared = tuple(
         name
         for name in STATISTICS
-        if c.chaos is not None or not getattr(read_spec(name), "replayed_seeds", False)
+        if (c.chaos is not None or not getattr(read_spec(name), "replayed_seeds", False))
+        and (c.gradient is not None or getattr(read_spec(name), "scope", None) != "gradient")
     )
     return (*declared, *guards)
 
@@ -187,26 +196,31 @@ def cell_reads(c: SeedColumns, analysis: AnalysisNumbers) -> dict[str, float | N
     generator keyed by (bootstrap seed, cell, read), so an interval never depends on which other reads
     were computed; undefined reads (a share of groups that never differ) are None."""
     boot = analysis.bootstrap
-    alpha = (1.0 - boot.confidence) / 2.0
+    alpha = (1.0 - boot.interval_confidence) / 2.0
     out: dict[str, float | None] = {}
     for name in cell_read_names(c):
         statistic = _statistic(c, name)
         own = interval_seeds(c, name)
-        value = _value(statistic(c, own))
+        full = statistic(c, own)
+        value = _value(full)
         out[name] = value
         spec = read_spec(name)
         if spec is None or not spec.interval:
             continue
+        if spec.unbounded and np.isinf(full):  # +inf has an interval: its lower end may be finite
+            value = float(full)
         rng = bootstrap_generator(boot.seed, c.cell.id, name)
         index = rng.integers(0, own.size, size=(boot.resamples, own.size))
         replicates = statistic(c, own[index])
-        replicates = replicates[np.isfinite(replicates)]
+        # an unbounded read's +inf is a value (no mean gradient above the noise), not an undefined one
+        replicates = replicates[~np.isnan(replicates) if spec.unbounded else np.isfinite(replicates)]
         if value is None or replicates.size == 0:
             out[name + BOUND_SUFFIXES["lower"]] = out[name + BOUND_SUFFIXES["upper"]] = None
             continue
-        low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
-        out[name + BOUND_SUFFIXES["lower"]] = float(low) + 0.0
-        out[name + BOUND_SUFFIXES["upper"]] = float(high) + 0.0
+        method = "inverted_cdf" if spec.unbounded else "linear"  # +inf cannot be interpolated
+        low, high = np.quantile(replicates, [alpha, 1.0 - alpha], method=method)
+        out[name + BOUND_SUFFIXES["lower"]] = _value(low)  # None: an unbounded read's +inf end
+        out[name + BOUND_SUFFIXES["upper"]] = _value(high)
     return out
 
 
@@ -245,7 +259,7 @@ def read_rows(
     vocabulary's order, a guard's rates after the engagement rows."""
     rows: list[ReadRow] = []
     for spec in vocabulary.READS:
-        if spec.scope == "shown_with" or (spec.scope == "replay" and not replay):
+        if spec.scope in ("shown_with", "gradient") or (spec.scope == "replay" and not replay):
             continue
         if spec.scope == "earlier_replay" and not (replay and earlier):
             continue

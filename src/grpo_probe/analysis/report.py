@@ -23,6 +23,7 @@ from grpo_probe.analysis.cell_analysis import (
     analyse_cell,
     check_join_keys,
     check_table_keys,
+    gradient_files_by_cell,
     json_float,
     read_join,
     replay_tables_by_cell,
@@ -158,6 +159,7 @@ def decision_record(
     *,
     join_tables: Mapping[str, str | os.PathLike[str]] | None = None,
     replay_tables: Mapping[str, Sequence[str | os.PathLike[str]]] | None = None,
+    gradient_files: Mapping[str, str | os.PathLike[str]] | None = None,
 ) -> dict[str, Any]:
     """Analyse every enabled cell, apply the registered rule and draw the figures (linked relative to
     ``page_dir``, the folder the decision page will be in): the decision record, not yet written.
@@ -171,7 +173,9 @@ def decision_record(
     ``compute``: per stage ``{stage, cpu_s, gpu_s, max_rss_mb}``; ``compute_gate``: ``{cpu_hours,
     gpu_hours}``; ``join_tables``: cell id -> the join rule's table, whose per-seed group statistics are
     the ones reported (without it they are joined here, by the same code); ``replay_tables``: cell id ->
-    its replay tables (the replay rule's, one per shard), read when the design registers replays. Besides
+    its replay tables (the replay rule's, one per shard), read when the design registers replays;
+    ``gradient_files``: cell id -> its gradient file (the gradients rule's), read when the design
+    registers the gradient reads (``analysis.gradient_reads``). Besides
     this run's outcome, the record holds what every registered version of the rule decides on the same
     tables (``versions``).
     Returns the record as decision.json will hold it (through its JSON text: plain types).
@@ -198,12 +202,14 @@ def decision_record(
         for c in cells
     }
     replays = replay_tables_by_cell(prereg, replay_tables, env.episode_schema, where)
+    gradients = gradient_files_by_cell(prereg, gradient_files, probes, where)
     reads: dict[str, dict[str, float | None]] = {}
     parts: dict[str, CellResult] = {}
     for cell in cells:
         reads[cell.id], parts[cell.id] = analyse_cell(
-            cell, probes[cell.id], anchors[cell.arm], joined[cell.id], analysis, replays.get(cell.id)
-        )
+            cell, probes[cell.id], anchors[cell.arm], joined[cell.id], analysis, replays.get(cell.id),
+            gradients.get(cell.id),
+        )  # fmt: skip
     verdicts, outcome = evaluate_rule(prereg.decision_rule, cells, reads)
     columns = {c.id: parts[c.id].columns for c in cells}
 
@@ -216,7 +222,7 @@ def decision_record(
         for c in cells:
             other = join_cell(c.id, probes[c.id], anchors[c.arm], numbers)
             other_reads[c.id], part = analyse_cell(
-                c, probes[c.id], anchors[c.arm], other, numbers, replays.get(c.id)
+                c, probes[c.id], anchors[c.arm], other, numbers, replays.get(c.id), gradients.get(c.id)
             )
             other_columns[c.id] = part.columns
         return other_reads, other_columns
@@ -231,7 +237,7 @@ def decision_record(
         0 if replay is None else len(replay.seeds),
         0 if replay is None else replay.replays,
         analysis,
-        outcome.kind,
+        outcome,
     )
 
     figures = draw_figures(
@@ -302,7 +308,7 @@ def decision_record(
                 rule_record(rule),
                 Path(figures_dir) / "rule_all-cells.png",
                 Path(page_dir),
-                analysis.bootstrap.confidence,
+                analysis.bootstrap.interval_confidence,
             ),
         },
         "compute": _compute_section(compute, compute_gate),

@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from grpo_probe.analysis.anchor_join import SeedJoin
 from grpo_probe.analysis.chaos import ChaosColumns, SeedChaos
+from grpo_probe.analysis.gradient_noise import GradientColumns
 from grpo_probe.analysis.group_stats import SeedGroup
 from grpo_probe.analysis.guards import guard_trips
 from grpo_probe.analysis.tables import RolloutTable
@@ -44,6 +45,9 @@ class SeedColumns:
     """AR cells: per seed, the sum and count of replan entropies and of tokens per chunk."""
     chaos: ChaosColumns | None = None
     """The replay reads' per-seed columns (NaN rows for seeds not replayed); None without replays."""
+    gradient: GradientColumns | None = None
+    """The gradient reads' Gram matrix of the group gradients over the seeds; None for a design that does
+    not register the gradient reads."""
 
 
 def seed_columns(
@@ -54,14 +58,18 @@ def seed_columns(
     anchor: RolloutTable,
     analysis: AnalysisNumbers,
     replayed: Sequence[SeedChaos] | None = None,
+    gradient: GradientColumns | None = None,
 ) -> SeedColumns:
     """The per-seed columns of a cell: group statistics and the anchor join as joined, guard trips and
     entropy summed per seed from the cell's rollout tables (rows sorted by seed, K per seed), and the
-    replayed seeds' decomposition (``replayed``: NaN rows for the seeds not replayed)."""
+    replayed seeds' decomposition (``replayed``: NaN rows for the seeds not replayed) and the cell's
+    gradient file, read (``gradient``: its seeds must be the cell's)."""
     seeds = np.array([g.seed for g in groups], dtype=np.int64)
     k = groups[0].k
     if not np.array_equal(probe.seeds, seeds) or not np.array_equal(anchor.seeds, seeds):
         raise ValueError(f"{probe.path}: column seed: the cell's seeds differ from its joined seeds")
+    if gradient is not None and list(gradient.seeds) != seeds.tolist():
+        raise ValueError(f"{gradient.path}: the gradient file's seeds differ from the cell's seeds")
     sampled = {
         g: v.reshape(len(seeds), k).sum(axis=1).astype(np.float64)
         for g, v in guard_trips(probe, analysis).items()
@@ -90,4 +98,5 @@ def seed_columns(
         anchor_trips=anchored,
         entropy=entropy,
         chaos=None if replayed is None else ChaosColumns.of(replayed, seeds.tolist()),
+        gradient=gradient,
     )

@@ -19,6 +19,7 @@ Application*, 1997, Sec. 3.9).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ from grpo_probe.prereg.rule import HEADS, OPS, BootstrapSpec, DecisionRule, Read
 
 __all__ = [
     "KINDS",
+    "MIN_RESAMPLED_SEEDS",
     "ResampledOutcome",
     "Stability",
     "resample_indices",
@@ -42,10 +44,28 @@ __all__ = [
     "resampled_outcomes",
     "rule_reads",
     "stability",
+    "too_few_seeds",
 ]
 
 KINDS: tuple[str, ...] = ("park", "phase2_ar", "phase2_flow", "ar_then_flow")
 """Outcome kinds by code: bit 0 = an AR cell qualifies, bit 1 = a flow cell qualifies."""
+
+MIN_RESAMPLED_SEEDS = 5
+"""Fewest seeds whose resamples are counted. n seeds have C(2n - 1, n) distinct resamples (multisets of
+size n; Feller, *An Introduction to Probability Theory*, 1968, II.5): 3 for 2 seeds, 35 for 4, 126 for
+5. Below 5, "holds in 200 of 200 resamples" counts a handful of distinct resamples many times over."""
+
+
+def too_few_seeds(n_seeds: int) -> str | None:
+    """Why ``n_seeds`` seeds are not resampled (None when there are enough): :data:`MIN_RESAMPLED_SEEDS`."""
+    if n_seeds >= MIN_RESAMPLED_SEEDS:
+        return None
+    distinct = math.comb(2 * n_seeds - 1, n_seeds) if n_seeds else 0
+    seeds = "1 seed has" if n_seeds == 1 else f"{n_seeds} seeds have"
+    return (
+        f"too few seeds to resample ({seeds} {distinct} distinct resample{'s' if distinct != 1 else ''}; "
+        f"at least {MIN_RESAMPLED_SEEDS} seeds are needed)"
+    )
 
 
 def resample_indices(seed: int, resamples: int, n_seeds: int) -> NDArray[np.int64]:
@@ -75,7 +95,7 @@ def resampled_bounds(
     inner = bootstrap_generator(bootstrap.seed, columns.cell.id, read).integers(
         0, m, size=(bootstrap.resamples, m)
     )
-    alpha = (1.0 - bootstrap.confidence) / 2.0
+    alpha = (1.0 - bootstrap.interval_confidence) / 2.0
     low = np.empty(outer.shape[0])
     high = np.empty(outer.shape[0])
     for start in range(0, outer.shape[0], chunk):
@@ -183,7 +203,8 @@ class Stability:
     outcomes: tuple[tuple[str, str | None, str | None, int], ...]
     """(kind, AR arm, flow arm, count) of every outcome seen, most frequent first."""
     not_resampled: str | None
-    """Why the rule could not be rerun on resamples (it reads bootstrap intervals); counts are 0 then."""
+    """Why the rule was not rerun on resamples (too few seeds, or an interval a resample cannot hold);
+    counts are 0 then."""
 
 
 def stability(
@@ -203,6 +224,9 @@ def stability(
     as not resampled, with the reason.
     """
     resamples = index.shape[0]
+    few = too_few_seeds(index.shape[1])
+    if few is not None:
+        return Stability(resamples, 0, 0, (), few)
     bounds = [ReadRef.parse(r) for r in rule_reads(rule)]
     bounds = [r for r in bounds if r.bound is not None]
     for ref in bounds:

@@ -1,6 +1,7 @@
 """Phase 2: the GRPO pilot the probe's decision names, run as a gated stage of the workflow.
 
-Modules, in the order a stage runs: ``plan`` (the gate on decision.json), ``recording`` and ``rollouts``
+Modules, in the order a stage runs: ``plan`` (the gate on decision.json), ``guard_variance`` (whether
+each penalised guard varies within the probe's groups, or the arm is refused), ``recording`` and ``rollouts``
 (keyed group rollouts recorded with what an update needs), ``reward`` (the reward from the environment's
 guard declarations, group advantage, dynamic sampling), ``replay`` (recomputed log-probs and the replay
 oracle), ``losses`` (the clipped surrogate and the KL terms), ``pilot_choices`` (the loss and estimator a

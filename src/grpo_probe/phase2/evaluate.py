@@ -9,10 +9,20 @@ What is compared: the registered metrics every environment records (progress, be
 engagement) and every guard the environment declares (:class:`grpo_probe.envs.protocol.Guard`), as the
 share of held-out episodes that tripped it, with n, counted as the probe's analysis counts trips.
 
-The interval is Efron's percentile bootstrap over seeds (Efron & Tibshirani 1993, ch. 13.3), as the probe
-reports its reads: B = ``analysis.bootstrap.resamples`` resamples of the n seeds with replacement, the
-mean of each, the (1 - c)/2 and (1 + c)/2 quantiles; its generator is keyed by (the registered bootstrap
-seed, "phase2", arm, read), so an interval never depends on which other reads were computed.
+The interval is the paired Student t interval of the mean change over the n held-out seeds:
+
+    mean(d) +- t_{(1 + c)/2, n - 1} * s_d / sqrt(n),
+
+d_i = final_i - initial_i, s_d their standard deviation (ddof 1), c the registered confidence
+(``analysis.bootstrap.confidence``): the one-sample t interval on the differences (Student 1908; Casella
+& Berger, *Statistical Inference*, 2nd ed., 2002, Sec. 9.2.2). It is the interval of the test the MDE
+below is sized for, so "up", "down" and "not shown" are the paired t-test's calls at level 1 - c, and it
+is exact for normal differences at any n >= 2. Why not the percentile bootstrap the probe's reads use:
+over a handful of seeds it is too narrow (it spreads by the plug-in SD with normal quantiles), so under
+no change it called "up" or "down" about a quarter of the time at 3 seeds and 10 % at 10 against a nominal
+5 % (normal differences; docs/phase2.md has the measurement).
+The interval is a closed form of the differences: no generator, the same bytes on every rerun.
+(tests/phase2/test_verdict_calibration.py simulates it under no change and under a shift of one MDE.)
 
 What the evaluation can detect (:func:`minimum_detectable_change`): with n held-out seeds and the paired
 differences d_i = final_i - initial_i, a two-sided paired t-test at the registered confidence c has power
@@ -31,13 +41,17 @@ alone, and what the seeds can detect is set by how much the change varies from s
 much the seeds differ from one another. The two can be far apart: the same spawn and the same keyed noise
 make both policies' values move together, so the per-policy spread mostly cancels in d_i (the smoke
 design's pilot: the initial policy's per-seed SD 0.106 cm, the differences' 0.0031 cm). s_d is computed
-from the held-out pairs themselves, the same differences the interval resamples, with no free choice in
+from the held-out pairs themselves, the same differences the interval is built on, with no free choice in
 it, so it is as fixed a function of the two evaluation tables as the interval is. "Not shown" then reads
 against it: a change below the MDE is one these seeds would mostly miss.
 
-What the seeds can rule out (:data:`MIN_SEEDS_FOR_ABSENCE`): an interval inside +-MDE says "a change that
-large is absent at this power" only from that many seeds on; below it the percentile interval is too
-narrow to rule anything out.
+What the seeds can rule out (:meth:`DetectableChange.resolves`): an interval inside +-MDE says "a change
+that large is absent at this power", on any number of seeds from two on. Why: if the true change were at
+least the MDE in size while the interval lay inside +-MDE, the interval would miss the true change, which
+a level-c interval does with probability at most 1 - c. That holds for the t interval at every n (for
+normal differences); the percentile interval's coverage at 3 seeds (about 75 %) was why an absence once
+needed 10 seeds. What no n can vouch for is the normality itself: with strongly skewed differences the t
+interval errs more often than 1 - c at few seeds (docs/phase2.md has the measured rates).
 """
 
 from __future__ import annotations
@@ -51,11 +65,9 @@ import numpy as np
 
 from grpo_probe.envs.observation import OBSERVATION_STATE
 from grpo_probe.envs.protocol import Guard
-from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.policies.protocol import RowKey
 from grpo_probe.prereg import Prereg
-from grpo_probe.prereg.rule import BootstrapSpec
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, read_rollout_table, run_group
 from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, group_table
 from grpo_probe.rollout.progress import RolloutProgress
@@ -64,7 +76,6 @@ from grpo_probe.rollout.table import write_rollout_table
 
 __all__ = [
     "METRIC_READS",
-    "MIN_SEEDS_FOR_ABSENCE",
     "POWER",
     "DetectableChange",
     "HeldOutObservations",
@@ -72,7 +83,7 @@ __all__ = [
     "evaluate_checkpoint",
     "minimum_detectable_change",
     "paired_changes",
-    "percentile_interval",
+    "paired_t_interval",
 ]
 
 METRIC_READS: tuple[tuple[str, str], ...] = (
@@ -89,16 +100,6 @@ POWER = 0.8
 Analysis for the Behavioral Sciences*, 2nd ed., 1988, ch. 2), so "not shown" is read against the change
 the held-out seeds would find four times out of five. A documented constant, not a registered number: it
 only words what an interval already shows, and changes no verdict."""
-
-MIN_SEEDS_FOR_ABSENCE = 10
-"""Fewest held-out seeds from which an interval inside +-MDE reads "absent at this power". Why: with few
-seeds the percentile bootstrap interval of the mean is too narrow to rule a change out. It spreads by the
-plug-in SD, sqrt((n - 1) / n) s, with normal quantiles, where the exact interval for normal differences
-spreads by s with t_{n - 1} quantiles ("narrowness bias": Hesterberg, *What Teachers Should Know About the
-Bootstrap*, The American Statistician 69(4), 2015), so a nominal 95 % interval covers a true mean about
-2 F_{t, n - 1}(1.96 sqrt((n - 1) / n)) - 1 of the time: 75 % at 3 seeds, 85 % at 5, 90 % from 10 on. Below
-10 seeds a "not shown" therefore stays one without the absence claim. A documented constant, not a
-registered number: it words a "not shown" and changes no verdict."""
 
 
 @dataclass(frozen=True)
@@ -186,21 +187,41 @@ def _per_episode(
     return np.asarray(cols[read], dtype=np.float64)
 
 
-def percentile_interval(
-    values: np.ndarray, resamples: int, confidence: float, rng: np.random.Generator
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values`` (one per seed); the point with one seed."""
+def _t_quantile(p: float, df: int) -> float:
+    """t_{p, df}, the Student t quantile ``scipy.stats.t.ppf(p, df)`` evaluates, through
+    ``scipy.special.stdtrit``: scipy.stats is a CPU-second to import, and the report job would pay it for
+    a handful of numbers."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, p))
+
+
+def paired_t_interval(values: Sequence[float] | np.ndarray, confidence: float) -> tuple[float, float]:
+    """The paired Student t interval of the mean of ``values`` (one paired difference per seed):
+
+        mean +- t_{(1 + c)/2, n - 1} * s / sqrt(n),    s the standard deviation with ddof 1,
+
+    the one-sample t interval on the differences (Casella & Berger, *Statistical Inference*, 2nd ed.,
+    2002, Sec. 9.2.2), c = ``confidence``; the same as ``scipy.stats.t.interval(c, n - 1, mean, s /
+    sqrt(n))``. When every seed changed alike (s = 0, exactly) the interval is the point: the paired
+    t-test has nothing to scale by, and a change that every seed shows is called by its sign. Fewer than
+    two values have no degree of freedom and are refused (the design check asks for two held-out seeds).
+    """
     x = np.asarray(values, dtype=np.float64)
-    index = rng.integers(0, x.size, size=(resamples, x.size))
-    replicates = x[index].mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
-    return float(low), float(high)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(f"the paired t interval needs at least two paired differences, got shape {x.shape}")
+    n = int(x.size)
+    mean = float(x.mean())
+    if np.ptp(x) == 0:  # every seed changed alike: np.std of equal values can round to about 1e-17
+        return mean, mean
+    half = _t_quantile((1.0 + confidence) / 2.0, n - 1) * float(np.std(x, ddof=1)) / float(np.sqrt(n))
+    return mean - half, mean + half
 
 
 @dataclass(frozen=True)
 class PairedChange:
-    """One read: its mean under the initial and the final policy and the paired change with its interval.
+    """One read: its mean under the initial and the final policy and the paired change with its paired t
+    interval (``ci_low``, ``ci_high``: :func:`paired_t_interval` at the registered confidence).
 
     For a guard read (``guard`` True) the means are trip rates: the share of the ``seeds`` held-out
     episodes (one per seed) that tripped it.
@@ -218,7 +239,8 @@ class PairedChange:
 
     @property
     def verdict(self) -> str:
-        """``up`` (interval above 0), ``down`` (below 0) or ``unchanged`` (the interval holds 0)."""
+        """``up`` (interval above 0), ``down`` (below 0) or ``unchanged`` (the interval holds 0): the
+        two-sided paired t-test's call at level 1 - confidence."""
         if self.ci_low > 0:
             return "up"
         if self.ci_high < 0:
@@ -229,12 +251,12 @@ class PairedChange:
 def paired_changes(
     initial: str | os.PathLike[str],
     final: str | os.PathLike[str],
-    arm: str,
-    bootstrap: BootstrapSpec,
+    confidence: float,
     guards: Sequence[Guard],
     analysis: Mapping[str, Any],
 ) -> list[PairedChange]:
-    """Per read, mean(final - initial) over the held-out seeds with its percentile bootstrap interval.
+    """Per read, mean(final - initial) over the held-out seeds with its paired t interval at
+    ``confidence`` (the registered ``analysis.bootstrap.confidence``).
 
     Reads: :data:`METRIC_READS`, then every guard in ``guards`` (the environment's declarations, in its
     order); ``analysis``: the registered numbers a guard's threshold may name.
@@ -251,8 +273,7 @@ def paired_changes(
         x0 = _per_episode(cols_before, read, by_name, analysis)
         x1 = _per_episode(cols_after, read, by_name, analysis)
         delta = x1 - x0  # paired by seed: same spawn, same keyed initial noise
-        rng = numpy_generator(bootstrap.seed, tag("phase2"), tag(arm), tag(read))
-        low, high = percentile_interval(delta, bootstrap.resamples, bootstrap.confidence, rng)
+        low, high = paired_t_interval(delta, confidence)
         changes.append(
             PairedChange(
                 read,
@@ -289,9 +310,10 @@ class DetectableChange:
     by (one seed, or every seed changed alike: the paired t-test then says nothing)."""
 
     def resolves(self, low: float, high: float) -> bool:
-        """Whether an interval [low, high] lies strictly inside (-MDE, +MDE): with at least
-        :data:`MIN_SEEDS_FOR_ABSENCE` seeds, a change as large as the MDE is then ruled out at the registered
-        confidence ("absent at this power"); below that the interval is too narrow to rule it out."""
+        """Whether a paired t interval [low, high] lies strictly inside (-MDE, +MDE): a change as large as
+        the MDE is then ruled out at the registered confidence ("absent at this power"), on any number of
+        seeds: a true change of at least the MDE would lie outside the interval, which a level-c interval
+        allows with probability at most 1 - c (module docstring)."""
         return self.mde is not None and -self.mde < low and high < self.mde
 
 
@@ -311,12 +333,8 @@ def minimum_detectable_change(
     n = int(d.size)
     if n < 2:
         return DetectableChange(read, n, None, confidence, power, None, None, None)
-    # stdtrit(df, p) is the Student t quantile scipy.stats.t.ppf(p, df) evaluates, imported from
-    # scipy.special: scipy.stats is a CPU-second to import, and the report job would pay it for two numbers
-    from scipy.special import stdtrit
-
-    t_confidence = float(stdtrit(n - 1, 1.0 - (1.0 - confidence) / 2.0))  # t_{1 - alpha/2, n - 1}
-    t_power = float(stdtrit(n - 1, power))  # t_{1 - beta, n - 1}
+    t_confidence = _t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1)  # t_{1 - alpha/2, n - 1}
+    t_power = _t_quantile(power, n - 1)  # t_{1 - beta, n - 1}
     # every seed changed alike: no spread, exactly (np.std of equal values can round to about 1e-17)
     sd = float(np.std(d, ddof=1)) if np.ptp(d) > 0 else 0.0
     mde = (t_confidence + t_power) * sd / float(np.sqrt(n)) if sd > 0 else None

@@ -12,12 +12,18 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json
-from grpo_probe.phase2.plan import Phase2Plan, plan_from_decision, read_plan, write_plan
+from grpo_probe.phase2.plan import (
+    Phase2Plan,
+    apply_guard_checks,
+    plan_from_decision,
+    read_plan,
+    write_plan,
+)
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.phase2 import Phase2
 from grpo_probe.provenance import write_design_manifest
@@ -139,13 +145,28 @@ def phase2_plan(
     upstream: Sequence[PathLike],
     plan: PathLike,
     manifest: PathLike,
+    cell_tables: Mapping[str, PathLike] | None = None,
 ) -> None:
-    """The checkpoint rule's work: which arms phase 2 trains, in order, or nothing and why."""
+    """The checkpoint rule's work: which arms phase 2 trains, in order, or nothing and why.
+
+    ``cell_tables``: the probe's joined table of each enabled cell (cell id -> path, the tables the
+    decision read). With them, each arm the decision has trained is checked first for guard penalties
+    that cannot act (:mod:`grpo_probe.phase2.guard_variance`): a refused arm is recorded in the plan and
+    not trained (:func:`grpo_probe.phase2.plan.apply_guard_checks`). The workflow always passes them;
+    without them (a test of a stage alone, with no probe run) no check is made and the plan records none.
+    """
     prereg = load_prereg(prereg_path)
     if prereg.phase2 is not None:
         _check_penalties(prereg)
     decision = json.loads(Path(decision_json).read_text())
     result = plan_from_decision(prereg, decision, str(decision_json))
+    if cell_tables is not None and result.stages:
+        from grpo_probe.envs.registry import env_spec
+        from grpo_probe.phase2.guard_variance import check_guard_variance
+
+        guards = env_spec(prereg.env).guards
+        checks = [check_guard_variance(prereg, s.arm, decision, cell_tables, guards) for s in result.stages]
+        result = apply_guard_checks(prereg, result, checks)
     write_plan(result, plan)
     _log(f"phase 2: {result.reason}")
     write_design_manifest(prereg, manifest, "phase2_plan", [plan], upstream, {"outcome": result.outcome})

@@ -11,21 +11,37 @@ cell uses (whose head has a recipe), each on its own, at the same registered com
 decision, because the study asks whether the probe's reads rank the arms as their gains do, and an arm the
 gate would skip is exactly the contrast it needs. The plan still records the decision's arms
 (``ar_arm``/``flow_arm``): they are the prediction under test.
+
+Before any stage trains, the plan holds the guard-variance check of each trained arm
+(:mod:`grpo_probe.phase2.guard_variance`): an arm whose penalised guard trips in every episode of nearly
+every probe group is refused (:func:`apply_guard_checks`), and the reason says which cell, which guard
+and how many groups. A gated pilot then trains nothing (its stages are the prediction together: the AR
+stage of ``ar_then_flow`` comes before the flow stage), and phase2.md says why, as it does on ``park``;
+a pilot on every arm trains the other arms, each on its own as always.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.phase2.guard_variance import GuardCheck
 from grpo_probe.prereg import Prereg
 
-__all__ = ["OUTCOME_KINDS", "Phase2Plan", "Stage", "plan_from_decision", "read_plan", "write_plan"]
+__all__ = [
+    "OUTCOME_KINDS",
+    "Phase2Plan",
+    "Stage",
+    "apply_guard_checks",
+    "plan_from_decision",
+    "read_plan",
+    "write_plan",
+]
 
 OUTCOME_KINDS: dict[str, tuple[str, ...]] = {
     "park": (),
@@ -58,6 +74,9 @@ class Phase2Plan:
     stages: tuple[Stage, ...]
     reason: str
     """One sentence: what is trained and why, or why nothing is."""
+    guard_checks: tuple[GuardCheck, ...] = ()
+    """The guard-variance check of each arm the decision had phase 2 train, before any was trained (none
+    when the plan was made without the probe's tables)."""
 
     def stage(self, arm: str) -> Stage:
         """The stage training ``arm``; a ``ValueError`` says which arms the plan trains."""
@@ -77,6 +96,7 @@ class Phase2Plan:
             "registered": self.registered,
             "stages": [{"head": s.head, "arm": s.arm, "after": s.after} for s in self.stages],
             "reason": self.reason,
+            "guard_checks": [c.to_dict() for c in self.guard_checks],
         }
 
 
@@ -175,6 +195,28 @@ def _every_arm_plan(prereg: Prereg, kind: str, ar_arm: str | None, flow_arm: str
     )
 
 
+def apply_guard_checks(prereg: Prereg, plan: Phase2Plan, checks: Sequence[GuardCheck]) -> Phase2Plan:
+    """The plan with ``checks`` recorded and the arms they refuse taken out.
+
+    A gated pilot with a refused arm trains nothing, its reason the refusals (the decision's stages are
+    one prediction, trained in order); a pilot on every arm (``phase2.pilot: every_arm``) drops the
+    refused arms and trains the others, its reason followed by the refusals.
+    """
+    refusals = [(c.arm, text) for c in checks if (text := c.refusal()) is not None]
+    if not refusals:
+        return replace(plan, guard_checks=tuple(checks))
+    refused = {arm for arm, _ in refusals}
+    why = "; ".join(text for _, text in refusals)
+    every_arm = prereg.phase2 is not None and prereg.phase2.pilot == "every_arm"
+    if every_arm:
+        stages = tuple(s for s in plan.stages if s.arm not in refused)
+        reason = f"{plan.reason}; but {why}"
+    else:
+        stages = ()
+        reason = f"{why}; so nothing is trained (the decision is {plan.outcome})"
+    return replace(plan, stages=stages, reason=reason, guard_checks=tuple(checks))
+
+
 def write_plan(plan: Phase2Plan, path: str | os.PathLike[str]) -> None:
     """Write plan.json atomically (sorted keys, so the bytes depend only on the plan)."""
     atomic_write_json(path, plan.to_dict())
@@ -193,6 +235,7 @@ def read_plan(path: str | os.PathLike[str]) -> Phase2Plan:
             registered=bool(raw["registered"]),
             stages=stages,
             reason=raw["reason"],
+            guard_checks=tuple(GuardCheck.from_dict(c) for c in raw.get("guard_checks", [])),
         )
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: phase-2 plan not found") from None

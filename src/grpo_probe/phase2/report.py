@@ -1,9 +1,9 @@
 """phase2.md and phase2.json: did the probe's prediction hold, and what did GRPO do on the way.
 
 The page opens with the answer: per trained stage, whether the final policy's held-out progress is
-higher than the initial policy's (paired percentile-bootstrap interval over held-out seeds above zero:
-the prediction held; below zero: it did not; holding zero: not shown), then the guard trips. Two reads
-qualify that answer:
+higher than the initial policy's (the paired Student t interval over held-out seeds, the interval of the
+paired t-test the MDE is sized for, above zero: the prediction held; below zero: it did not; holding zero:
+not shown), then the guard trips. Two reads qualify that answer:
 
 - whether the pilot moved the policy the held-out evaluation runs (:mod:`grpo_probe.phase2.movement`:
   the anchor's action change against its floor, with the KL to the initial policy reported beside it). A
@@ -11,9 +11,7 @@ qualify that answer:
   with itself, whatever its interval or its KL says;
 - what the held-out seeds could detect (:func:`grpo_probe.phase2.evaluate.minimum_detectable_change`,
   from the spread of the paired differences), so "not shown" reads as "absent at this power" (the
-  interval excludes a change as large as the MDE, from
-  :data:`grpo_probe.phase2.evaluate.MIN_SEEDS_FOR_ABSENCE` seeds on), as "too few seeds to rule out a
-  change" (the same interval on fewer seeds) or as "below what n seeds can detect".
+  interval excludes a change as large as the MDE) or as "below what n seeds can detect".
 
 Then the registered pilot (with the names of its policy loss and advantage estimator), each stage's
 loss and estimator as its training job recorded them, its replay oracle, its per-iteration table and
@@ -46,12 +44,12 @@ from grpo_probe.compute.accounting import read_benchmarks
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.parquet_io import read_parquet
 from grpo_probe.phase2.evaluate import (
-    MIN_SEEDS_FOR_ABSENCE,
     DetectableChange,
     PairedChange,
     minimum_detectable_change,
     paired_changes,
 )
+from grpo_probe.phase2.guard_variance import GuardCheck
 from grpo_probe.phase2.paths import StagePaths
 from grpo_probe.phase2.plan import Phase2Plan, Stage
 from grpo_probe.prereg import Prereg
@@ -66,6 +64,10 @@ __all__ = [
     "render_root_page",
     "stage_verdict",
 ]
+
+INTERVAL = "paired_t"
+"""How phase2.json's held-out intervals (``stages[].eval.interval``) are computed: the paired Student t
+interval of the mean change (:func:`grpo_probe.phase2.evaluate.paired_t_interval`)."""
 
 _CURVES: tuple[tuple[str, str], ...] = (
     ("mean_reward", "mean reward (cm)"),
@@ -86,10 +88,9 @@ def stage_verdict(
     ``moved``: whether the pilot moved the anchor the held-out evaluation runs
     (:attr:`grpo_probe.phase2.movement.Movement.moved`); a pilot whose anchor did not move is "not tested"
     whatever the interval says (``movement_text`` says by how much it moved). ``detectability`` words a
-    "not shown": ``absent at this power`` when the interval lies inside +-MDE on at least
-    :data:`~grpo_probe.phase2.evaluate.MIN_SEEDS_FOR_ABSENCE` seeds, ``too few seeds to rule out a
-    change`` when it does on fewer, ``below what n seeds can detect`` otherwise (None for any other
-    verdict, and when the differences have no spread to size an MDE by).
+    "not shown": ``absent at this power`` when the paired t interval lies inside +-MDE
+    (:meth:`~grpo_probe.phase2.evaluate.DetectableChange.resolves`), ``below what n seeds can detect``
+    otherwise (None for any other verdict, and when the differences have no spread to size an MDE by).
     """
     interval = f"{progress.delta:+.2f} cm, {progress.ci_low:+.2f} to {progress.ci_high:+.2f}"
     if not moved:
@@ -114,15 +115,6 @@ def stage_verdict(
         )
     power = f"{detectable.confidence:.0%} confidence, {detectable.power:.0%} power"
     if detectable.resolves(progress.ci_low, progress.ci_high):
-        if n < MIN_SEEDS_FOR_ABSENCE:
-            return (
-                "not shown",
-                f"{zero} and lies inside +-{detectable.mde:.3g} cm, the smallest change {n} held-out seeds "
-                f"detect ({power}); but with fewer than {MIN_SEEDS_FOR_ABSENCE} held-out seeds an absence "
-                "cannot be claimed: with so few seeds the percentile bootstrap interval is too narrow to "
-                "rule a change out",
-                "too few seeds to rule out a change",
-            )
         return (
             "not shown",
             f"{zero} and lies inside +-{detectable.mde:.3g} cm, the smallest change {n} held-out seeds "
@@ -203,7 +195,7 @@ def _stage_record(
     boot = prereg.analysis.bootstrap
     guards = env_spec(prereg.env).guards
     changes = paired_changes(
-        paths.eval_initial, paths.eval_final, stage.arm, boot, guards, prereg.analysis.to_dict()
+        paths.eval_initial, paths.eval_final, boot.confidence, guards, prereg.analysis.to_dict()
     )
     by_read = {c.read: c for c in changes}
     initial = read_parquet(paths.eval_initial, ["progress_final_cm"]).column(0).to_numpy()
@@ -234,9 +226,9 @@ def _stage_record(
             "seeds": len(phase2.eval_seeds),
             "sampler": asdict(prereg.arms[stage.arm].anchor),
             "confidence": boot.confidence,
+            "interval": INTERVAL,
             "changes": [{**asdict(c), "verdict": c.verdict} for c in changes],
             "detectable": asdict(detectable),
-            "min_seeds_for_absence": MIN_SEEDS_FOR_ABSENCE,
         },
         "verdict": verdict,
         "sentence": sentence,
@@ -292,12 +284,9 @@ def _detectable_markdown(ev: dict[str, Any]) -> str:
             "**What the held-out seeds can detect**: the paired differences (final - initial) in held-out "
             f"progress have no spread over {n} seed(s), so no detectable change is stated."
         )
-    minimum = ev["min_seeds_for_absence"]
     rule_out = (
-        "an interval inside +-MDE rules a change that large out."
-        if n >= minimum
-        else f"with fewer than {minimum} held-out seeds no interval rules a change out (the percentile "
-        'bootstrap interval is too narrow at so few seeds), so a "not shown" here claims no absence.'
+        "a paired t interval inside +-MDE rules a change that large out at the same confidence (a true "
+        "change that large would lie outside the interval)."
     )
     return (
         f"**What the held-out seeds can detect**: MDE = (t_{{1-alpha/2, n-1}} "
@@ -359,8 +348,10 @@ def _stage_markdown(number: int, record: dict[str, Any], figures_rel: str) -> li
         "",
         f"**Held-out evaluation**: the initial and the final policy on {ev['seeds']} held-out seeds with "
         f"the arm's anchor sampler ({ev['sampler']['kind']}), paired by seed; change = final - initial, "
-        f"mean over seeds with its {ev['confidence']:.0%} percentile-bootstrap interval. A guard row is the "
-        "share of held-out episodes that tripped the guard (count/n).",
+        f"mean over seeds with its {ev['confidence']:.0%} paired Student t interval, mean +- t_{{n-1}} x "
+        "s_d / sqrt(n) (the interval of the paired t-test the detectable change below is sized for; "
+        "up or down when it excludes zero). A guard row is the share of held-out episodes that tripped "
+        "the guard (count/n).",
         "",
         "| read | n | initial | final | change | interval | |",
         "|---|---|---|---|---|---|---|",
@@ -458,6 +449,37 @@ def _predicted_answer(stages: list[dict[str, Any]]) -> tuple[str, str]:
     return verdict, f"{verdict[0].upper()}{verdict[1:]}. " + ". ".join(parts) + "."
 
 
+def _guard_checks_markdown(checks: list[dict[str, Any]]) -> list[str]:
+    """The guard-variance check of each arm the decision had trained, as counted before training."""
+    if not checks:
+        return []
+    lines = [
+        "## Can the guard penalties act?",
+        "",
+        "A penalty charged in every episode of a group lowers every reward of the group alike and cancels "
+        "from GRPO's normalised advantage; it pushes against its guard only in groups where some but not "
+        "all episodes trip it. Counted before training, in the probe's groups of the cell that samples "
+        f"each arm. Phase 2 refuses an arm when a penalised guard varies in fewer than a share of "
+        f"{checks[0]['min_share']:g} of the groups (phase2.reward.min_guard_variance_share) and trips in "
+        "every episode of more of the other groups than it spares.",
+        "",
+        "| arm | cell | guard | penalty (cm) | trips | groups: some trip | every episode | none | share "
+        "varying | |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for check in map(GuardCheck.from_dict, checks):
+        if check.cell is None:
+            lines.append(f"| {check.arm} | no enabled cell samples it | | | | | | | | not checked |")
+            continue
+        for g in check.guards:
+            lines.append(
+                f"| {check.arm} | {check.cell} | {g.guard} | {g.penalty_cm:g} | {g.trips}/{g.episodes} | "
+                f"{g.varying}/{g.groups} | {g.always} | {g.never} | {g.share:.3f} | "
+                f"{'**refused**' if g.saturated(check.min_share) else 'acts'} |"
+            )
+    return [*lines, ""]
+
+
 def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) -> str:
     """phase2.md from phase2.json alone, links relative to ``page_dir`` (the design folder or the root)."""
     design = record["design"]
@@ -518,6 +540,7 @@ def phase2_markdown(record: dict[str, Any], page_dir: str | os.PathLike[str]) ->
             ],
             "",
         ]
+    lines += _guard_checks_markdown(record.get("guard_checks", []))
     for number, stage_record in enumerate(record["stages"], start=1):
         lines += _stage_markdown(number, stage_record, figures_rel)
     lines += ["## Provenance", "", "| artifact | sha256 |", "|---|---|"]
@@ -574,6 +597,7 @@ def build_phase2_report(
         },
         "trained": bool(stages),
         "reason": plan.reason,
+        "guard_checks": [c.to_dict() for c in plan.guard_checks],
         "prediction": {"verdict": verdict, "text": answer},
         "stages": stages,
         "registered": _registered(prereg),

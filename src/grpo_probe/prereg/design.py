@@ -29,7 +29,10 @@ from grpo_probe.prereg.amendments import Amendment, RegisteredVersion, parse_ame
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.lock import (
     LOCK_FORMAT,
+    LockError,
     check_lock,
+    foreign_lock_problem,
+    inherited_amendments_problem,
     lock_path,
     new_lock,
     read_lock,
@@ -39,7 +42,7 @@ from grpo_probe.prereg.lock import (
 from grpo_probe.prereg.phase2 import Phase2, parse_phase2, penalty_problems
 from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problems
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
-from grpo_probe.prereg.schema import load_prereg_schema, validate_against
+from grpo_probe.prereg.schema import field_path, load_prereg_schema, validate_against
 from grpo_probe.prereg.seeds import expand_seeds
 from grpo_probe.sampling import (
     PARAMETERS,
@@ -321,7 +324,7 @@ def design_problems(
 
     seen: dict[str, int] = {}
     for i, cell in enumerate(raw["cells"]):
-        at = f"cells[{i}]"
+        at = field_path(("cells", i), raw)  # cells[<id>], or cells[<index>] where two share an id
         if cell["id"] in seen:
             problems.append(f"{at}.id: {cell['id']!r} is already the id of cells[{seen[cell['id']]}]")
         seen.setdefault(cell["id"], i)
@@ -749,6 +752,7 @@ def lock_prereg(
     *,
     earlier_locks: Sequence[str | os.PathLike[str]] = (),
     results_hashes: Mapping[str, Sequence[str]] | None = None,
+    keep_amendments: bool = True,
 ) -> LockOutcome:
     """Lock a valid design, or re-lock it after an appended amendment; refuse any other change.
 
@@ -757,11 +761,18 @@ def lock_prereg(
     history, each verified by rebuilding it from this file. ``results_hashes``: prereg sha256 -> the
     manifests under the results folder that carry it; an amendment saying ``after_results: false`` is
     refused when results of an earlier version exist (``grpo-probe prereg lock`` collects them).
+    ``keep_amendments=False`` (the command line's default) refuses a first lock of a design that lists
+    amendments, has no earlier lock and no results: a copy of another design, whose amendments would
+    become its history. A lock of another file with another design (copied with it) is always refused.
     """
     path = Path(path)
     raw, sha = read_valid_prereg(path, schema_dir)
     target = lock_path(path)
     old = read_lock(target) if target.exists() else None
+    if old is not None and old["file"] != path.name and old["sha256"] != sha:
+        raise LockError(foreign_lock_problem(path, old))
+    if not keep_amendments and old is None and not earlier_locks and not results_hashes and raw["amendments"]:
+        raise LockError(inherited_amendments_problem(path, raw))
     unchanged = old is not None and old["sha256"] == sha and old["file"] == path.name
     if unchanged and old is not None and old["format"] == LOCK_FORMAT and not earlier_locks:
         return LockOutcome(target, old, False, f"{path}: unchanged since its lock {target} ({old['date']})")

@@ -43,7 +43,9 @@ __all__ = [
     "build_lock",
     "changed_sections",
     "check_lock",
+    "foreign_lock_problem",
     "history_problems",
+    "inherited_amendments_problem",
     "lock_path",
     "new_lock",
     "read_lock",
@@ -54,6 +56,10 @@ __all__ = [
 
 LOCK_FORMAT = 2
 _READABLE = (1, 2)
+_VERIFIED = "rebuilt and matching the lock"
+_NO_HASH = "not verified: the lock recorded no hash"
+_NOT_REBUILT = "not rebuilt (a later amendment records no replaces)"
+"""A version's standing as ``prereg lock`` reports it, worded as decision.md's version table words it."""
 
 
 class LockError(ValueError):
@@ -186,8 +192,42 @@ def history_problems(
     return problems
 
 
-def check_lock(prereg: str | os.PathLike[str], raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the lock of ``prereg`` if it covers exactly ``raw``; otherwise raise naming both files."""
+def foreign_lock_problem(prereg: str | os.PathLike[str], lock: Mapping[str, Any]) -> str:
+    """What to do about a lock of another file (one copied along with its design)."""
+    prereg = Path(prereg)
+    return (
+        f"{lock_path(prereg)}: locks {lock['file']!r}, not {prereg.name!r}; a lock belongs to the file it "
+        f"was taken of: delete {lock_path(prereg)} and run `grpo-probe prereg lock {prereg}` to register "
+        "this one"
+    )
+
+
+def inherited_amendments_problem(prereg: str | os.PathLike[str], raw: Mapping[str, Any]) -> str:
+    """Why a first lock of a design that already lists amendments is refused, and the two ways on.
+
+    Why: a design copied from another (``cp prereg/smoke.yaml prereg/mine.yaml``) carries the original's
+    amendments. Locked as they are, they become the copy's history: decision.md would list versions the
+    copy never had, each "not verified", since no lock of the copy recorded them.
+    """
+    n = len(raw.get("amendments", []))
+    return (
+        f"{prereg}: lists {n} amendment{'s' if n != 1 else ''} but has no lock of its own and no results: "
+        "a design copied from another carries the original's amendments, which locked as they are would "
+        "read as this design's history. Start clean with `amendments: []`, or keep them deliberately "
+        f"with `grpo-probe prereg lock --keep-amendments {prereg}` (their earlier versions are then shown "
+        "as not verified: no lock recorded their hashes)."
+    )
+
+
+def check_lock(
+    prereg: str | os.PathLike[str], raw: Mapping[str, Any], *, valid: bool = True
+) -> dict[str, Any]:
+    """Return the lock of ``prereg`` if it covers exactly ``raw``; otherwise raise naming both files.
+
+    ``valid``: whether ``raw`` passed its schema and cross-field rules. A design that does not cannot be
+    re-locked, so a mismatch then points at the edit (a misspelt field is the usual cause) rather than
+    at writing an amendment.
+    """
     prereg = Path(prereg)
     path = lock_path(prereg)
     if not path.exists():
@@ -196,13 +236,19 @@ def check_lock(prereg: str | os.PathLike[str], raw: Mapping[str, Any]) -> dict[s
         )
     lock = read_lock(path)
     if lock["file"] != prereg.name:
-        raise LockError(f"{path}: locks {lock['file']!r}, not {prereg.name!r}")
+        raise LockError(foreign_lock_problem(prereg, lock))
     if lock["sha256"] != canonical_sha256(raw):
         changed = ", ".join(changed_sections(lock, raw)) or "(formatting of the lock)"
+        how = (
+            _how_to_amend(prereg)
+            if valid
+            else "The design fails the checks above: fix those first (undoing a mistaken edit restores "
+            "the match)."
+        )
         raise LockError(
             f"{prereg}: does not match its lock {path} (locked {lock['date']}, "
             f"sha256 {lock['sha256'][:12]}..., now {canonical_sha256(raw)[:12]}...); "
-            f"changed sections: {changed}. {_how_to_amend(prereg)}"
+            f"changed sections: {changed}. {how}"
         )
     problems = history_problems(prereg, lock, raw)
     if problems:
@@ -411,13 +457,29 @@ def new_lock(
         problems += _results_problems(prereg, raw, lock["versions"], check_results, results_hashes)
     if problems:
         raise LockError("\n".join(problems))
-    verified = [
-        str(v["version"])
-        for v in lock["versions"]
-        if v["sha256"] is not None and all("replaces" in e for e in entries[v["version"] :])
-    ]
-    notes.append(f"versions rebuilt from this file and matching their recorded sha256: {', '.join(verified)}")
+    notes += _version_notes(lock["versions"], entries)
     return lock, notes
+
+
+def _version_notes(versions: Sequence[Mapping[str, Any]], entries: Sequence[Any]) -> list[str]:
+    """Each registered version's standing, in the words of decision.md's version table: rebuilt and
+    matching the lock, not verified (the lock recorded no hash), or not rebuilt (a later entry records no
+    ``replaces``). Called after every recorded hash was checked, so a rebuildable recorded one matches."""
+    groups: dict[str, list[str]] = {}
+    for v in versions:
+        k = int(v["version"])
+        if any("replaces" not in e for e in entries[k:]):
+            standing = _NOT_REBUILT
+        elif v["sha256"] is None:
+            standing = _NO_HASH
+        else:
+            standing = _VERIFIED
+        groups.setdefault(standing, []).append(str(k))
+    return [
+        f"version{'s' if len(groups[g]) > 1 else ''} {', '.join(groups[g])} {g}"
+        for g in (_VERIFIED, _NO_HASH, _NOT_REBUILT)
+        if g in groups
+    ]
 
 
 def utc_now_iso() -> str:

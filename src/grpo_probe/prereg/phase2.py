@@ -39,7 +39,9 @@ __all__ = [
     "ADVANTAGE_FIELD",
     "CHUNK_LOGPROBS",
     "DEFAULT_ADVANTAGE",
+    "DEFAULT_MIN_GUARD_VARIANCE_SHARE",
     "DEFAULT_POLICY_LOSS",
+    "MIN_GUARD_VARIANCE_FIELD",
     "PENALTIES_FIELD",
     "PHASE2_HEADS",
     "PILOT_SCOPES",
@@ -55,6 +57,19 @@ __all__ = [
 
 PENALTIES_FIELD = "phase2.reward.penalties"
 """Where a design registers the reward's guard penalties (errors name ``<this>.<guard>``)."""
+
+MIN_GUARD_VARIANCE_FIELD = "phase2.reward.min_guard_variance_share"
+"""Where a design registers the share of probe groups a penalised guard must vary in (errors and the
+refusal name it)."""
+
+DEFAULT_MIN_GUARD_VARIANCE_SHARE = 0.1
+"""The share of a design that registers none (the schema's default): phase 2 refuses an arm when fewer
+than one probe group in ten has some but not all episodes trip a penalised guard and most of the rest
+trip it in every episode (:mod:`grpo_probe.phase2.guard_variance`). Why a tenth: below it the penalty's
+signal reaches GRPO's advantage in too few groups to act on, and the guard is one the probe's sampler
+trips nearly always (a guard tripped at rate p in each of K = 8 independent draws varies in
+1 - p^8 - (1 - p)^8 of the groups: 57 % at p = 0.9, 8 % at p = 0.99). A design locked before the field
+existed keeps its bytes and its lock."""
 
 POLICY_LOSS_FIELD = "phase2.policy_loss"
 """Where a design names the registered policy loss the pilot trains with."""
@@ -159,6 +174,10 @@ class Phase2:
     cpu_hours: float
     """The registered compute gate of the pilot (all phase-2 rules of one design together)."""
     gate_description: str = ""
+    min_guard_variance_share: float = DEFAULT_MIN_GUARD_VARIANCE_SHARE
+    """``phase2.reward.min_guard_variance_share``: phase 2 refuses to train an arm when a penalised guard
+    varies within fewer than this share of the probe's groups and trips in every episode of most of the
+    others (:mod:`grpo_probe.phase2.guard_variance`)."""
     pilot: str = "gated"
     """:data:`PILOT_SCOPES`: the decision's arms only, or every arm at the same registered compute."""
     policy_loss: str = DEFAULT_POLICY_LOSS
@@ -242,6 +261,11 @@ def phase2_problems(raw: Mapping[str, Any]) -> list[str]:
         for other, taken in others.items():
             if set(seeds) & set(taken):
                 problems.append(f"phase2.{name}: overlaps {other} ({_overlap(seeds, taken)})")
+    if len(held_out) < 2:
+        problems.append(
+            f"phase2.eval_seeds: holds {len(held_out)} seed, but the held-out verdict's paired t interval "
+            "needs at least 2 (n - 1 degrees of freedom)"
+        )
     if set(train) & set(held_out):
         problems.append(
             f"phase2.eval_seeds: overlaps phase2.train_seeds ({_overlap(held_out, train)}); "
@@ -317,6 +341,9 @@ def parse_phase2(raw: Mapping[str, Any], where: str) -> Phase2 | None:
         heads=heads,
         cpu_hours=float(gate["cpu_hours"]),
         gate_description=str(gate.get("description", "")),
+        min_guard_variance_share=float(
+            reward.get("min_guard_variance_share", DEFAULT_MIN_GUARD_VARIANCE_SHARE)
+        ),
         pilot=str(section.get("pilot", "gated")),
         policy_loss=str(section.get("policy_loss", DEFAULT_POLICY_LOSS)),
         advantage=str(section.get("advantage", DEFAULT_ADVANTAGE)),

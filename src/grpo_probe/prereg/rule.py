@@ -25,6 +25,7 @@ __all__ = [
     "BOUNDS",
     "HEADS",
     "OPS",
+    "SPLITS",
     "AnalysisNumbers",
     "BootstrapSpec",
     "Condition",
@@ -35,6 +36,7 @@ __all__ = [
     "ReadRef",
     "analysis_schema",
     "parse_analysis_sections",
+    "routed_cells",
 ]
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -55,13 +57,50 @@ def analysis_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict[st
     return with_read_vocabulary(read_yaml(analysis_fragment_path(schema_dir)))
 
 
+SPLITS: tuple[str, ...] = ("bonferroni",)
+"""How a design's registered confidence may be split over the cells the rule reads."""
+
+
 @dataclass(frozen=True)
 class BootstrapSpec:
-    """Percentile bootstrap over seeds: B = ``resamples``, RNG keyed by ``seed``, two-sided ``confidence``."""
+    """Percentile bootstrap over seeds: B = ``resamples``, RNG keyed by ``seed``, two-sided ``confidence``.
+
+    Why a split: the rule says go when *any* of m routed cells qualifies, so a cell-wise test at level
+    alpha gives a design-wise false go near m x alpha at the null's boundary (five cells at one-sided
+    2.5 % go about 12 % of the time). With ``split: bonferroni`` the registered ``confidence`` c is the
+    design's, and each cell's intervals are read at
+
+        c_cell = 1 - (1 - c) / m                       (Bonferroni, 1936; Holm, 1979, Sec. 1)
+
+    so each end of a cell's interval misses with probability (1 - c) / (2m) and the design's any-cell
+    false go stays at or below (1 - c) / 2 by the union bound, where the bootstrap's coverage is nominal.
+    Where it is not (15 seeds, heavy-tailed chaos), the operating simulation measures the design's rate
+    at the boundary (:mod:`grpo_probe.analysis.operating`), and the page prints it.
+    """
 
     resamples: int
     seed: int
     confidence: float
+    """The registered two-sided confidence: each interval's, or, with a split, the design's."""
+    split: str | None = None
+    """None, or ``bonferroni``: ``confidence`` is split over the ``cells`` the rule routes."""
+    cells: int = 1
+    """m: the enabled cells of a head the rule routes (the split's divisor)."""
+
+    @property
+    def interval_confidence(self) -> float:
+        """The two-sided confidence at which each of the probe's intervals is read (the registered one,
+        or its Bonferroni share per cell)."""
+        if self.split is None or self.cells <= 1:
+            return self.confidence
+        return 1.0 - (1.0 - self.confidence) / self.cells
+
+    def to_dict(self) -> dict[str, Any]:
+        """As decision.json holds it: the registered numbers and the per-interval confidence they give."""
+        out: dict[str, Any] = {"resamples": self.resamples, "seed": self.seed, "confidence": self.confidence}
+        if self.split is not None:
+            out |= {"split": self.split, "cells": self.cells, "interval_confidence": self.interval_confidence}
+        return out
 
 
 @dataclass(frozen=True)
@@ -104,10 +143,15 @@ class AnalysisNumbers:
     bootstrap: BootstrapSpec
     operating: OperatingSpec = OperatingSpec(registered=False)
     """How the rule's error rates are simulated (the defaults where the design registers none)."""
+    gradient_reads: bool = False
+    """Whether the design registers the gradient reads (``gradient_noise_scale``, ``gradient_half_cosine``):
+    a job per cell differentiates the arm's log-probs on the probe's rollouts. Off by default, and then
+    absent from decision.json, so a design that does not ask keeps its bytes."""
 
     @classmethod
-    def from_dict(cls, analysis: Mapping[str, Any]) -> AnalysisNumbers:
-        """The section from its schema-valid mapping."""
+    def from_dict(cls, analysis: Mapping[str, Any], routed_cells: int = 1) -> AnalysisNumbers:
+        """The section from its schema-valid mapping; ``routed_cells``: the enabled cells of a routed head
+        (a split confidence's divisor)."""
         boot = analysis["bootstrap"]
         return cls(
             group_std_ddof=int(analysis["group_std_ddof"]),
@@ -116,8 +160,15 @@ class AnalysisNumbers:
             competence_tol_cm=float(analysis["competence_tol_cm"]),
             away_tail_cm=float(analysis["away_tail_cm"]),
             swat_speed_m_s=float(analysis["swat_speed_m_s"]),
-            bootstrap=BootstrapSpec(int(boot["resamples"]), int(boot["seed"]), float(boot["confidence"])),
+            bootstrap=BootstrapSpec(
+                int(boot["resamples"]),
+                int(boot["seed"]),
+                float(boot["confidence"]),
+                boot.get("split"),
+                max(1, routed_cells),
+            ),
             operating=OperatingSpec.from_dict(analysis.get("operating_characteristics")),
+            gradient_reads=bool(analysis.get("gradient_reads", False)),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,12 +180,9 @@ class AnalysisNumbers:
             "competence_tol_cm": self.competence_tol_cm,
             "away_tail_cm": self.away_tail_cm,
             "swat_speed_m_s": self.swat_speed_m_s,
-            "bootstrap": {
-                "resamples": self.bootstrap.resamples,
-                "seed": self.bootstrap.seed,
-                "confidence": self.bootstrap.confidence,
-            },
+            "bootstrap": self.bootstrap.to_dict(),
             "operating_characteristics": self.operating.to_dict(),
+            **({"gradient_reads": True} if self.gradient_reads else {}),
         }
 
 
@@ -291,6 +339,18 @@ def parse_analysis_sections(
         shipped=schema_dir is None,
     )
     return (
-        AnalysisNumbers.from_dict(raw["analysis"]),
+        AnalysisNumbers.from_dict(raw["analysis"], routed_cells(raw)),
         DecisionRule.from_dict(raw["decision_rule"], raw["analysis"], where),
     )
+
+
+def routed_cells(raw: Mapping[str, Any]) -> int:
+    """The enabled cells of a design whose arm's head the rule routes (``ar`` or ``flow``): the cells
+    any of which can make the rule say go, so the family a split confidence is divided over."""
+    arms = raw.get("arms") or {}
+    count = 0
+    for cell in raw.get("cells") or ():
+        arm = arms.get(cell.get("arm")) if isinstance(cell, Mapping) else None
+        if isinstance(arm, Mapping) and arm.get("head") in HEADS and cell.get("enabled", True):
+            count += 1
+    return count

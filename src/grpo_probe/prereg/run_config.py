@@ -19,12 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 from jsonschema.exceptions import ValidationError
 
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.design import Prereg
-from grpo_probe.prereg.schema import SchemaError, field_path, load_config_schema, validate_against
+from grpo_probe.prereg.schema import (
+    SchemaError,
+    describe,
+    load_config_schema,
+    schema_errors,
+    validate_against,
+)
 
 __all__ = ["ArmBinding", "ConfigSource", "RunConfig", "arm_bindings", "config_sources", "load_config"]
 
@@ -121,20 +126,9 @@ def _validate_sources(
     values: Mapping[str, Any], schema: Mapping[str, Any], sources: Sequence[ConfigSource], shipped: bool
 ) -> None:
     """Validate the merged values; each error line names the source that set the field, not "config"."""
-    errors = list(jsonschema.validators.validator_for(schema)(schema).iter_errors(values))
-    if not errors:
-        return
-    wanted: dict[str, list[str]] = {}
-    for error in errors:
-        origin = _origin(error, sources)
-        wanted.setdefault(origin, []).append(f"{origin}: {field_path(error.absolute_path)}: {error.message}")
-    lines = []
-    for origin, prefixes in wanted.items():
-        try:  # the schema module's wording (it explains failed alternatives), with this source's name
-            validate_against(values, schema, origin, shipped=shipped)
-        except SchemaError as exc:
-            lines += [line for line in str(exc).splitlines() if line.startswith(tuple(prefixes))]
-    raise SchemaError("\n".join(lines))
+    errors = schema_errors(values, schema, shipped=shipped)
+    if errors:
+        raise SchemaError("\n".join(f"{_origin(e, sources)}: {describe(e, values)}" for e in errors))
 
 
 def _fill_defaults(values: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:

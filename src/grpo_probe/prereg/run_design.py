@@ -39,17 +39,19 @@ def load_run_design(prereg_path: str | os.PathLike[str], results: str | os.PathL
     if prereg is not None and not problems:
         return prereg
     if prereg is None:  # ask each question on its own, so one problem does not hide the next
+        valid = True
         try:
             load_prereg(path, require_lock=False)
         except ValueError as exc:  # the schema's and the cross-field rules' problems, one per line
             problems += str(exc).splitlines()
+            valid = False
         try:
             raw = read_yaml(path)
         except (ValueError, yaml.YAMLError):  # unreadable YAML: the validation has said so
             raw = None
         if isinstance(raw, dict):
             try:
-                check_lock(path, raw)
+                check_lock(path, raw, valid=valid)
             except (LockError, ValueError) as exc:
                 problems += str(exc).splitlines()
     count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"

@@ -12,10 +12,11 @@ fragment (``prereg.analysis.schema.yaml``, whose ``properties`` hold the ``analy
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,11 @@ __all__ = [
     "SchemaError",
     "analysis_fragment_path",
     "default_schema_dir",
+    "describe",
     "field_path",
     "load_config_schema",
     "load_prereg_schema",
+    "schema_errors",
     "validate_against",
     "with_read_vocabulary",
 ]
@@ -46,6 +49,10 @@ ANALYSIS_FRAGMENT = "prereg.analysis.schema.yaml"
 CONFIG_SCHEMA = "config.schema.yaml"
 
 _MAX_REPORTED = 12
+_NEAR = 0.7
+"""difflib's similarity ratio above which an unknown field is offered the known one as its spelling."""
+_MAX_LISTED = 8
+"""An unknown field with no near match is told the known fields where there are at most this many."""
 
 
 class SchemaError(ValueError):
@@ -118,12 +125,64 @@ def load_config_schema(schema_dir: str | os.PathLike[str] | None = None) -> dict
     return read_yaml(_schema_file(schema_dir, CONFIG_SCHEMA))
 
 
-def field_path(parts: Iterable[Any]) -> str:
-    """``("cells", 1, "arm")`` -> ``"cells[1].arm"``; the empty path is ``"(top level)"``."""
+def _item_ids(items: Sequence[Any]) -> list[str | None]:
+    """Per item of a list, its ``id`` where every item that has one has a distinct string id."""
+    ids = [item.get("id") if isinstance(item, Mapping) else None for item in items]
+    named = [i for i in ids if i is not None]
+    if not named or not all(isinstance(i, str) for i in named) or len(set(named)) != len(named):
+        return [None] * len(items)
+    return ids
+
+
+def field_path(parts: Iterable[Any], document: Any = None) -> str:
+    """``("cells", 1, "arm")`` -> ``"cells[1].arm"``; the empty path is ``"(top level)"``.
+
+    With ``document`` (what the path points into), an item of a list whose items carry distinct string
+    ``id`` fields is named by its id: ``"cells[c3_teacher_ode].arm"``. Why: the reader finds a cell by its
+    id in the file, not by counting entries.
+    """
     out = ""
+    node = document
     for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            name: Any = part
+            if isinstance(node, Sequence) and not isinstance(node, str) and 0 <= part < len(node):
+                name = _item_ids(node)[part] or part
+                node = node[part]
+            else:
+                node = None
+            out += f"[{name}]"
+        else:
+            out += f".{part}" if out else str(part)
+            node = node.get(part) if isinstance(node, Mapping) else None
     return out or "(top level)"
+
+
+def _unexpected(error: ValidationError) -> str | None:
+    """An unknown field's message with the nearest field the schema has (``difflib``), or None for
+    errors of other kinds.
+
+    Why: a misspelt field is the commonest mistake in a hand-edited design or config, and jsonschema's
+    "Additional properties are not allowed ('group_sise' was unexpected)" leaves the reader to find the
+    right spelling in the schema.
+    """
+    if error.validator != "additionalProperties" or not isinstance(error.instance, Mapping):
+        return None
+    known = [str(k) for k in error.schema.get("properties", {})]
+    if not known:
+        return None
+    parts = []
+    for key in error.instance:
+        if key in known:
+            continue
+        near = difflib.get_close_matches(str(key), known, n=1, cutoff=_NEAR)
+        if near:
+            parts.append(f"{key!r} was unexpected; did you mean {near[0]!r}?")
+        elif len(known) <= _MAX_LISTED:
+            parts.append(f"{key!r} was unexpected; the fields here are {', '.join(sorted(known))}")
+        else:
+            parts.append(f"{key!r} was unexpected")
+    return "; ".join(parts) or None
 
 
 def _alternatives(error: ValidationError) -> str:
@@ -140,16 +199,27 @@ def _alternatives(error: ValidationError) -> str:
         chosen = [best_match(error.context)]
     parts = []
     for e in chosen:
-        where = field_path(e.relative_path) if e.relative_path else ""
-        parts.append(f"{where}: {e.message}" if where else e.message)
+        where = field_path(e.relative_path, error.instance) if e.relative_path else ""
+        message = _unexpected(e) or e.message
+        parts.append(f"{where}: {message}" if where else message)
     return "; ".join(dict.fromkeys(parts))
 
 
-def _describe(error: ValidationError) -> str:
-    message = error.message
+def describe(error: ValidationError, document: Any) -> str:
+    """``"<field path>: <problem>"`` for one violation found in ``document``: list items named by their
+    ids, an unknown field with the nearest known one, a failed oneOf/anyOf with why its alternative failed."""
+    message = _unexpected(error) or error.message
     if error.context:
         message = f"{message} ({_alternatives(error)})"
-    return f"{field_path(error.absolute_path)}: {message}"
+    return f"{field_path(error.absolute_path, document)}: {message}"
+
+
+def schema_errors(
+    document: Any, schema: Mapping[str, Any], *, shipped: bool = False
+) -> list[ValidationError]:
+    """Every violation of ``schema`` in ``document``, in a stable order (by field path, then message)."""
+    validator = _validator(canonical_json(schema).decode("utf-8"), shipped)
+    return sorted(validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message))
 
 
 @functools.lru_cache(maxsize=16)
@@ -178,13 +248,10 @@ def validate_against(document: Any, schema: Mapping[str, Any], where: str, *, sh
     ``shipped``: ``schema`` is one the package ships (read from its default schema folder), which the
     test suite checks against its metaschema; any other schema is checked here before it is used.
     """
-    validator = _validator(canonical_json(schema).decode("utf-8"), shipped)
-    errors = sorted(
-        validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)
-    )
+    errors = schema_errors(document, schema, shipped=shipped)
     if not errors:
         return
-    lines = [f"{where}: {_describe(e)}" for e in errors[:_MAX_REPORTED]]
+    lines = [f"{where}: {describe(e, document)}" for e in errors[:_MAX_REPORTED]]
     if len(errors) > _MAX_REPORTED:
         lines.append(f"{where}: ... and {len(errors) - _MAX_REPORTED} more")
     raise SchemaError("\n".join(lines))

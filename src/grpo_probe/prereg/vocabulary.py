@@ -44,18 +44,24 @@ class ReadSpec:
     """How a clause names it (``choice std``): by what it measures, not by the code's name."""
     label: str
     """Its row in decision.md's reads table (``[CI]``: the row shows the interval)."""
-    unit: Literal["cm", "nats", ""] = ""
+    unit: Literal["cm", "nats", "episodes", ""] = ""
     interval: bool = False
     """Whether it has a percentile-bootstrap interval over seeds (``<name>.lower``, ``<name>.upper``)."""
     primary: bool = False
     versus: str | None = None
     """A read shown after "vs" on this read's row (the anchor's engagement, the first-contact tick)."""
-    scope: Literal["cell", "replay", "earlier_replay", "ar", "shown_with"] = "cell"
+    scope: Literal["cell", "replay", "earlier_replay", "ar", "shown_with", "gradient"] = "cell"
     """``cell``: every cell; ``replay``: designs that register replays; ``earlier_replay``: the first replay
     reads (shown where a registered version's rule names one); ``ar``: AR cells (undefined for others);
-    ``shown_with``: shown only after "vs" on another read's row."""
+    ``shown_with``: shown only after "vs" on another read's row; ``gradient``: designs that register the
+    gradient reads (``analysis.gradient_reads``), computed by their own job and shown in their own
+    section, not in the reads table."""
     replayed_seeds: bool = False
     """Whether its interval resamples the replayed seeds (the replay reads) rather than every seed."""
+    unbounded: bool = False
+    """Whether its statistic may be +inf (a noise scale where no mean gradient shows above the noise): a
+    resample's +inf then counts in the interval, whose ends are resample values (the inverted empirical
+    CDF, which needs no interpolation), instead of being dropped as undefined."""
 
 
 READS: tuple[ReadSpec, ...] = (
@@ -190,6 +196,21 @@ READS: tuple[ReadSpec, ...] = (
         scope="ar",
     ),
     ReadSpec("mean_tokens_per_chunk", "tokens per chunk", "tokens per chunk, mean", scope="ar"),
+    ReadSpec(
+        "gradient_noise_scale",
+        "gradient noise scale",
+        "gradient noise scale B_simple: episodes a GRPO step needs before it points the same way twice [CI]",
+        "episodes",
+        interval=True,
+        scope="gradient",
+        unbounded=True,
+    ),
+    ReadSpec(
+        "gradient_half_cosine",
+        "half-batch gradient agreement",
+        "cosine of the GRPO gradients of two disjoint halves of the seeds (median over splits)",
+        scope="gradient",
+    ),
 )
 """Every read every cell has (in decision.md's reads table order; the guard rows come after
 ``engagement_delta``)."""

@@ -41,7 +41,12 @@ def _lock(args: argparse.Namespace) -> int:
     check_one_folder_per_design(args.file, results)
     name = read_yaml(args.file)["name"]
     hashes = _results_hashes(Path(results), name)
-    outcome = lock_prereg(args.file, earlier_locks=args.earlier_lock, results_hashes=hashes)
+    outcome = lock_prereg(
+        args.file,
+        earlier_locks=args.earlier_lock,
+        results_hashes=hashes,
+        keep_amendments=args.keep_amendments,
+    )
     print(outcome.message)
     return 0
 
@@ -109,6 +114,13 @@ def _register_prereg(subparsers: Any) -> None:
         metavar="LOCK",
         help="an older lock file of FILE (e.g. from version control); its version enters the lock's "
         "history after FILE's amendment record rebuilds it to the same sha256 (repeatable)",
+    )
+    lock.add_argument(
+        "--keep-amendments",
+        action="store_true",
+        help="lock a design that lists amendments although it has no lock and no results yet (a copy of "
+        "another design keeps the original's amendments as its history; without this flag such a first "
+        "lock is refused, and `amendments: []` starts the copy clean)",
     )
     lock.set_defaults(func=_lock)
 

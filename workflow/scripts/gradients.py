@@ -1,0 +1,18 @@
+if __name__ == "__main__":  # rollout worker processes re-import this file: only the job runs the step
+    import sys
+
+    sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
+
+    from grpo_probe.probe_jobs import gradients
+
+    gradients(
+        prereg_path=snakemake.input.prereg,
+        cell=snakemake.wildcards.cell,
+        source=snakemake.input.source,
+        checkpoint=snakemake.input.checkpoint or None,
+        shards=list(snakemake.input.shards),
+        upstream=list(snakemake.input.upstream),
+        out=snakemake.output.gradients,
+        manifest=snakemake.output.manifest,
+        workers=snakemake.threads,
+    )
