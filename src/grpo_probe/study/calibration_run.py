@@ -21,7 +21,7 @@ candidate and the checkpoint (no clock, no path), so a rerun writes the same byt
   trains, eval_draws draws per seed, their mean the seed's score) and the **anchor** (greedy / ODE, one
   draw: what a lab deploys), each of the initial and the final policy; the gain is the mean over seeds of
   final minus initial, with Efron's percentile bootstrap interval over seeds
-  (:func:`grpo_probe.phase2.evaluate.percentile_interval`), its generator keyed by (the registered
+  (:func:`percentile_interval`), its generator keyed by (the registered
   bootstrap seed, "calibration", the candidate, the policy).
 """
 
@@ -40,7 +40,6 @@ import torch
 from grpo_probe.atomic_io import atomic_write_json
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.phase2.evaluate import percentile_interval
 from grpo_probe.phase2.losses import approx_kl_k3
 from grpo_probe.phase2.replay import (
     HeadModel,
@@ -67,7 +66,7 @@ from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.sampling import SamplingMode
 from grpo_probe.study.calibration import Calibration, Candidate
 
-__all__ = ["HELD_OUT_POLICIES", "flow_sde_entropy", "paired_gain", "run_candidate"]
+__all__ = ["HELD_OUT_POLICIES", "flow_sde_entropy", "paired_gain", "percentile_interval", "run_candidate"]
 
 HELD_OUT_POLICIES: tuple[str, ...] = ("sampled", "anchor")
 """What the held-out evaluation scores: the sampler GRPO trains, and the anchor a lab deploys."""
@@ -113,6 +112,20 @@ def _update_kl(policy: HeadModel, batch: RolloutBatch, chains: Mapping[Any, torc
         old = torch.from_numpy(np.stack([r.step_logprobs for _, r in units]))  # type: ignore[arg-type]
         dims = int(np.prod(chain.shape[2:]))
         return approx_kl_k3(replay.logprob, old, torch.ones_like(old, dtype=torch.bool)) / dims
+
+
+def percentile_interval(
+    values: np.ndarray, resamples: int, confidence: float, rng: np.random.Generator
+) -> tuple[float, float]:
+    """Efron's percentile bootstrap interval of the mean of ``values`` (one per seed): ``resamples``
+    resamples of the seeds with replacement, the (1 - c)/2 and (1 + c)/2 quantiles of their means (Efron &
+    Tibshirani 1993, ch. 13.3). The calibration registers its bootstrap (``bootstrap:``), so its gains keep
+    this interval, as locked."""
+    x = np.asarray(values, dtype=np.float64)
+    replicates = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
+    return float(low), float(high)
 
 
 def paired_gain(
