@@ -52,6 +52,7 @@ __all__ = [
     "PILOT_POLICY_LOSS",
     "PolicyLoss",
     "PolicyLossFn",
+    "approx_kl_k3",
     "ar_kl_k3",
     "clip_higher_loss",
     "clipped_policy_loss",
@@ -107,6 +108,19 @@ def clipped_policy_loss(
         approx_kl = token_mean((ratio - 1) - log_ratio, mask)  # http://joschu.net/blog/kl-approx.html
         ratio_mean = token_mean(ratio, mask)
     return PolicyLoss(pg_loss, float(clip_fraction), float(approx_kl), float(ratio_mean))
+
+
+def approx_kl_k3(logprob: torch.Tensor, old_logprob: torch.Tensor, mask: torch.Tensor) -> float:
+    """KL(pi_old || pi_theta) per entry, Schulman's k3 on samples of pi_old: mean of (r - 1) - log r.
+
+    The diagnostic :func:`clipped_policy_loss` reports, on log-probs given apart from the loss: the flow
+    head's per-dimension reading divides the k3 of the chunk's log-ratio by the chunk's D dimensions (the
+    KL of a product of independent Gaussian dimensions is the sum of theirs), where the k3 of the
+    already-divided log-ratio would shrink it by D again. http://joschu.net/blog/kl-approx.html
+    """
+    with torch.no_grad():
+        log_ratio = torch.clamp(logprob - old_logprob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        return float(token_mean(torch.exp(log_ratio) - 1 - log_ratio, mask))
 
 
 PolicyLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, "HeadRecipe"], PolicyLoss]

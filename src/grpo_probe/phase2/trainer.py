@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.phase2.losses import ar_kl_k3, flow_kl_gaussian, policy_loss, token_mean
+from grpo_probe.phase2.losses import approx_kl_k3, ar_kl_k3, flow_kl_gaussian, policy_loss, token_mean
 from grpo_probe.phase2.replay import (
     HeadModel,
     ReplayReport,
@@ -114,6 +114,8 @@ class _Terms:
     mask: torch.Tensor
     advantages: torch.Tensor
     kl: torch.Tensor | None
+    chunk_dims: int = 1
+    """Flow: D = chunk_length x action_dim, the dimensions one SDE step's log-prob sums over."""
 
 
 def _ar_terms(
@@ -175,7 +177,7 @@ def _flow_terms(
     old = torch.from_numpy(np.stack([r.step_logprobs for _, r in minibatch.units]))  # type: ignore[arg-type]
     mask = torch.ones_like(old, dtype=torch.bool)
     advantages = torch.from_numpy(minibatch.advantages)[:, None].expand_as(old)
-    return _Terms(replay.logprob, old, mask, advantages, kl)
+    return _Terms(replay.logprob, old, mask, advantages, kl, int(np.prod(chain.shape[2:])))
 
 
 def grpo_update(
@@ -207,10 +209,21 @@ def grpo_update(
                 terms = _flow_terms(policy, reference, batch, minibatch, chains or {})
             # the loss the design names (phase2.policy_loss; by default DAPO's clipped surrogate with
             # token-mean aggregation, PPO arXiv:1707.06347v2 Eq. 7; losses.py has the equations)
-            pg = loss_fn(terms.logprob, terms.old_logprob, terms.advantages, terms.mask, recipe)
+            # the flow head's chunk_logprob: mean (Flow-GRPO's per-dimension ratio, clip and KL) divides the
+            # step's summed log-probs and its KL by the chunk's D dimensions; sum leaves them per chunk
+            scale = terms.chunk_dims if recipe.per_dimension else 1
+            if scale == 1:
+                pg = loss_fn(terms.logprob, terms.old_logprob, terms.advantages, terms.mask, recipe)
+                approx_kl = pg.approx_kl
+            else:
+                logprob, old = terms.logprob / scale, terms.old_logprob / scale
+                pg = loss_fn(logprob, old, terms.advantages, terms.mask, recipe)
+                approx_kl = approx_kl_k3(terms.logprob, terms.old_logprob, terms.mask) / scale
             loss = pg.loss
             if terms.kl is not None:
                 kl_term = token_mean(terms.kl, terms.mask)
+                if scale != 1:
+                    kl_term = kl_term / scale
                 loss = loss + recipe.kl_beta * kl_term
                 ref_kls.append(float(kl_term.detach()))
             optimizer.zero_grad()
@@ -219,7 +232,7 @@ def grpo_update(
             optimizer.step()
             losses.append(float(pg.loss.detach()))
             clips.append(pg.clip_fraction)
-            kls.append(pg.approx_kl)
+            kls.append(approx_kl)
             norms.append(float(norm))
     return UpdateStats(
         updates=len(losses),

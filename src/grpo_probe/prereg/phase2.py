@@ -37,6 +37,7 @@ from grpo_probe.sampling import SamplingMode
 
 __all__ = [
     "ADVANTAGE_FIELD",
+    "CHUNK_LOGPROBS",
     "DEFAULT_ADVANTAGE",
     "DEFAULT_MIN_GUARD_VARIANCE_SHARE",
     "DEFAULT_POLICY_LOSS",
@@ -92,6 +93,13 @@ PILOT_SCOPES: tuple[str, ...] = ("gated", "every_arm")
 arm an enabled cell uses whose head has a recipe, whatever the decision (a validation design: the study
 compares the probe's reads of every arm with what the same pilot gains on it)."""
 
+CHUNK_LOGPROBS: tuple[str, ...] = ("sum", "mean")
+"""How a flow SDE step's log-prob reduces over the chunk's action dimensions (``chunk_logprob``): ``sum``,
+the log-density of the whole chunk vector (the default, what every design without the field trains
+with), or ``mean``, Flow-GRPO's per-dimension mean (Liu et al., arXiv:2505.05470v2; its code averages
+the step's log-prob and its KL over every dimension but the batch), so that the ratio's clip and the
+KL weight read per action dimension whatever the chunk's size."""
+
 _TRAINABLE_KIND = {"ar": "temperature", "flow": "flow_sde"}
 """The sampler each head trains under: the one that records the log-probs GRPO's ratio divides by."""
 
@@ -120,6 +128,16 @@ class HeadRecipe:
     kl_beta: float
     grad_clip: float
     replay_atol: float
+    chunk_logprob: str = "sum"
+    """Flow: :data:`CHUNK_LOGPROBS`. ``sum``: ratio, clip and KL per chunk (a 20 x 2 chunk's ratio moves
+    40 dimensions' worth); ``mean``: per action dimension, r = exp(mean over the D = chunk_length x
+    action_dim dimensions of the step's log-ratio), KL divided by D. The replay oracle's tolerance stays
+    per chunk-step either way (it checks the recorded sums)."""
+
+    @property
+    def per_dimension(self) -> bool:
+        """Whether the flow head's ratio, clip and KL read per action dimension."""
+        return self.chunk_logprob == "mean"
 
 
 @dataclass(frozen=True)
@@ -270,6 +288,11 @@ def phase2_problems(raw: Mapping[str, Any]) -> list[str]:
             )
         elif kind == "flow_sde" and float(recipe["mode"]["sde_a"]) <= 0:
             problems.append(f"{at}.mode.sde_a: must be > 0 (at a = 0 the SDE step has no log-prob)")
+        if head != "flow" and recipe.get("chunk_logprob", "sum") != "sum":
+            problems.append(
+                f"{at}.chunk_logprob: only the flow head reduces a chunk's log-prob (the AR head's ratio is "
+                "already per token)"
+            )
         if recipe["clip_ratio_low"] >= 1:
             problems.append(f"{at}.clip_ratio_low: must be < 1 (the ratio is clipped to [1 - low, 1 + high])")
     return problems
@@ -298,6 +321,7 @@ def parse_phase2(raw: Mapping[str, Any], where: str) -> Phase2 | None:
             kl_beta=float(recipe["kl_beta"]),
             grad_clip=float(recipe["grad_clip"]),
             replay_atol=float(recipe["replay_atol"]),
+            chunk_logprob=str(recipe.get("chunk_logprob", "sum")),
         )
         for head, recipe in section["heads"].items()
     }

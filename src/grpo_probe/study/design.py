@@ -35,7 +35,9 @@ __all__ = [
     "StudyError",
     "load_study",
     "lock_study",
+    "read_file_lock",
     "study_lock_path",
+    "write_file_lock",
 ]
 
 LOCK_FORMAT = "grpo-probe-study-lock/1"
@@ -132,30 +134,43 @@ def lock_study(path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     raw = _raw(path)
     _members(path, raw)
+    return write_file_lock(path, raw, LOCK_FORMAT)
+
+
+def write_file_lock(path: Path, raw: dict[str, Any], lock_format: str) -> Path:
+    """Write ``<path>.lock``: the lock format, the sha256 of ``raw``'s canonical form and the UTC time.
+
+    Shared by every registered file of this package that locks as a study does (a study, a pilot
+    calibration), each with its own ``lock_format``.
+    """
     lock = study_lock_path(path)
     atomic_write_json(
-        lock, {"format": LOCK_FORMAT, "sha256": canonical_sha256(raw), "locked_at": utc_now_iso()}
+        lock, {"format": lock_format, "sha256": canonical_sha256(raw), "locked_at": utc_now_iso()}
     )
     return lock
 
 
-def _read_lock(path: Path, sha256: str) -> str:
+def read_file_lock(
+    path: Path, sha256: str, lock_format: str = LOCK_FORMAT, what: str = "study", command: str = "study lock"
+) -> str:
+    """The lock date of ``path`` when ``<path>.lock`` holds ``sha256`` under ``lock_format``; otherwise a
+    :class:`StudyError` naming both files and the command that locks it (``grpo-probe <command> <path>``)."""
     lock = study_lock_path(path)
     try:
         recorded = json.loads(lock.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise StudyError(
-            f"{path}: not locked (no {lock}); lock it with `grpo-probe study lock {path}`"
+            f"{path}: not locked (no {lock}); lock it with `grpo-probe {command} {path}`"
         ) from None
     except ValueError as exc:
-        raise StudyError(f"{lock}: not a study lock ({exc})") from None
-    if not isinstance(recorded, dict) or recorded.get("format") != LOCK_FORMAT:
-        raise StudyError(f"{lock}: not a study lock (format is not {LOCK_FORMAT!r})")
+        raise StudyError(f"{lock}: not a {what} lock ({exc})") from None
+    if not isinstance(recorded, dict) or recorded.get("format") != lock_format:
+        raise StudyError(f"{lock}: not a {what} lock (format is not {lock_format!r})")
     if recorded.get("sha256") != sha256:
         raise StudyError(
             f"{path}: its content (sha256 {sha256}) differs from the one locked in {lock} "
-            f"({recorded.get('sha256')}); a registered study is not edited after the fact. If no member "
-            f"has run under it yet, lock it again: `grpo-probe study lock {path}`"
+            f"({recorded.get('sha256')}); a registered {what} is not edited after the fact. If nothing "
+            f"has run under it yet, lock it again: `grpo-probe {command} {path}`"
         )
     return str(recorded.get("locked_at", ""))
 
@@ -213,7 +228,7 @@ def load_study(path: str | os.PathLike[str]) -> Study:
     path = Path(path)
     raw = _raw(path)
     sha256 = canonical_sha256(raw)
-    lock_date = _read_lock(path, sha256)
+    lock_date = read_file_lock(path, sha256)
     members = _members(path, raw)
     boot = raw["bootstrap"]
     engagement, power = raw.get("engagement"), raw.get("power")

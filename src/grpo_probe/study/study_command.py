@@ -1,9 +1,11 @@
-"""``grpo-probe study lock|check|verify``: register a validation study, and audit its page."""
+"""``grpo-probe study lock|check|verify``: register a validation study, and audit its page; ``grpo-probe study
+calibrate lock|check|run``: the pilot calibration run before any study."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from grpo_probe.provenance.chain import BrokenLinkError
@@ -73,9 +75,86 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate_lock(args: argparse.Namespace) -> int:
+    from grpo_probe.study.calibration import lock_calibration
+
+    try:
+        lock = lock_calibration(args.file)
+    except (StudyError, ValueError) as exc:
+        print(f"study calibrate lock: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: locked in {lock}")
+    return 0
+
+
+def _calibrate_check(args: argparse.Namespace) -> int:
+    from grpo_probe.study.calibration import load_calibration
+
+    try:
+        calibration = load_calibration(args.file)
+    except (StudyError, ValueError) as exc:
+        print(f"study calibrate check: {exc}", file=sys.stderr)
+        return 1
+    episodes = calibration.iterations * calibration.seeds_per_iteration * calibration.rollouts_per_seed
+    print(
+        f"{calibration.path}: valid and locked ({calibration.lock_date}), sha256 {calibration.sha256}; "
+        f"{len(calibration.candidates)} candidates of {episodes} training episodes each:"
+    )
+    for candidate_id in calibration.ids:
+        print(f"  {candidate_id}")
+    return 0
+
+
+def _calibrate_run(args: argparse.Namespace) -> int:
+    """Every candidate (or the one named) in turn, then the page; the arms' checkpoints must exist."""
+    from tqdm import tqdm
+
+    from grpo_probe.study.calibration import load_calibration
+    from grpo_probe.study.calibration_report import build_calibration_report, read_records
+    from grpo_probe.study.calibration_run import run_candidate
+
+    try:
+        calibration = load_calibration(args.file)
+        folder = calibration.folder(args.results)
+        chosen = [calibration.candidate(args.candidate)] if args.candidate else list(calibration.candidates)
+        for candidate in tqdm(chosen, desc="calibration", unit="candidate", file=sys.stderr, ascii=True):
+            checkpoint = Path(args.results) / candidate.design.name / "arms" / candidate.arm / "policy.pt"
+            if not checkpoint.exists():
+                raise StudyError(
+                    f"{checkpoint}: no checkpoint of {candidate.arm!r}; train it first "
+                    f"(`snakemake --cores 2 --config calibration={args.file}` trains every arm it needs)"
+                )
+            run_candidate(
+                calibration,
+                candidate,
+                checkpoint,
+                folder / "work" / candidate.id,
+                folder / "candidates" / f"{candidate.id}.json",
+            )
+        if args.candidate:
+            return 0
+        records = read_records([folder / "candidates" / f"{c}.json" for c in calibration.ids])
+        build_calibration_report(
+            calibration,
+            records,
+            folder / "calibration.md",
+            folder / "calibration.json",
+            folder / "calibration_iterations.parquet",
+            folder / "calibration_candidates.parquet",
+            folder / "learning_curves.png",
+        )
+    except (StudyError, KeyError, ValueError) as exc:
+        print(f"study calibrate run: {exc}", file=sys.stderr)
+        return 1
+    print(f"study calibrate run: {folder / 'calibration.md'}")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add ``study lock``, ``study check`` and ``study verify`` to the ``grpo-probe`` command line."""
-    study = subparsers.add_parser("study", help="a registered validation study: lock, check, verify")
+    study = subparsers.add_parser(
+        "study", help="a registered validation study: lock, check, verify; its pilot calibration"
+    )
     commands = study.add_subparsers(dest="study_command", required=True)
     lock = commands.add_parser("lock", help="validate a study file and its members, and lock it")
     lock.add_argument("file", help="the study file, e.g. prereg/studies/validation.yaml")
@@ -91,3 +170,26 @@ def register(subparsers: Any) -> None:
     )
     verify.add_argument("--root", default=None, help="the folder manifest paths are relative to (default: .)")
     verify.set_defaults(func=_verify)
+    calibrate = commands.add_parser(
+        "calibrate", help="a registered pilot calibration, run before any study: lock, check, run"
+    )
+    steps = calibrate.add_subparsers(dest="calibrate_command", required=True)
+    c_lock = steps.add_parser(
+        "lock", help="validate a calibration file and its candidate designs, and lock it"
+    )
+    c_lock.add_argument("file", help="the calibration file, e.g. prereg/calibrations/pilot_recipe.yaml")
+    c_lock.set_defaults(func=_calibrate_lock)
+    c_check = steps.add_parser(
+        "check", help="validate a calibration file against its lock; list its candidates"
+    )
+    c_check.add_argument("file", help="the calibration file")
+    c_check.set_defaults(func=_calibrate_check)
+    c_run = steps.add_parser(
+        "run", help="train and score every candidate (or one), then write calibration.md and its records"
+    )
+    c_run.add_argument("file", help="the calibration file")
+    c_run.add_argument(
+        "--results", default="results", help="where the arms' checkpoints are and the page goes"
+    )
+    c_run.add_argument("--candidate", default=None, help="run this candidate only (its record, no page)")
+    c_run.set_defaults(func=_calibrate_run)

@@ -1,0 +1,296 @@
+"""One candidate of the pilot calibration, run end to end: its learning curve and its held-out gains.
+
+A candidate (one design's competent arm at one learning rate) is trained by the pilot's own loop
+(:func:`grpo_probe.phase2.trainer.train_loop`: keyed rollouts, the log-prob replay oracle before every
+update, the registered loss and estimator), from the arm's checkpoint, in a work folder that is removed
+afterwards. What is kept is one JSON record per candidate, a pure function of the calibration, the
+candidate and the checkpoint (no clock, no path), so a rerun writes the same bytes:
+
+- per iteration: the training reward under the sampler (the iteration's mean registered reward over
+  seeds_per_iteration x K episodes, the policy before that iteration's update), the update's clip
+  fraction, the **update KL** KL(pi_i || pi_i+1), estimated after the update on the iteration's own
+  rollouts, which pi_i sampled, by Schulman's k3, mean of (r - 1) - log r with r = pi_i+1 / pi_i
+  (http://joschu.net/blog/kl-approx.html; per token for AR; for flow, per SDE step of the chunk divided
+  by its D = chunk_length x action_dim dimensions: the KL of a product of independent Gaussian
+  dimensions is the sum of theirs, so this is the KL per action dimension), and the entropy: the AR
+  head's token entropy under the sampler (mean over replans of the per-step entropy, nats); for flow, the
+  SDE transition's entropy per action dimension, mean over steps of 0.5 log(2 pi e std_i^2), which is
+  fixed by the noise schedule and the grid (std_i = sigma_i sqrt(t_i - t_i+1)) and so the same at every
+  iteration whatever the weights (recorded as such, not measured);
+- held-out, on the registered held-out seeds, paired by seed: the **sampled** policy (the sampler GRPO
+  trains, eval_draws draws per seed, their mean the seed's score) and the **anchor** (greedy / ODE, one
+  draw: what a lab deploys), each of the initial and the final policy; the gain is the mean over seeds of
+  final minus initial, with Efron's percentile bootstrap interval over seeds
+  (:func:`percentile_interval`), its generator keyed by (the registered
+  bootstrap seed, "calibration", the candidate, the policy).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.envs.registry import env_spec
+from grpo_probe.keyed_rng import numpy_generator, tag
+from grpo_probe.phase2.losses import approx_kl_k3
+from grpo_probe.phase2.replay import (
+    HeadModel,
+    ar_logprobs,
+    flow_step_logprobs,
+    load_head_model,
+    token_batch,
+    unit_frames,
+)
+from grpo_probe.phase2.rollouts import (
+    RolloutBatch,
+    prereg_rollout_schema,
+    read_batch,
+    read_iteration_table,
+    run_iteration,
+    write_iteration_table,
+)
+from grpo_probe.phase2.trainer import IterationOutput, batch_chains, deterministic_torch, train_loop
+from grpo_probe.policies.flow_sde import sde_sigma, time_grid
+from grpo_probe.prereg import Prereg
+from grpo_probe.rollout import GroupJob, PolicySource, run_group
+from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
+from grpo_probe.rollout.progress import RolloutProgress
+from grpo_probe.sampling import SamplingMode
+from grpo_probe.study.calibration import Calibration, Candidate
+
+__all__ = ["HELD_OUT_POLICIES", "flow_sde_entropy", "paired_gain", "percentile_interval", "run_candidate"]
+
+HELD_OUT_POLICIES: tuple[str, ...] = ("sampled", "anchor")
+"""What the held-out evaluation scores: the sampler GRPO trains, and the anchor a lab deploys."""
+
+
+def flow_sde_entropy(mode: SamplingMode) -> float:
+    """Entropy per action dimension of the flow SDE's Gaussian transition, mean over its steps (nats).
+
+    h_i = 0.5 log(2 pi e std_i^2), std_i = sigma_i sqrt(t_i - t_i+1) (:func:`grpo_probe.policies.flow_sde.
+    sde_step`): set by the schedule alone, so GRPO cannot change it.
+    """
+    grid = time_grid(mode.steps)
+    a = float(mode.sde_a)  # type: ignore[arg-type]
+    stds = [sde_sigma(a, grid[i], grid[i + 1]) * math.sqrt(grid[i] - grid[i + 1]) for i in range(mode.steps)]
+    return float(np.mean([0.5 * math.log(2 * math.pi * math.e * s * s) for s in stds]))
+
+
+def _update_kl(policy: HeadModel, batch: RolloutBatch, chains: Mapping[Any, torch.Tensor] | None) -> float:
+    """KL(pi_i || pi_i+1) by k3 on ``batch`` (pi_i's rollouts), ``policy`` holding pi_i+1's weights; per
+    token (AR) or per action dimension and SDE step (flow, ``chains`` regenerated under pi_i)."""
+    units = [(e, r) for e in batch.episodes for r in e.replans]
+    with torch.no_grad():
+        if policy.head == "ar":
+            tokens = token_batch(policy, [r for _, r in units])
+            logprob, _ = ar_logprobs(
+                policy.model,  # type: ignore[arg-type]
+                policy.mask_table,  # type: ignore[arg-type]
+                tokens,
+                float(batch.mode.temperature),  # type: ignore[arg-type]
+            )
+            return approx_kl_k3(logprob, tokens.old_logprob, tokens.mask)
+        assert chains is not None
+        chain = torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in units])
+        cond = torch.from_numpy(policy.normalize(np.stack([r.obs for _, r in units])))
+        seen = unit_frames(policy, units)
+        replay = flow_step_logprobs(
+            policy.model,  # type: ignore[arg-type]
+            cond,
+            chain,
+            batch.mode,
+            frames=None if seen is None else torch.from_numpy(seen),
+        )
+        old = torch.from_numpy(np.stack([r.step_logprobs for _, r in units]))  # type: ignore[arg-type]
+        dims = int(np.prod(chain.shape[2:]))
+        return approx_kl_k3(replay.logprob, old, torch.ones_like(old, dtype=torch.bool)) / dims
+
+
+def percentile_interval(
+    values: np.ndarray, resamples: int, confidence: float, rng: np.random.Generator
+) -> tuple[float, float]:
+    """Efron's percentile bootstrap interval of the mean of ``values`` (one per seed): ``resamples``
+    resamples of the seeds with replacement, the (1 - c)/2 and (1 + c)/2 quantiles of their means (Efron &
+    Tibshirani 1993, ch. 13.3). The calibration registers its bootstrap (``bootstrap:``), so its gains keep
+    this interval, as locked."""
+    x = np.asarray(values, dtype=np.float64)
+    replicates = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
+    return float(low), float(high)
+
+
+def paired_gain(
+    initial: Sequence[float],
+    final: Sequence[float],
+    resamples: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> dict[str, float]:
+    """Mean over seeds of final - initial with its percentile bootstrap interval (seeds paired by index)."""
+    diffs = np.asarray(final, dtype=np.float64) - np.asarray(initial, dtype=np.float64)
+    low, high = percentile_interval(diffs, resamples, confidence, rng)
+    return {"gain": float(diffs.mean()), "low": low, "high": high}
+
+
+def _held_out_scores(
+    design: Prereg, arm: str, checkpoint: Path, mode: SamplingMode, draws: int, label: str, column: str
+) -> list[float]:
+    """Per held-out seed (registered order), the mean of ``column`` over ``draws`` episodes in ``mode``."""
+    assert design.phase2 is not None
+    job = GroupJob(
+        arm=arm,
+        cell=f"calibration-{label}",
+        source=PolicySource(checkpoint=str(checkpoint), device="cpu"),
+        mode=mode,
+        seeds=design.phase2.eval_seeds,
+        group_size=draws,
+        run_key=design.run_key,
+        env=design.env,
+        observation=design.observation,
+        inputs=design.arms[arm].inputs,
+    )
+    progress = RolloutProgress(len(job.episodes()), job.label)
+    try:
+        results = run_group(job, workers=0, envs_per_worker=DEFAULT_ENVS_PER_WORKER, progress=progress)
+    finally:
+        progress.close()
+    by_seed: dict[int, list[float]] = {}
+    for result in results:
+        by_seed.setdefault(result.spec.seed, []).append(float(result.record.to_row()[column]))
+    return [float(np.mean(by_seed[s])) for s in design.phase2.eval_seeds]
+
+
+def run_candidate(
+    calibration: Calibration, candidate: Candidate, checkpoint: str | Path, work: str | Path, out: str | Path
+) -> dict[str, Any]:
+    """Train ``candidate`` from ``checkpoint`` (work files under ``work``, removed at the end), score it
+    held-out, and write its record to ``out`` (JSON); returns the record."""
+    design, arm = candidate.design, candidate.arm
+    phase2 = design.phase2
+    assert phase2 is not None
+    recipe = phase2.recipe(candidate.head)
+    work = Path(work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    initial = Path(checkpoint)
+    guards = env_spec(design.env).guards
+    schema = prereg_rollout_schema(design)
+    outputs = [
+        IterationOutput(work / f"theta-{i + 1}.pt", work / f"rollouts-{i}.parquet" if i >= 1 else None)
+        for i in range(phase2.iterations)
+    ]
+    batches: dict[int, tuple[RolloutBatch, Any]] = {}
+    kls: dict[int, float] = {}
+    with deterministic_torch():
+        policy = load_head_model(str(initial), trainable=True)
+        reference = load_head_model(str(initial), trainable=False) if recipe.kl_beta > 0 else None
+
+        def stash(batch: RolloutBatch) -> None:
+            """Keep pi_i's batch (and, flow, its chains, regenerated now, under pi_i) for the update KL."""
+            units = [(e, r) for e in batch.episodes for r in e.replans]
+            chains = batch_chains(policy, batch, units) if policy.head == "flow" else None
+            batches[batch.iteration] = (batch, chains)
+
+        def read(path: Path) -> tuple[Any, Any]:
+            batch = read_batch(path, design.run_key)
+            stash(batch)
+            return batch, read_iteration_table(path, schema)
+
+        def rollouts(iteration: int, theta: Path) -> None:
+            write_iteration_table(
+                run_iteration(design, arm, theta, iteration), work / f"rollouts-{iteration}.parquet"
+            )
+
+        def on_iteration(iteration: int, row: Any, report: Any) -> None:
+            batch, chains = batches.pop(iteration)
+            kls[iteration] = _update_kl(policy, batch, chains)
+
+        first_path = work / "rollouts-0.parquet"
+        write_iteration_table(run_iteration(design, arm, initial, 0), first_path)
+        first_batch, first_table = read(first_path)
+        rows = train_loop(
+            policy,
+            reference,
+            recipe,
+            phase2,
+            initial,
+            first_batch,
+            first_table,
+            outputs,
+            rollouts,
+            read,
+            on_iteration,
+            guards,
+            design.analysis.to_dict(),
+        )
+    final = outputs[-1].checkpoint
+    flow_entropy = flow_sde_entropy(recipe.mode) if candidate.head == "flow" else None
+    iterations = [
+        {
+            "iteration": row.iteration,
+            "mean_reward": row.mean_reward,
+            "mean_progress_cm": row.mean_progress_cm,
+            "kept_fraction": row.kept_fraction,
+            "update_kl": kls[row.iteration],
+            "approx_kl_in_update": row.approx_kl,
+            "clip_fraction": row.clip_fraction,
+            "kl_to_reference": row.kl_to_reference,
+            "entropy": row.token_entropy if candidate.head == "ar" else flow_entropy,
+            "grad_norm": row.grad_norm,
+        }
+        for row in rows
+    ]
+    modes = {"sampled": (recipe.mode, calibration.eval_draws), "anchor": (design.arms[arm].anchor, 1)}
+    held_out: dict[str, Any] = {}
+    for policy_name in HELD_OUT_POLICIES:
+        mode, draws = modes[policy_name]
+        scores = {
+            label: _held_out_scores(
+                design, arm, ckpt, mode, draws, f"{policy_name}-{label}", calibration.gain
+            )
+            for label, ckpt in (("initial", initial), ("final", final))
+        }
+        rng = numpy_generator(
+            calibration.bootstrap_seed, tag("calibration"), tag(candidate.id), tag(policy_name)
+        )
+        held_out[policy_name] = {
+            **scores,
+            **paired_gain(
+                scores["initial"],
+                scores["final"],
+                calibration.resamples,
+                calibration.selection.confidence,
+                rng,
+            ),
+        }
+    record = {
+        "candidate": candidate.id,
+        "design": design.name,
+        "arm": arm,
+        "head": candidate.head,
+        "lr": candidate.lr,
+        "calibration_sha256": calibration.sha256,
+        "initial_checkpoint_sha256": hashlib.sha256(initial.read_bytes()).hexdigest(),
+        "final_checkpoint_sha256": rows[-1].checkpoint_sha256,
+        "entropy_kind": "token entropy under the sampler (nats)"
+        if candidate.head == "ar"
+        else "SDE transition entropy per action dimension (nats), fixed by the schedule",
+        "kl_unit": "nats per token" if candidate.head == "ar" else "nats per action dimension and SDE step",
+        "chunk_logprob": recipe.chunk_logprob,
+        "episodes_per_iteration": phase2.episodes_per_iteration,
+        "eval_seeds": list(phase2.eval_seeds),
+        "iterations": iterations,
+        "held_out": held_out,
+    }
+    atomic_write_json(out, record)
+    shutil.rmtree(work, ignore_errors=True)
+    return record
