@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import importlib.metadata
 import platform
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,8 @@ def sources_sha256(package_dir: str | Path | None = None) -> str:
 
 
 def _version(distribution: str) -> str | None:
+    import importlib.metadata  # here: about 20 ms to import, which the command line's start need not pay
+
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
