@@ -43,6 +43,7 @@ EXAMPLES = {
     "prereg/p.yaml",
     "prereg/pusht_lerobot.yaml",
     "prereg/x.yaml",
+    "prereg/smooth_plane_gradients.yaml",
     "src/grpo_probe/policies/flow_midpoint.py",
     "tests/policies/test_flow_midpoint.py",
 }

@@ -63,7 +63,7 @@ def test_qualifies_naming_an_undefined_criterion_names_the_field(prereg):
 
 def test_cell_on_an_unregistered_arm_names_the_cell(prereg):
     prereg["cells"][1]["arm"] = "ghost"
-    with pytest.raises(ValueError, match=r"p\.yaml: cells\[1\]\.arm: 'ghost' is not one of the arms"):
+    with pytest.raises(ValueError, match=r"p\.yaml: cells\[c3\]\.arm: 'ghost' is not one of the arms"):
         as_prereg(prereg, "p.yaml")
 
 

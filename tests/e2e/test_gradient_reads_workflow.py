@@ -35,7 +35,8 @@ def gradient_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "  operating_characteristics:", "  gradient_reads: true\n  operating_characteristics:", 1
     )
     (workdir / DESIGN).write_text(text)
-    lock = workflow_copies.grpo_probe(workdir, "prereg", "lock", DESIGN)
+    # a design derived from another, its history kept on purpose
+    lock = workflow_copies.grpo_probe(workdir, "prereg", "lock", "--keep-amendments", DESIGN)
     assert lock.returncode == 0, lock.stdout + lock.stderr
     run = workflow_copies.snakemake(workdir, *CONFIG)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
