@@ -3,7 +3,8 @@
 Why: the pages are read on GitHub and as a site; a broken link or anchor, a page left out of the nav or
 a nav entry without a page would pass unnoticed in either reader alone. ``--strict`` turns each of them
 into a failure (mkdocs.yml's ``validation:``). Builds into a temporary folder, so nothing is left in the
-checkout; about two seconds.
+checkout; about two seconds. And every ``*.md`` file the sources, the designs and the pages name is one
+in this repository (or a page a run writes), so a reader who follows a citation finds it.
 """
 
 from __future__ import annotations
@@ -91,3 +92,70 @@ def test_the_readmes_links_into_docs_resolve() -> None:
     assert links, "README.md links no docs page"
     missing = sorted({link for link in links if not (REPO / link).is_file()})
     assert not missing, f"README.md links to docs pages that do not exist: {missing}"
+
+
+CITED_PAGE = re.compile(r"(?<![\w./{}<>*-])((?:\.\./|[\w-]+/)*[\w-]+\.md)(?!\.?\w)")
+"""A ``*.md`` file named in running text: ``docs/signal-or-chaos.md``, ``error-rates.md``,
+``../docs/serving.md``; not ``{R}/decision.md``, ``snakemake.output.md`` or ``decision.md.j2``."""
+CITING_FOLDERS = ("src", "workflow", "prereg", "docs", "config")
+"""Where the project's own text is (the tests name scratch files such as ``a.md``)."""
+STILL_CITED: dict[str, str] = {}
+"""Citations of a missing page left in place for now, each to be replaced by the docs page that says the
+same (docs/signal-or-chaos.md); the test fails once one is gone, so that its entry goes too."""
+
+
+def _written_pages() -> set[str]:
+    """The pages a run writes, read off the workflow's outputs (``f"{R}/compute.md"``,
+    ``design_page("phase2")``): text that names them cites a result, not a file of the repository."""
+    rules = "\n".join(
+        p.read_text(encoding="utf-8")
+        for p in [REPO / "workflow/Snakefile", *(REPO / "workflow/rules").glob("*.smk")]
+    )
+    outputs = set(re.findall(r"\{[A-Z]\}/([\w.]+\.md)\"", rules))
+    outputs |= {f"{name}.md" for name in re.findall(r"(?:design|root)_page\(\"(\w+)\"\)", rules)}
+    return outputs
+
+
+def _unresolved_citations(path: Path, text: str, written: set[str]) -> list[str]:
+    """Each ``*.md`` ``text`` (the contents of ``path``) names that is neither a page a run writes nor a
+    file found from the repository root, from ``path``'s folder or in docs/."""
+    missing = []
+    for cited in CITED_PAGE.findall(text):
+        if cited in written or cited.startswith("results/"):
+            continue
+        if not any((base / cited).is_file() for base in (REPO, path.parent, DOCS)):
+            missing.append(cited)
+    return missing
+
+
+def test_the_citation_check_finds_a_page_that_does_not_exist() -> None:
+    written = _written_pages()
+    assert {"decision.md", "compute.md", "phase2.md", "validation.md"} <= written
+    text = "See docs/signal-or-chaos.md, error-rates.md; results/smoke/decision.md, {R}/compute.md, x.md.j2."
+    assert _unresolved_citations(DOCS / "index.md", text, written) == []
+    text = 'Replays (NOTES.md, "Signal or chaos"); see docs/no-such-page.md and decision.md.'
+    assert _unresolved_citations(DOCS / "index.md", text, written) == ["NOTES.md", "docs/no-such-page.md"]
+
+
+def test_every_md_file_the_sources_cite_exists() -> None:
+    """A comment, docstring or page that points at a Markdown file points at one in this repository."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--", *CITING_FOLDERS], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    this_file = Path(__file__).resolve()
+    written = _written_pages()
+    missing = []
+    for name in listed:
+        path = REPO / name
+        if path == this_file or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:  # a figure or a checkpoint
+            continue
+        missing += [f"{name}: {cited}" for cited in _unresolved_citations(path, text, written)]
+    assert len(listed) > 100
+    left = [f"{name}: {cited}" for name, cited in STILL_CITED.items()]
+    assert sorted(set(left) - set(missing)) == [], "no longer cited: drop these from STILL_CITED"
+    missing = [entry for entry in missing if entry not in left]
+    assert missing == [], "cited Markdown files that do not exist:\n" + "\n".join(missing)

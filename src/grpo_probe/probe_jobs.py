@@ -308,10 +308,7 @@ def bind_server(
 
 def _check_policy_of(prereg: Prereg, arm: str, policy: Any, bound: str) -> Any:  # -> PolicyReport
     """Check a built policy against the act() contract for the arm; print the report, raise on a failure."""
-    from types import SimpleNamespace
-
     from grpo_probe.policies.check import check_arm
-    from grpo_probe.prereg import ArmBinding
 
     binding = ArmBinding(arm, "server", address=getattr(policy, "address", None))
     run = SimpleNamespace(arms={arm: binding}, device="cpu", results="results")

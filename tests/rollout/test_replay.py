@@ -1,9 +1,9 @@
 """Replays: the draw's own keys plus one keyed, registered perturbation, the same bytes on every path.
 
-Why: a replay measures the scene's sensitivity to a hair's breadth of difference (DESIGN.md, "Signal or
-chaos"). That reading is only worth something if a replay differs from its draw by the registered
-perturbation alone: at size zero it is its draw, bit for bit; perturbed, it is the same bytes on the
-sequential and the parallel path, run after run; and two replays never share their noise.
+Why: a replay measures the scene's sensitivity to a hair's breadth of difference
+(docs/signal-or-chaos.md). That reading is only worth something if a replay differs from its draw by the
+registered perturbation alone: at size zero it is its draw, bit for bit; perturbed, it is the same bytes
+on the sequential and the parallel path, run after run; and two replays never share their noise.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Why: GRPO learns from the spread of rewards inside a group, but only from the pa
 choices cause. In a contact-rich scene the same choices, replayed with the same noise keys and a
 hair's-breadth perturbation, land elsewhere: that spread is chaos, which no update can learn. Per seed
 with K draws, each replayed R times (rewards r[k, 0] of the draw itself and r[k, j], j = 1..R, of its
-replays under the registered perturbations; DESIGN.md, "Signal or chaos").
+replays under the registered perturbations; docs/signal-or-chaos.md).
 
 The reads of the decomposition (:mod:`grpo_probe.analysis.variance_components`, the one-way
 random-effects ANOVA over all R + 1 rewards of every draw, pooled over the replayed seeds):

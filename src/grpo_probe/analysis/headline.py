@@ -11,6 +11,7 @@ the reference (``benchmarks/default_reference.py``).
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -65,7 +66,7 @@ def _outcome(decision: Mapping[str, Any]) -> str:
         else "resamples not available"
     )
     measured = op.get("same_arm_at_measured") if arms else op.get("same_kind_at_measured")
-    return (
+    text = (
         f"Version {current['version']} gives **{outcome['kind']}**{named} (the rule reads each cell's "
         f"{number(100 * confidence)} % intervals). It holds in {held}, and in {_percent(measured)} of "
         f"simulated runs at the measured levels. With every cell's true chaos share at its bar, the rule "
@@ -74,6 +75,7 @@ def _outcome(decision: Mapping[str, Any]) -> str:
         f"{_percent(op.get('at_bar_data'))}); under pure chaos in {_percent(op.get('false_go'))}; the "
         f"target is {number(decision['operating']['false_go_target_percent'])} %."
     )
+    return textwrap.fill(text, width=106, break_long_words=False, break_on_hyphens=False)
 
 
 BLOCKS: dict[str, Callable[[Mapping[str, Any]], str]] = {

@@ -233,7 +233,9 @@ def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
             f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and parks in "
             f"{_percent(design['same_kind_at_measured'])} ([how](#error-rates))."
         )
-    arms = _arms_text(outcome)
+    arms = " and ".join(
+        f"the {HEADS[h]} arm `{outcome[f'{h}_arm']}`" for h in HEADS if outcome.get(f"{h}_arm") is not None
+    )
     return text + (
         f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and names {arms} "
         f"in {_percent(design['same_arm_at_measured'])}, the number to act on ([how](#error-rates))."

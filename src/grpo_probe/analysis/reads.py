@@ -29,12 +29,8 @@ from grpo_probe.prereg import AnalysisNumbers, vocabulary
 from grpo_probe.prereg.vocabulary import BOUND_SUFFIXES, READS, ReadSpec, guard_reads, read_names, read_spec
 
 __all__ = [
-    "CHAOS_ROWS",
-    "EARLIER_CHAOS_ROWS",
     "GUARDS",
-    "INTERVAL_BOUNDS",
     "READ_NAMES",
-    "READ_ROWS",
     "STATISTICS",
     "ReadRow",
     "cell_reads",
@@ -245,11 +241,6 @@ GUARDS: tuple[str, ...] = boat_spec().guard_names
 """The boat scene's guard channels, in the order decision.md lists them, read off their declarations
 (:func:`grpo_probe.envs.boat.spec.boat_guards`; another environment's are its spec's ``guard_names``)."""
 
-CHAOS_ROWS: tuple[ReadRow, ...] = tuple(ReadRow.of(s) for s in READS if s.scope == "replay")
-"""The replay reads (DESIGN.md, "Signal or chaos"): shown for a design that registers replays."""
-EARLIER_CHAOS_ROWS: tuple[ReadRow, ...] = tuple(ReadRow.of(s) for s in READS if s.scope == "earlier_replay")
-"""The first replay reads, which rules registered before the decomposition read."""
-
 
 def read_rows(
     guards: tuple[str, ...] = GUARDS, replay: bool = True, earlier: bool = True
@@ -269,15 +260,7 @@ def read_rows(
     return tuple(rows)
 
 
-READ_ROWS: tuple[ReadRow, ...] = read_rows(GUARDS)
-"""The boat scene's reads table."""
-
 READ_NAMES: tuple[str, ...] = read_names()
 """Every read a decision-rule condition or rank key may name in any environment (the schema's
 ``rule_fixed_read_name`` enum); a guard's rates are named by the schema's pattern and checked against the
 environment's declarations with the design."""
-
-INTERVAL_BOUNDS: tuple[str, ...] = tuple(
-    f"{spec.name}.{end}" for spec in READS if spec.interval for end in BOUND_SUFFIXES
-)
-"""Every end of an interval a condition may name (``chaos_share.upper``)."""

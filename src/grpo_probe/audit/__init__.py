@@ -1,8 +1,43 @@
-"""Audits: rerun the single job that produced a result and compare its bytes with the manifest."""
+"""Audits: rerun the single job that produced a result and compare its bytes with the manifest.
 
-from grpo_probe.audit.compare import OutputComparison, compare_output, first_difference
-from grpo_probe.audit.locate import JobRecord, find_producing_manifest, job_record, upstream_files
-from grpo_probe.audit.rerun import AuditResult, RerunFailedError, audit
+Why lazy (PEP 562): importing :mod:`grpo_probe.audit.audit_command` runs this file first, and the rerun
+and its comparison read the prereg and parquet files (pyarrow), which building the ``grpo-probe`` parser
+never needs. A name is imported from its module the first time it is read.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grpo_probe.audit.compare import OutputComparison, compare_output, first_difference
+    from grpo_probe.audit.locate import JobRecord, find_producing_manifest, job_record, upstream_files
+    from grpo_probe.audit.rerun import AuditResult, RerunFailedError, audit
+
+_WHERE: dict[str, str] = {
+    "OutputComparison": "grpo_probe.audit.compare",
+    "compare_output": "grpo_probe.audit.compare",
+    "first_difference": "grpo_probe.audit.compare",
+    "JobRecord": "grpo_probe.audit.locate",
+    "find_producing_manifest": "grpo_probe.audit.locate",
+    "job_record": "grpo_probe.audit.locate",
+    "upstream_files": "grpo_probe.audit.locate",
+    "AuditResult": "grpo_probe.audit.rerun",
+    "RerunFailedError": "grpo_probe.audit.rerun",
+    "audit": "grpo_probe.audit.rerun",
+}
+"""Each exported name and the module it is imported from on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later reads skip this function
+    return value
+
 
 __all__ = [
     "AuditResult",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from grpo_probe.audit.rerun import AuditResult, RerunFailedError, audit
+if TYPE_CHECKING:
+    from grpo_probe.audit.rerun import AuditResult
 
 __all__ = ["format_result", "register"]
 
@@ -54,6 +55,9 @@ def _parse_config(values: list[str]) -> dict[str, str]:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    # imported here: the rerun reads manifests and the prereg, which the parser alone never needs
+    from grpo_probe.audit.rerun import RerunFailedError, audit
+
     try:
         result = audit(
             args.path,

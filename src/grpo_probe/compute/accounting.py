@@ -20,10 +20,12 @@ import json
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_probe.atomic_io import atomic_write_json, atomic_write_text
-from grpo_probe.prereg import Prereg
+
+if TYPE_CHECKING:  # annotations only: the prereg package loads pyarrow, which `grpo-probe --help` never needs
+    from grpo_probe.prereg import Prereg
 
 __all__ = [
     "POLICY_STAGES",

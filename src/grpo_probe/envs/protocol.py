@@ -25,10 +25,11 @@ An action chunk is float32 [spec.chunk_length, spec.action_dims] in [-1, 1]; the
 onto its own action bounds. A record is any object with ``to_row()`` (column ->
 value, lists for traces) and ``canonical_bytes()``.
 
-``perturb_state`` is how a replay asks "the same choices, a hair's breadth elsewhere" (DESIGN.md, "Signal
-or chaos"): called right after ``reset``, before the first observation is used, it moves the spawn by
-``scale`` (the environment's own unit, metres for a position) in a direction drawn from ``rng`` (a keyed
-generator the engine owns), and returns the new first observation. An environment that offers it says
+``perturb_state`` is how a replay asks "the same choices, a hair's breadth elsewhere"
+(docs/signal-or-chaos.md, "Perturbations and environments"): called right after ``reset``, before the
+first observation is used, it moves the spawn by ``scale`` (the environment's own unit, metres for a
+position) in a direction drawn from ``rng`` (a keyed generator the engine owns), and returns the new
+first observation. An environment that offers it says
 what it moves in ``spec.state_perturbation``; one that does not leaves it None, and a design asking for a
 ``state`` perturbation on it is refused before anything runs.
 

@@ -45,7 +45,7 @@ from grpo_probe.policies.ar_model import ARTransformer
 from grpo_probe.policies.checkpoint import Checkpoint, policy_from_checkpoint, read_checkpoint
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
 from grpo_probe.policies.flow_head import VelocityMLP, flow_noise, padded_block, sde_step_noise
-from grpo_probe.policies.flow_sde import gaussian_logprob, sde_sigma, sde_step, time_grid
+from grpo_probe.policies.flow_sde import gaussian_logprob, sde_step, time_grid
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.policies.vision_flow import VisionVelocityNet
 
@@ -303,12 +303,6 @@ def flow_step_logprobs(
                 means[i].append(mean)
     logprob = torch.stack([torch.cat(parts) for parts in per_step], dim=1)
     return FlowReplay(logprob, [torch.cat(m) for m in means] if keep_means else [], stds)
-
-
-def flow_sigmas(mode: SamplingMode) -> list[float]:
-    """sigma_i of each SDE step (for the KL's velocity weight and the report)."""
-    grid = time_grid(mode.steps)
-    return [sde_sigma(float(mode.sde_a), grid[i], grid[i + 1]) for i in range(mode.steps)]  # type: ignore[arg-type]
 
 
 # -- the oracle ------------------------------------------------------------------------------------------

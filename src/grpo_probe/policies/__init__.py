@@ -1,8 +1,9 @@
 """The reference heads (FAST-token AR, flow matching, image-conditioned flow) and the policy protocol.
 
-``load_policy`` and ``VisionFlowPolicy`` are resolved on first use: importing this package (as a user's
-adapter does for ``PolicyOutput`` and ``RowDiagnostics``) then loads only the protocol, not torch and
-the heads.
+Every name is resolved on first use (PEP 562): reading ``PolicyOutput`` or ``RowDiagnostics`` (as a
+user's adapter does) loads only the protocol and numpy, not torch and the heads, and importing a module
+of this package (``grpo-probe policy``'s command, when the command line builds its parser) loads
+neither.
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from grpo_probe.policies.protocol import (
-    Policy,
-    PolicyCapabilities,
-    PolicyOutput,
-    RowDiagnostics,
-    RowKey,
-    SamplingMode,
-)
-
 if TYPE_CHECKING:
     from grpo_probe.policies.checkpoint import load_policy
+    from grpo_probe.policies.protocol import (
+        Policy,
+        PolicyCapabilities,
+        PolicyOutput,
+        RowDiagnostics,
+        RowKey,
+        SamplingMode,
+    )
     from grpo_probe.policies.vision_flow import VisionFlowPolicy
 
 __all__ = [
@@ -35,14 +35,22 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Policy": "grpo_probe.policies.protocol",
+    "PolicyCapabilities": "grpo_probe.policies.protocol",
+    "PolicyOutput": "grpo_probe.policies.protocol",
+    "RowDiagnostics": "grpo_probe.policies.protocol",
+    "RowKey": "grpo_probe.policies.protocol",
+    "SamplingMode": "grpo_probe.policies.protocol",
     "load_policy": "grpo_probe.policies.checkpoint",
     "VisionFlowPolicy": "grpo_probe.policies.vision_flow",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Import :func:`~grpo_probe.policies.checkpoint.load_policy` or
-    :class:`~grpo_probe.policies.vision_flow.VisionFlowPolicy` (and torch) only when it is asked for."""
+    """Import the protocol (numpy), :func:`~grpo_probe.policies.checkpoint.load_policy` or
+    :class:`~grpo_probe.policies.vision_flow.VisionFlowPolicy` (torch) only when it is asked for."""
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later reads skip this function
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ registered block. Masking, noise, log-probs and entropies run in numpy in float3
 precision, for all rows of the block at once (:func:`sample_step`; the grammar mask is a precomputed
 table, the per-row bookkeeping lives in arrays).
 
-Sampling (DESIGN.md, "The two heads"):
+Sampling (docs/reference.md, "The two heads"):
 
 - the grammar mask admits only tokens whose coefficients keep the decoded count <= 300; a row ends when
   the count reaches exactly 300, where EOS is the only admissible token (forced, log-prob 0, so it is not

@@ -3,7 +3,7 @@
 Why: a group's reward spread is made of two things, the draws' own choices (what GRPO can learn from)
 and the scene's sensitivity to tiny differences (chaos: the same choices, replayed, land elsewhere).
 Replaying a draw with the same noise keys and a tiny registered perturbation measures the second
-(DESIGN.md, "Signal or chaos"). The perturbations are part of the design: their kind and size change
+(docs/signal-or-chaos.md). The perturbations are part of the design: their kind and size change
 every replay read, so they are registered and locked like the cells.
 
 ```yaml

@@ -1,17 +1,55 @@
-"""Provenance: per-rule manifests of content hashes, and verification of the chain they form."""
+"""Provenance: per-rule manifests of content hashes, and verification of the chain they form.
 
-from grpo_probe.provenance.chain import BrokenLinkError, ChainReport, verify_chain
+Why lazy (PEP 562): importing :mod:`grpo_probe.provenance.lock_verify_command` runs this file first, and
+the chain reads the prereg (which loads the environment registry and pyarrow), which building the
+``grpo-probe`` parser never needs. A name is imported from its module the first time it is read.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Eager: cheap, and ``environment`` is also the name of its module, which a lazy read would return.
 from grpo_probe.provenance.environment import code_version, environment, sources_sha256
-from grpo_probe.provenance.manifest import (
-    MANIFEST_FORMAT,
-    ManifestError,
-    env_files,
-    file_sha256,
-    policy_sources,
-    read_manifest,
-    write_design_manifest,
-    write_manifest,
-)
+
+if TYPE_CHECKING:
+    from grpo_probe.provenance.chain import BrokenLinkError, ChainReport, verify_chain
+    from grpo_probe.provenance.manifest import (
+        MANIFEST_FORMAT,
+        ManifestError,
+        env_files,
+        file_sha256,
+        policy_sources,
+        read_manifest,
+        write_design_manifest,
+        write_manifest,
+    )
+
+_WHERE: dict[str, str] = {
+    "BrokenLinkError": "grpo_probe.provenance.chain",
+    "ChainReport": "grpo_probe.provenance.chain",
+    "verify_chain": "grpo_probe.provenance.chain",
+    "MANIFEST_FORMAT": "grpo_probe.provenance.manifest",
+    "ManifestError": "grpo_probe.provenance.manifest",
+    "env_files": "grpo_probe.provenance.manifest",
+    "file_sha256": "grpo_probe.provenance.manifest",
+    "policy_sources": "grpo_probe.provenance.manifest",
+    "read_manifest": "grpo_probe.provenance.manifest",
+    "write_design_manifest": "grpo_probe.provenance.manifest",
+    "write_manifest": "grpo_probe.provenance.manifest",
+}
+"""Each exported name and the module it is imported from on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later reads skip this function
+    return value
+
 
 __all__ = [
     "MANIFEST_FORMAT",

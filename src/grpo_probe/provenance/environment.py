@@ -1,9 +1,9 @@
 """What produced an artifact: the code (version and a hash of its sources) and the machine it ran on.
 
-Why: reproducibility of the rollouts holds within one MuJoCo version and one CPU architecture (DESIGN.md),
-so a manifest must say which ones produced it; an auditor whose rerun differs can then tell a code change
-from a machine change. Nothing here varies between two runs on the same machine and code: no timestamps,
-host names or paths, so a rerun writes the same manifest bytes.
+Why: reproducibility of the rollouts holds within one MuJoCo version and one CPU architecture
+(docs/reference.md, "Determinism"), so a manifest must say which ones produced it; an auditor whose
+rerun differs can then tell a code change from a machine change. Nothing here varies between two runs on
+the same machine and code: no timestamps, host names or paths, so a rerun writes the same manifest bytes.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import importlib.metadata
 import platform
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,8 @@ def sources_sha256(package_dir: str | Path | None = None) -> str:
 
 
 def _version(distribution: str) -> str | None:
+    import importlib.metadata  # here: about 20 ms to import, which the command line's start need not pay
+
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:

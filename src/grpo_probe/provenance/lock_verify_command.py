@@ -5,6 +5,10 @@ chain's root manifest, so the command needs provenance, and provenance sits abov
 ends the chain at the prereg's canonical hash and lock, read through :mod:`grpo_probe.prereg.canonical`
 and :mod:`grpo_probe.prereg.lock`). A command module inside the prereg package that imported provenance
 would make the two packages import each other; here every import looks down.
+
+The prereg and provenance modules are imported inside each command, not at the top: importing
+:mod:`grpo_probe.prereg` loads the environment registry and pyarrow, which ``grpo-probe --help`` (and
+every other command, which builds the whole parser first) would otherwise pay for.
 """
 
 from __future__ import annotations
@@ -14,18 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.prereg.canonical import read_yaml
-from grpo_probe.prereg.design import load_prereg, lock_prereg
-from grpo_probe.prereg.lock import lock_path
-from grpo_probe.prereg.names import check_one_folder_per_design
-from grpo_probe.provenance.chain import BrokenLinkError, verify_chain
-from grpo_probe.provenance.manifest import read_manifest, write_manifest
-
 __all__ = ["register"]
 
 
 def _results_hashes(results: Path, name: str) -> dict[str, list[str]]:
     """prereg sha256 -> the manifests under ``<results>/<name>/`` that carry it (what results exist)."""
+    from grpo_probe.provenance.manifest import read_manifest
+
     found: dict[str, list[str]] = {}
     for path in sorted((results / name).rglob("*.manifest.json")):
         found.setdefault(read_manifest(path)["prereg_sha256"], []).append(str(path))
@@ -34,6 +33,10 @@ def _results_hashes(results: Path, name: str) -> dict[str, list[str]]:
 
 def _lock(args: argparse.Namespace) -> int:
     """Lock FILE; an amendment saying ``after_results: false`` is checked against the results folder."""
+    from grpo_probe.prereg.canonical import read_yaml
+    from grpo_probe.prereg.design import lock_prereg
+    from grpo_probe.prereg.names import check_one_folder_per_design
+
     results = args.results
     if results is None:
         config = Path("config/config.yaml")
@@ -52,6 +55,10 @@ def _lock(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from grpo_probe.prereg.design import load_prereg
+    from grpo_probe.prereg.lock import lock_path
+    from grpo_probe.provenance.manifest import write_manifest
+
     prereg = load_prereg(args.file, require_lock=True)
     if args.manifest:
         write_manifest(
@@ -68,6 +75,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from grpo_probe.provenance.chain import BrokenLinkError, verify_chain
+
     try:
         report = verify_chain(args.target, root=args.root)
     except BrokenLinkError as exc:

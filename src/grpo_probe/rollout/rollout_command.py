@@ -16,11 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from grpo_probe.envs.boat.params import SimParams
-
 if TYPE_CHECKING:
+    from grpo_probe.envs.boat.params import SimParams
     from grpo_probe.policies.protocol import SamplingMode
 
 __all__ = ["parse_seeds", "register"]
@@ -54,6 +51,10 @@ def _positive_float(flag: str, value: float, allow_zero: bool = False) -> float:
 
 
 def _sim_params(path: str | None) -> SimParams:
+    import yaml
+
+    from grpo_probe.envs.boat.params import SimParams
+
     if path is None:
         return SimParams()
     file = Path(path)

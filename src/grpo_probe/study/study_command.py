@@ -1,5 +1,9 @@
 """``grpo-probe study lock|check|verify``: register a validation study, and audit its page; ``grpo-probe study
-calibrate lock|check|run``: the pilot calibration run before any study."""
+calibrate lock|check|run``: the pilot calibration run before any study.
+
+Each command imports what it runs when it runs: the study's design reads the analysis stack (pyarrow),
+which ``grpo-probe --help`` and every other command, each building the whole parser, need not load.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.provenance.chain import BrokenLinkError
-from grpo_probe.study.design import StudyError, load_study, lock_study
-
 __all__ = ["register"]
 
 
 def _lock(args: argparse.Namespace) -> int:
+    from grpo_probe.study.design import StudyError, lock_study
+
     try:
         lock = lock_study(args.file)
     except (StudyError, ValueError) as exc:
@@ -25,6 +28,8 @@ def _lock(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from grpo_probe.study.design import StudyError, load_study
+
     try:
         study = load_study(args.file)
     except (StudyError, ValueError) as exc:
@@ -60,7 +65,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from grpo_probe.study.jobs import verify_study  # the study's jobs and figures: imported when used
+    from grpo_probe.provenance.chain import BrokenLinkError
+    from grpo_probe.study.design import StudyError
+    from grpo_probe.study.jobs import verify_study  # the study's jobs and figures
 
     try:
         result = verify_study(args.manifest, root=args.root)
@@ -77,6 +84,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _calibrate_lock(args: argparse.Namespace) -> int:
     from grpo_probe.study.calibration import lock_calibration
+    from grpo_probe.study.design import StudyError
 
     try:
         lock = lock_calibration(args.file)
@@ -89,6 +97,7 @@ def _calibrate_lock(args: argparse.Namespace) -> int:
 
 def _calibrate_check(args: argparse.Namespace) -> int:
     from grpo_probe.study.calibration import load_calibration
+    from grpo_probe.study.design import StudyError
 
     try:
         calibration = load_calibration(args.file)
@@ -112,6 +121,7 @@ def _calibrate_run(args: argparse.Namespace) -> int:
     from grpo_probe.study.calibration import load_calibration
     from grpo_probe.study.calibration_report import build_calibration_report, read_records
     from grpo_probe.study.calibration_run import run_candidate
+    from grpo_probe.study.design import StudyError
 
     try:
         calibration = load_calibration(args.file)

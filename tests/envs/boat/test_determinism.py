@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import mujoco
+import pytest
+
 from grpo_probe.envs.boat import BoatPushEnv, SimParams, run_episode
+from grpo_probe.envs.boat import env as boat_env
 from grpo_probe.envs.boat.expert import ScriptedExpert
 
 _EPISODE_SCRIPT = """
@@ -41,10 +45,10 @@ def test_different_seeds_give_different_spawns() -> None:
     assert env.reset(1).tobytes() != env.reset(2).tobytes()
 
 
-def test_restoring_a_mid_episode_state_continues_bit_identically() -> None:
+def _straight_and_restored(seed: int = 11) -> tuple[bytes, bytes]:
+    """One expert episode's record bytes run straight through, and resumed in a fresh env after 7 replans."""
     params = SimParams()
     expert = ScriptedExpert(params, noise=0.1)
-    seed = 11
     env = BoatPushEnv(params)
     obs = env.reset(seed)
     for _ in range(7):
@@ -60,4 +64,17 @@ def test_restoring_a_mid_episode_state_continues_bit_identically() -> None:
     obs = other.observe()
     while not other.done:
         obs = other.execute_chunk(expert.act(obs, (0, seed, other.replan_index)))
-    assert other.record().canonical_bytes() == straight
+    return straight, other.record().canonical_bytes()
+
+
+def test_restoring_a_mid_episode_state_continues_bit_identically() -> None:
+    straight, restored = _straight_and_restored()
+    assert restored == straight
+
+
+def test_a_state_saved_without_the_warm_start_does_not_continue(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Why the saved state is mjSTATE_INTEGRATION: without qacc_warmstart the solver starts elsewhere."""
+    no_warmstart = int(mujoco.mjtState.mjSTATE_INTEGRATION) & ~int(mujoco.mjtState.mjSTATE_WARMSTART)
+    monkeypatch.setattr(boat_env, "_STATE_SPEC", no_warmstart)
+    straight, restored = _straight_and_restored()
+    assert restored != straight

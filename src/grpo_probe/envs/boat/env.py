@@ -79,7 +79,8 @@ CAMERAS = ("overhead",)
 BOAT_REST_Z_M = 0.015
 """Boat centre height when the hull rests on the table (hull half-height)."""
 _STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
-"""Saved states must include qacc_warmstart, or a restored episode diverges (DESIGN.md)."""
+"""Saved states must include qacc_warmstart, or a restored episode diverges (docs/reference.md,
+"Determinism")."""
 _PUSHER_JOINTS = ("pusher_x", "pusher_y", "pusher_z", "pusher_roll", "pusher_pitch", "pusher_yaw")
 
 
