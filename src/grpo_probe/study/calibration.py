@@ -14,6 +14,13 @@ by the calibration's pilot at that lr, validated as any design is (the prereg sc
 rules: seeds disjoint from the probe's and the demos', enough training seeds for every iteration, the
 sampler each head trains under). The design's guard penalties are kept: they are the scene's. The
 candidate is an in-memory design; the member design and its lock are only read.
+
+A calibration may register a **monitor** (``pilot.monitor``): fixed seeds on which the policy is scored
+under the sampler every few iterations, the same draws each time, so that "the training reward rises" can
+be read paired by seed (``selection.rises``) rather than across the fresh seeds each iteration trains on,
+whose difficulty swamps a trend. Its seeds must stay off every other seed the candidate uses. Without
+``selection.rises`` the first reading (the OLS slope of the iterations' means) applies, so a calibration
+registered before the monitor existed loads, hashes and runs as it did.
 """
 
 from __future__ import annotations
@@ -33,14 +40,20 @@ from grpo_probe.study.design import StudyError, read_file_lock, write_file_lock
 
 __all__ = [
     "CALIBRATION_LOCK_FORMAT",
+    "RISES",
     "Calibration",
     "Candidate",
+    "Monitor",
     "Selection",
     "load_calibration",
     "lock_calibration",
 ]
 
 CALIBRATION_LOCK_FORMAT = "grpo-probe-calibration-lock/1"
+
+RISES: tuple[str, ...] = ("training_slope", "monitor_slope", "monitor_difference")
+"""The registered readings of "the training reward rises" (:mod:`grpo_probe.study.calibration_rule`);
+the first is the default, the reading of a calibration that registers none."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +66,22 @@ class Selection:
     heldout_tolerance: float
     rank_by: str
     """``anchor`` or ``sampled``: whose held-out gain ranks the passing recipes."""
+    rises: str = "training_slope"
+    """How "the training reward rises" is read (one of :data:`RISES`)."""
+
+
+@dataclass(frozen=True)
+class Monitor:
+    """The registered monitor: fixed seeds scored under the sampler at fixed iterations, same draws."""
+
+    seeds: tuple[int, ...]
+    draws: int
+    every: int
+
+    def iterations(self, iterations: int) -> tuple[int, ...]:
+        """The monitored policies: before iterations 0, every, 2 every, ..., and the final one (policy
+        ``i`` is the one iteration ``i`` samples; policy ``iterations`` is the last update's)."""
+        return tuple(sorted({*range(0, iterations, self.every), iterations}))
 
 
 @dataclass(frozen=True)
@@ -91,6 +120,8 @@ class Calibration:
     selection: Selection
     resamples: int
     bootstrap_seed: int
+    monitor: Monitor | None = None
+    """None: the calibration registers no monitor."""
 
     def folder(self, results: str | os.PathLike[str]) -> Path:
         """Where its records and page go: ``<results>/calibrations/<name>/``."""
@@ -186,11 +217,49 @@ def _candidates(path: Path, raw: dict[str, Any]) -> tuple[Candidate, ...]:
     return tuple(candidates)
 
 
+def _monitor(path: Path, raw: dict[str, Any], candidates: tuple[Candidate, ...]) -> Monitor | None:
+    """The registered monitor, its seeds checked off every other seed a candidate uses; a monitor read of
+    ``selection.rises`` without a monitor is refused."""
+    rises = raw["selection"].get("rises", RISES[0])
+    entry = raw["pilot"].get("monitor")
+    if entry is None:
+        if rises != RISES[0]:
+            raise StudyError(
+                f"{path}: selection.rises: {rises} reads the monitor, and pilot.monitor is absent"
+            )
+        return None
+    seeds = expand_seeds(entry["seeds"])
+    problems = []
+    if len(set(seeds)) != len(seeds):
+        problems.append(f"{path}: pilot.monitor.seeds: a seed is registered twice")
+    if len(seeds) < 2:
+        problems.append(f"{path}: pilot.monitor.seeds: a t interval over seeds needs at least 2 seeds")
+    pilot = raw["pilot"]
+    others = {
+        "pilot.train_seeds": expand_seeds(pilot["train_seeds"]),
+        "pilot.eval_seeds": expand_seeds(pilot["eval_seeds"]),
+    }
+    for c in candidates:
+        if c.design.raw is not None:
+            others[f"{c.member}'s seeds"] = expand_seeds(c.design.raw["seeds"])
+            others[f"{c.member}'s training.demos.seeds"] = expand_seeds(
+                c.design.raw["training"]["demos"]["seeds"]
+            )
+    for other, taken in others.items():
+        overlap = sorted(set(seeds) & set(taken))
+        if overlap:
+            shown = ", ".join(map(str, overlap[:5])) + (", ..." if len(overlap) > 5 else "")
+            problems.append(f"{path}: pilot.monitor.seeds: overlaps {other} ({shown})")
+    if problems:
+        raise StudyError("\n".join(dict.fromkeys(problems)))
+    return Monitor(seeds=seeds, draws=int(entry["draws"]), every=int(entry["every"]))
+
+
 def lock_calibration(path: str | os.PathLike[str]) -> Path:
-    """Validate the calibration (its schema and every candidate design) and write its lock."""
+    """Validate the calibration (its schema, every candidate design, its monitor) and write its lock."""
     path = Path(path)
     raw = _raw(path)
-    _candidates(path, raw)
+    _monitor(path, raw, _candidates(path, raw))
     return write_file_lock(path, raw, CALIBRATION_LOCK_FORMAT)
 
 
@@ -203,13 +272,15 @@ def load_calibration(path: str | os.PathLike[str]) -> Calibration:
         path, sha256, CALIBRATION_LOCK_FORMAT, what="calibration", command="study calibrate lock"
     )
     pilot, selection = raw["pilot"], raw["selection"]
+    candidates = _candidates(path, raw)
+    monitor = _monitor(path, raw, candidates)
     return Calibration(
         path=path,
         sha256=sha256,
         lock_date=lock_date,
         name=str(raw["name"]),
         description=str(raw["description"]),
-        candidates=_candidates(path, raw),
+        candidates=candidates,
         iterations=int(pilot["iterations"]),
         seeds_per_iteration=int(pilot["seeds_per_iteration"]),
         rollouts_per_seed=int(pilot["rollouts_per_seed"]),
@@ -221,7 +292,9 @@ def load_calibration(path: str | os.PathLike[str]) -> Calibration:
             entropy_tolerance_nats=float(selection["entropy_tolerance_nats"]),
             heldout_tolerance=float(selection["heldout_tolerance"]),
             rank_by=str(selection["rank_by"]),
+            rises=str(selection.get("rises", RISES[0])),
         ),
         resamples=int(raw["bootstrap"]["resamples"]),
         bootstrap_seed=int(raw["bootstrap"]["seed"]),
+        monitor=monitor,
     )

@@ -7,8 +7,11 @@ candidate: its curve's slope with its interval, its largest update KL, its entro
 gains with their intervals, and which criteria it failed. ``calibration_iterations.parquet`` holds one row
 per candidate and iteration, ``calibration_candidates.parquet`` one per candidate (pandas and DuckDB read
 both); ``learning_curves.png`` draws reward, update KL and entropy per iteration, one panel column per
-design and head, one line per learning rate. Every artifact is a function of the records and the
-calibration alone, so a rerun writes the same bytes.
+design and head, one line per learning rate. A calibration that reads the reward's rise on its monitor
+seeds (``selection.rises``) adds the monitor's read to each row and the table, and a top row of panels:
+the monitored policies' mean reward on the monitor seeds, the same draws at every point; one without a
+monitor writes exactly what it wrote before the monitor existed. Every artifact is a function of the
+records and the calibration alone, so a rerun writes the same bytes.
 """
 
 from __future__ import annotations
@@ -38,6 +41,21 @@ _CURVES = (
     ("update_kl", "update KL(pi_i || pi_i+1)"),
     ("entropy", "entropy (nats)"),
 )
+_MONITOR = ("monitor", "reward on the monitor seeds\n(same draws at every point)")
+
+_RISES = {
+    "monitor_slope": (
+        "per monitor seed, the slope of its reward on the iteration (same draws at every monitored "
+        "policy); their mean over seeds has its {c} t interval above 0",
+        "monitor slope / it [CI]",
+    ),
+    "monitor_difference": (
+        "per monitor seed, the final policy's reward minus the initial one's (same draws); their mean "
+        "over seeds has its {c} t interval above 0",
+        "monitor final - initial [CI]",
+    ),
+}
+"""Per monitor read of ``selection.rises``: how the page states it, and its table column."""
 
 
 def read_records(paths: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
@@ -50,14 +68,17 @@ def curves_figure(calibration: Calibration, records: Sequence[Mapping[str, Any]]
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for r in records:
         groups.setdefault((str(r["design"]), str(r["arm"])), []).append(r)
-    fig = Figure(figsize=(3.2 * max(1, len(groups)), 7.2), layout="constrained")
-    axes = fig.subplots(len(_CURVES), max(1, len(groups)), squeeze=False)
+    curves = (_MONITOR, *_CURVES) if calibration.selection.rises != "training_slope" else _CURVES
+    fig = Figure(figsize=(3.2 * max(1, len(groups)), 2.4 * len(curves)), layout="constrained")
+    axes = fig.subplots(len(curves), max(1, len(groups)), squeeze=False)
     for col, ((design, arm), rs) in enumerate(groups.items()):
-        for row, (key, label) in enumerate(_CURVES):
+        for row, (key, label) in enumerate(curves):
             ax = axes[row][col]
             for r in rs:
-                x = [it["iteration"] for it in r["iterations"]]
-                ax.plot(x, [it[key] for it in r["iterations"]], marker=".", lw=1, label=f"lr {r['lr']:g}")
+                points = r["monitor"]["points"] if key == "monitor" else r["iterations"]
+                x = [it["iteration"] for it in points]
+                y = [it["mean_reward" if key == "monitor" else key] for it in points]
+                ax.plot(x, y, marker=".", lw=1, label=f"lr {r['lr']:g}")
             if key == "update_kl":
                 ax.axhline(calibration.selection.max_update_kl, color="0.4", ls="--", lw=0.8)
                 ax.set_yscale("log")
@@ -66,7 +87,7 @@ def curves_figure(calibration: Calibration, records: Sequence[Mapping[str, Any]]
             if row == 0:
                 ax.set_title(f"{design}\n{arm}", fontsize="small")
                 ax.legend(fontsize="x-small")
-            if row == len(_CURVES) - 1:
+            if row == len(curves) - 1:
                 ax.set_xlabel("iteration", fontsize="small")
     fig.suptitle(f"{calibration.name}: learning curves (dashed: the registered KL bound)", fontsize="medium")
     return png_bytes(fig)
@@ -91,6 +112,15 @@ def _verdict_row(v: CandidateVerdict, record: Mapping[str, Any]) -> dict[str, An
         **{f"{p}_gain": v.gains[p][0] for p in sorted(v.gains)},
         **{f"{p}_gain_low": v.gains[p][1] for p in sorted(v.gains)},
         **{f"{p}_gain_high": v.gains[p][2] for p in sorted(v.gains)},
+        **(
+            {}
+            if v.rise is None
+            else {
+                "monitor_rise": v.rise.estimate,
+                "monitor_rise_low": v.rise.low,
+                "monitor_rise_high": v.rise.high,
+            }
+        ),
         "rises": v.rises,
         "small_steps": v.small_steps,
         "entropy_kept": v.entropy_kept,
@@ -188,6 +218,23 @@ def build_calibration_report(
     }
     atomic_write_json(out_json, summary)
     first = records[0] if records else {}
+    rises = f"the reward's OLS slope has its {selection.confidence:.0%} t interval above 0"
+    monitored, column = "", ""
+    if selection.rises != "training_slope":
+        said, title = _RISES[selection.rises]
+        monitor = calibration.monitor
+        assert monitor is not None
+        rises = "the training reward rises, read on the monitor: " + said.format(
+            c=f"{selection.confidence:.0%}"
+        )
+        monitored = (
+            f" The monitor: {len(monitor.seeds)} fixed seeds, {monitor.draws} sampler draws each, scored at "
+            f"iterations {', '.join(map(str, monitor.iterations(calibration.iterations)))} (the policy each "
+            "samples; the last is the final policy), the reward the registered one (progress minus the "
+            "guards' penalties). The OLS slope of the iterations' means, each on fresh seeds, is shown "
+            "beside it and not read."
+        )
+        column = f"{title} | "
     lines = [
         f"# Pilot calibration: {calibration.name}",
         "",
@@ -203,24 +250,25 @@ def build_calibration_report(
         "",
         *_answer(choices, verdicts, selection.rank_by),
         "",
-        f"The rule: the reward's OLS slope has its {selection.confidence:.0%} t interval above 0; every "
+        f"The rule: {rises}; every "
         f"update KL is at most {selection.max_update_kl:g}; the entropy's last-quarter minus first-quarter "
         f"mean is at most {selection.entropy_tolerance_nats:g} nats; both held-out gains' intervals lie "
         f"above -{selection.heldout_tolerance:g}. A candidate gains when its {selection.rank_by} gain's "
-        "interval is above 0.",
+        "interval is above 0." + monitored,
         "",
         "## Candidates",
         "",
-        "| candidate | head | lr | reward slope / it [CI] | max update KL | entropy change "
+        f"| candidate | head | lr | reward slope / it [CI] | {column}max update KL | entropy change "
         "| sampled gain [CI] | anchor gain [CI] | passes | fails |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if column else ""),
     ]
     for v in verdicts:
         slope = (
             "n/a" if v.slope is None else f"{v.slope.slope:+.3g} [{v.slope.low:+.3g}, {v.slope.high:+.3g}]"
         )
+        rise = "" if v.rise is None else f"{v.rise.estimate:+.3g} [{v.rise.low:+.3g}, {v.rise.high:+.3g}] | "
         lines.append(
-            f"| {v.candidate} | {v.head} | {v.lr:g} | {slope} | {v.max_update_kl:.3g} "
+            f"| {v.candidate} | {v.head} | {v.lr:g} | {slope} | {rise}{v.max_update_kl:.3g} "
             f"| {v.entropy_change:+.3g} "
             f"| {_fmt(v.gains['sampled'])} | {_fmt(v.gains['anchor'])} | {'yes' if v.passes else 'no'} "
             f"| {'; '.join(v.failed) or '-'} |"

@@ -4,12 +4,25 @@ A candidate (one arm at one recipe) **passes** when all four hold, each read fro
 (:mod:`grpo_probe.study.calibration_run`) at the registered numbers (:class:`~grpo_probe.study.calibration.
 Selection`):
 
-1. **the training reward rises**: the OLS slope of the per-iteration mean reward under the sampler on the
-   iteration index has a t interval at the registered confidence whose lower end is above 0. The slope's
-   standard error is the textbook one, se = sqrt(sum e_i^2 / (n - 2) / sum (x_i - xbar)^2), with Student t
-   quantiles at n - 2 degrees of freedom (Draper & Smith, *Applied Regression Analysis*, 3rd ed., 1998,
-   sec. 1.4; ``scipy.stats.linregress``'s ``stderr``). Each iteration trains on fresh seeds, so the
-   iterations' means are independent draws around the curve;
+1. **the training reward rises**, read as the calibration registers (``selection.rises``):
+
+   - ``training_slope`` (the default, the first calibration's): the OLS slope of the per-iteration mean
+     reward under the sampler on the iteration index has a t interval at the registered confidence whose
+     lower end is above 0. The slope's standard error is the textbook one, se = sqrt(sum e_i^2 / (n - 2) /
+     sum (x_i - xbar)^2), with Student t quantiles at n - 2 degrees of freedom (Draper & Smith, *Applied
+     Regression Analysis*, 3rd ed., 1998, sec. 1.4; ``scipy.stats.linregress``'s ``stderr``). Each
+     iteration trains on fresh seeds, so the iterations' means are independent draws around the curve, and
+     the seeds' difficulty is in their spread;
+   - ``monitor_slope``: on the registered monitor seeds, each scored under the sampler at every monitored
+     policy with the same keyed draws (:mod:`grpo_probe.study.calibration_run`), per seed the OLS slope of
+     its scores on the iteration index, b_s = sum (x_t - xbar)(y_st - ybar_s) / sum (x_t - xbar)^2; the
+     read is the mean of b_s over the S seeds with the one-sample Student t interval at S - 1 degrees of
+     freedom, mean +- t * sd(b) / sqrt(S), its lower end above 0. A seed's difficulty shifts all its
+     scores alike and leaves its slope alone: the seeds are the paired block (the summary-measures
+     analysis of serial measurements, Matthews, Altman, Campbell & Royston, BMJ 300:230-235, 1990);
+   - ``monitor_difference``: per monitor seed, the final policy's score minus the initial one's; their
+     mean with the same t interval at S - 1 degrees of freedom (the paired t interval), its lower end
+     above 0;
 2. **the policy moves in small steps**: every iteration's update KL, KL(pi_i || pi_i+1) (nats per token, or
    per action dimension and SDE step), is at most ``max_update_kl``;
 3. **the entropy does not grow**: the mean entropy of the last quarter of the iterations minus that of the
@@ -38,9 +51,11 @@ from grpo_probe.study.calibration import Selection
 __all__ = [
     "CandidateVerdict",
     "HeadChoice",
+    "PairedRise",
     "Slope",
     "choose",
     "judge",
+    "paired_rise",
     "quarter_change",
     "reward_slope",
 ]
@@ -63,6 +78,45 @@ def reward_slope(values: Sequence[float], confidence: float) -> Slope:
     fit = stats.linregress(np.arange(y.size, dtype=np.float64), y)
     half = float(stats.t.ppf(0.5 + confidence / 2.0, y.size - 2)) * float(fit.stderr)
     return Slope(float(fit.slope), float(fit.slope) - half, float(fit.slope) + half)
+
+
+@dataclass(frozen=True)
+class PairedRise:
+    """A monitor read of the reward's rise (``monitor_slope``: per iteration; ``monitor_difference``:
+    final minus initial), mean over the monitor seeds with its t interval."""
+
+    kind: str
+    estimate: float
+    low: float
+    high: float
+    seeds: int
+
+
+def paired_rise(
+    iterations: Sequence[int], scores: Sequence[Sequence[float]], kind: str, confidence: float
+) -> PairedRise:
+    """The ``kind`` read of ``scores`` (one row per monitored policy, in ``iterations`` order; one column
+    per monitor seed): per seed its slope on the iteration (or its last score minus its first), then the
+    mean over seeds with the Student t interval at S - 1 degrees of freedom (see the module docstring)."""
+    x = np.asarray(iterations, dtype=np.float64)
+    y = np.asarray(scores, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] != x.size or x.size < 2 or y.shape[1] < 2:
+        raise ValueError(
+            f"a paired rise needs at least 2 monitored policies of at least 2 seeds each, got {y.shape} "
+            f"scores at {x.size} iterations"
+        )
+    if kind == "monitor_slope":
+        dx = x - x.mean()
+        per_seed = dx @ (y - y.mean(axis=0)) / float(dx @ dx)
+    elif kind == "monitor_difference":
+        per_seed = y[-1] - y[0]
+    else:
+        raise ValueError(f"no paired rise {kind!r} (monitor_slope, monitor_difference)")
+    mean = float(per_seed.mean())
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, per_seed.size - 1)) * float(
+        per_seed.std(ddof=1) / np.sqrt(per_seed.size)
+    )
+    return PairedRise(kind, mean, mean - half, mean + half, int(per_seed.size))
 
 
 def quarter_change(values: Sequence[float]) -> float:
@@ -90,6 +144,8 @@ class CandidateVerdict:
     entropy_kept: bool
     no_fall: bool
     gained: bool
+    rise: PairedRise | None = None
+    """The monitor read the rule reads ``rises`` from; None under ``training_slope``."""
 
     @property
     def passes(self) -> bool:
@@ -114,6 +170,20 @@ def judge(record: Mapping[str, Any], selection: Selection) -> CandidateVerdict:
     kls = [float(it["update_kl"]) for it in iterations]
     entropies = [float(it["entropy"]) for it in iterations]
     slope = reward_slope(rewards, selection.confidence) if len(rewards) >= 3 else None
+    rise = None
+    if selection.rises != "training_slope":
+        if "monitor" not in record:
+            raise ValueError(
+                f"candidate {record['candidate']}: selection.rises is {selection.rises}, and its record "
+                "holds no monitor scores; run it again under the calibration that registers the monitor"
+            )
+        points = record["monitor"]["points"]
+        rise = paired_rise(
+            [p["iteration"] for p in points],
+            [p["scores"] for p in points],
+            selection.rises,
+            selection.confidence,
+        )
     gains = {
         policy: (float(v["gain"]), float(v["low"]), float(v["high"]))
         for policy, v in record["held_out"].items()
@@ -126,11 +196,12 @@ def judge(record: Mapping[str, Any], selection: Selection) -> CandidateVerdict:
         max_update_kl=max(kls),
         entropy_change=quarter_change(entropies),
         gains=gains,
-        rises=slope is not None and slope.low > 0,
+        rises=(slope is not None and slope.low > 0) if rise is None else rise.low > 0,
         small_steps=max(kls) <= selection.max_update_kl,
         entropy_kept=quarter_change(entropies) <= selection.entropy_tolerance_nats,
         no_fall=all(low > -selection.heldout_tolerance for _, low, _ in gains.values()),
         gained=gains[selection.rank_by][1] > 0,
+        rise=rise,
     )
 
 

@@ -22,7 +22,14 @@ candidate and the checkpoint (no clock, no path), so a rerun writes the same byt
   draw: what a lab deploys), each of the initial and the final policy; the gain is the mean over seeds of
   final minus initial, with Efron's percentile bootstrap interval over seeds
   (:func:`percentile_interval`), its generator keyed by (the registered
-  bootstrap seed, "calibration", the candidate, the policy).
+  bootstrap seed, "calibration", the candidate, the policy);
+- when the calibration registers a monitor (``pilot.monitor``): per monitored policy (before iterations
+  0, every, 2 every, ..., and the final one), per monitor seed, the mean registered reward (progress minus
+  the guards' penalties, the training reward) of ``draws`` episodes under the sampler. A draw's noise is
+  keyed by (run key, seed, replan, draw) and by nothing of the policy or the iteration, so every monitored
+  policy meets the same draws on the same seeds, and their differences are the policy's alone. A record
+  of a calibration without a monitor has no such field, and is byte for byte what it was before the
+  monitor existed.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from grpo_probe.phase2.replay import (
 )
 from grpo_probe.phase2.rollouts import (
     RolloutBatch,
+    episode_rewards,
     prereg_rollout_schema,
     read_batch,
     read_iteration_table,
@@ -60,11 +68,11 @@ from grpo_probe.phase2.rollouts import (
 from grpo_probe.phase2.trainer import IterationOutput, batch_chains, deterministic_torch, train_loop
 from grpo_probe.policies.flow_sde import sde_sigma, time_grid
 from grpo_probe.prereg import Prereg
-from grpo_probe.rollout import GroupJob, PolicySource, run_group
+from grpo_probe.rollout import EpisodeResult, GroupJob, PolicySource, run_group
 from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.sampling import SamplingMode
-from grpo_probe.study.calibration import Calibration, Candidate
+from grpo_probe.study.calibration import Calibration, Candidate, Monitor
 
 __all__ = ["HELD_OUT_POLICIES", "flow_sde_entropy", "paired_gain", "percentile_interval", "run_candidate"]
 
@@ -141,17 +149,22 @@ def paired_gain(
     return {"gain": float(diffs.mean()), "low": low, "high": high}
 
 
-def _held_out_scores(
-    design: Prereg, arm: str, checkpoint: Path, mode: SamplingMode, draws: int, label: str, column: str
-) -> list[float]:
-    """Per held-out seed (registered order), the mean of ``column`` over ``draws`` episodes in ``mode``."""
-    assert design.phase2 is not None
+def _episodes(
+    design: Prereg,
+    arm: str,
+    checkpoint: Path,
+    mode: SamplingMode,
+    seeds: Sequence[int],
+    draws: int,
+    label: str,
+) -> list[EpisodeResult]:
+    """``draws`` episodes a seed of ``seeds`` in ``mode`` (noise keyed by seed and draw alone)."""
     job = GroupJob(
         arm=arm,
         cell=f"calibration-{label}",
         source=PolicySource(checkpoint=str(checkpoint), device="cpu"),
         mode=mode,
-        seeds=design.phase2.eval_seeds,
+        seeds=tuple(seeds),
         group_size=draws,
         run_key=design.run_key,
         env=design.env,
@@ -163,10 +176,42 @@ def _held_out_scores(
         results = run_group(job, workers=0, envs_per_worker=DEFAULT_ENVS_PER_WORKER, progress=progress)
     finally:
         progress.close()
+    return results
+
+
+def _seed_means(
+    results: Sequence[EpisodeResult], values: Sequence[float], seeds: Sequence[int]
+) -> list[float]:
+    """Per seed of ``seeds`` (in that order), the mean of its episodes' ``values``."""
     by_seed: dict[int, list[float]] = {}
-    for result in results:
-        by_seed.setdefault(result.spec.seed, []).append(float(result.record.to_row()[column]))
-    return [float(np.mean(by_seed[s])) for s in design.phase2.eval_seeds]
+    for result, value in zip(results, values, strict=True):
+        by_seed.setdefault(result.spec.seed, []).append(float(value))
+    return [float(np.mean(by_seed[s])) for s in seeds]
+
+
+def _held_out_scores(
+    design: Prereg, arm: str, checkpoint: Path, mode: SamplingMode, draws: int, label: str, column: str
+) -> list[float]:
+    """Per held-out seed (registered order), the mean of ``column`` over ``draws`` episodes in ``mode``."""
+    assert design.phase2 is not None
+    seeds = design.phase2.eval_seeds
+    results = _episodes(design, arm, checkpoint, mode, seeds, draws, label)
+    return _seed_means(results, [r.record.to_row()[column] for r in results], seeds)
+
+
+def _monitor_points(
+    design: Prereg, arm: str, monitor: Monitor, mode: SamplingMode, checkpoints: Mapping[int, Path]
+) -> list[dict[str, Any]]:
+    """Per monitored policy (``checkpoints``: iteration -> the policy that iteration samples), each monitor
+    seed's mean registered reward over ``monitor.draws`` sampler episodes, and their mean."""
+    points = []
+    for iteration, checkpoint in sorted(checkpoints.items()):
+        results = _episodes(
+            design, arm, checkpoint, mode, monitor.seeds, monitor.draws, f"monitor-{iteration}"
+        )
+        scores = _seed_means(results, episode_rewards(design, results), monitor.seeds)
+        points.append({"iteration": iteration, "mean_reward": float(np.mean(scores)), "scores": scores})
+    return points
 
 
 def run_candidate(
@@ -272,7 +317,8 @@ def run_candidate(
                 rng,
             ),
         }
-    record = {
+    monitor = calibration.monitor
+    record: dict[str, Any] = {
         "candidate": candidate.id,
         "design": design.name,
         "arm": arm,
@@ -291,6 +337,16 @@ def run_candidate(
         "iterations": iterations,
         "held_out": held_out,
     }
+    if monitor is not None:
+        checkpoints = {
+            i: initial if i == 0 else work / f"theta-{i}.pt" for i in monitor.iterations(phase2.iterations)
+        }
+        record["monitor"] = {
+            "seeds": list(monitor.seeds),
+            "draws": monitor.draws,
+            "every": monitor.every,
+            "points": _monitor_points(design, arm, monitor, recipe.mode, checkpoints),
+        }
     atomic_write_json(out, record)
     shutil.rmtree(work, ignore_errors=True)
     return record
