@@ -53,6 +53,7 @@ LIGHT_FOR_HELP = frozenset(
     {
         "grpo_probe.cli",
         "grpo_probe.atomic_io",
+        "grpo_probe.lazy_exports",
         "grpo_probe.compute.accounting",
         "grpo_probe.envs.gl",
         "grpo_probe.provenance.environment",

@@ -7,8 +7,9 @@ never needs. A name is imported from its module the first time it is read.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from grpo_probe.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from grpo_probe.audit.compare import OutputComparison, compare_output, first_difference
@@ -30,13 +31,7 @@ _WHERE: dict[str, str] = {
 """Each exported name and the module it is imported from on first use."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later reads skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _WHERE, globals())
 
 
 __all__ = [

@@ -8,8 +8,9 @@ neither.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from grpo_probe.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from grpo_probe.policies.checkpoint import load_policy
@@ -46,11 +47,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import the protocol (numpy), :func:`~grpo_probe.policies.checkpoint.load_policy` or
-    :class:`~grpo_probe.policies.vision_flow.VisionFlowPolicy` (torch) only when it is asked for."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # later reads skip this function
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
+"""Import the protocol (numpy), :func:`~grpo_probe.policies.checkpoint.load_policy` or
+:class:`~grpo_probe.policies.vision_flow.VisionFlowPolicy` (torch) only when it is asked for."""

@@ -7,8 +7,9 @@ the chain reads the prereg (which loads the environment registry and pyarrow), w
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from grpo_probe.lazy_exports import lazy_exports
 
 # Eager: cheap, and ``environment`` is also the name of its module, which a lazy read would return.
 from grpo_probe.provenance.environment import code_version, environment, sources_sha256
@@ -42,13 +43,7 @@ _WHERE: dict[str, str] = {
 """Each exported name and the module it is imported from on first use."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later reads skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _WHERE, globals())
 
 
 __all__ = [

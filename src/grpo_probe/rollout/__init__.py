@@ -8,8 +8,9 @@ read, so such a job never loads torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from grpo_probe.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from grpo_probe.rollout.engine import (
@@ -74,13 +75,7 @@ _WHERE: dict[str, str] = {
 """Each exported name and the module it is imported from on first use."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later reads skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _WHERE, globals())
 
 
 __all__ = [
