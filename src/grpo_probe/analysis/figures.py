@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -326,7 +327,7 @@ def plot_spread_by_cell(
         fig = _figure(6.4, 1.6 + 0.42 * len(rows) + (0.25 if replay else 0.0))
         ax = fig.add_subplot()
         values: list[float] = []
-        pct = f"{confidence:.0%}"
+        pct = f"{100 * confidence:.4g}%"
         for i, row in enumerate(rows):
             first = i == 0
             lift = -0.18 if replay else 0.0
@@ -394,7 +395,7 @@ def plot_competence_by_cell(
         fig = _figure(6.4, 1.6 + 0.42 * len(rows))
         ax = fig.add_subplot()
         values: list[float] = []
-        pct = f"{confidence:.0%}"
+        pct = f"{100 * confidence:.4g}%"
         for i, row in enumerate(rows):
             first = i == 0
             ax.scatter(
@@ -659,14 +660,14 @@ def plot_rule_clauses(
                         linestyle="--",
                         linewidth=1.1,
                     )
-            ax.set_title(panel.title, fontsize="small", wrap=True)
+            ax.set_title(textwrap.fill(panel.title, 42), fontsize="small")
             ax.tick_params(axis="x", labelsize="x-small")
             ax.grid(axis="x", color="0.92", linewidth=0.6)
         for ax in axes[len(panels) :]:
             ax.set_axis_off()
         axes[0].set_yticks(np.arange(len(cells)), labels, fontsize="small")
         axes[0].set_ylim(len(cells) - 0.5, -0.5)
-        pct = f"{confidence:.0%}"
+        pct = f"{100 * confidence:.4g}%"
         handles = [
             matplotlib.lines.Line2D([], [], color="0.55", linewidth=2.2, label=f"{pct} interval over seeds"),
             matplotlib.lines.Line2D(
