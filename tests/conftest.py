@@ -29,6 +29,7 @@ LONGEST_FIRST = (
     # a minute or more each, without a shared run: they run while the shared runs run in the background
     "e2e/test_vision_workflow.py",
     "e2e/test_user_code_in_dag.py",
+    "e2e/test_gradient_reads_workflow.py",
     "e2e/test_user_sampler_workflow.py",
     "e2e/test_pusher_workflow.py",
     "envs/test_point_maze_workflow.py",
