@@ -57,8 +57,10 @@ def test_a_run_with_jobs_shows_progress_and_the_failure_not_its_start_up() -> No
         "Job stats:",
         "total                 2",
         "rule train:",
+        "    log: results/smoke/logs/train/ar.log",
         "    jobid: 3",
         "    wildcards: arm=ar",
+        "",
         "Finished jobid: 3 (Rule: train)",
         "1 of 2 steps (50%) done",
         "rule decision:",
@@ -68,6 +70,7 @@ def test_a_run_with_jobs_shows_progress_and_the_failure_not_its_start_up() -> No
     ]
     assert _filtered(said) == [
         "2 jobs to run",
+        "  started train arm=ar (progress: results/smoke/logs/train/ar.log)",
         "[1/2] train arm=ar",
         "Error in rule decision:",
         "    log: results/smoke/logs/decision.log",

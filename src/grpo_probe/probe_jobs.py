@@ -611,17 +611,26 @@ def decision(
     out_tsv: PathLike | None = None,
     replay_tables: Mapping[str, Sequence[PathLike]] | None = None,
     gradient_files: Mapping[str, PathLike] | None = None,
+    figures: Sequence[PathLike] | None = None,
 ) -> None:
     """decision.md, decision.json, the reads table and the figures, from the joined cells and the anchors.
 
     The per-seed group statistics are read from ``join_tables`` (the join rule's output), not recomputed;
     the cell tables give the guard trips, the AR entropy and the figures. The provenance footer lists
     every file the decision read (cell, join and anchor tables, the prereg and its lock) with its sha256.
+    ``figures``: the figure files the workflow declared (:func:`grpo_probe.analysis.figure_names.
+    figure_files`); the job clears any other figure from ``figures_dir`` first and checks that it drew
+    exactly these, so the DAG knows every file the job writes.
     """
     # Local: the report loads matplotlib and jinja2 (about 0.4 s), which only the decision jobs need.
     from grpo_probe.analysis.report import decision_record, reads_tsv_text, write_decision
 
     prereg = load_prereg(prereg_path)
+    declared = None if figures is None else {Path(p).resolve() for p in figures}
+    if declared is not None and Path(figures_dir).is_dir():
+        for stale in Path(figures_dir).rglob("*.png"):  # another design version's figure, not declared
+            if stale.resolve() not in declared:
+                stale.unlink()
     replays = {cell: list(paths) for cell, paths in (replay_tables or {}).items()}
     read = [
         *cell_tables.values(),
@@ -651,8 +660,16 @@ def decision(
     if out_tsv is not None:
         atomic_write_text(out_tsv, reads_tsv_text(record))
         outputs.append(out_tsv)
-    figures = sorted(Path(figures_dir).rglob("*.png"))
-    write_design_manifest(prereg, manifest, "decision", [*outputs, *figures], upstream)
+    drawn = sorted(Path(figures_dir).rglob("*.png"))
+    if declared is not None and {p.resolve() for p in drawn} != declared:
+        missing = sorted(str(p) for p in declared - {p.resolve() for p in drawn})
+        extra = sorted(str(p) for p in drawn if p.resolve() not in declared)
+        raise ValueError(
+            f"{figures_dir}: the figures drawn are not those the workflow declared (declared, not drawn: "
+            f"{missing}; drawn, not declared: {extra}); grpo_probe.analysis.figure_names.figure_files "
+            "names every figure a design has"
+        )
+    write_design_manifest(prereg, manifest, "decision", [*outputs, *drawn], upstream)
 
 
 def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_json: PathLike) -> None:
@@ -665,8 +682,9 @@ def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_j
 _CELL_TABLES = ("probe_table", "anchor_table", "join_table")
 """The fields of each decision.json cell that name a table; the provenance footer names the rest."""
 
-_SIBLING_PAGES = ("compute.md",)
-"""Pages beside decision.md that its template links by name rather than through decision.json."""
+_SIBLING_PAGES = ("compute.md", "../../docs/validation-study.md")
+"""Pages decision.md links literally rather than through decision.json (compute.md beside it, the
+validation study in the docs), each written for the design's folder and moved with the page."""
 
 
 def _relative_to(folder: Path) -> Callable[[str], str]:

@@ -136,15 +136,16 @@ def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
         for name in cell["figures"].values():
             assert f"]({name})" in md
             assert (tmp_path / "out" / name).read_bytes().startswith(b"\x89PNG")
-    # above the fold, in 80 columns x 40 lines: the outcome, the rule's figure and the spread figure
-    # embedded, a short line of reasons per cell; the competence figure and the full reasons below
+    # above the fold, in 80 columns x 40 lines: the outcome, the rule's figure embedded, a short line of
+    # reasons per cell; the spread and competence figures and the full reasons below
     top, below = md.split("\n---\n", 1)
     assert top.startswith("# GRPO signal probe: decision\n")
     assert f"**{decision['outcome']['headline']}**" in _flat(top)
-    for key in ("rule", "group_std"):
-        assert f"]({decision['figures'][key]})" in top
+    assert f"]({decision['figures']['rule']})" in top
+    for key in ("rule", "group_std", "competence"):
         assert (tmp_path / "out" / decision["figures"][key]).read_bytes().startswith(b"\x89PNG")
-    assert f"]({decision['figures']['competence']})" in below
+    for key in ("group_std", "competence"):
+        assert f"]({decision['figures'][key]})" in below
     for cell in decision["cells"]:
         assert re.search(rf"^- \*\*{cell['id']}\*\* \((AR|flow)\) (qualifies|does not qualify)", top, re.M)
         assert re.search(

@@ -28,7 +28,8 @@ def test_smoke_workflow_writes_decision_md_and_json(smoke_run: Path) -> None:
     # one screen first (80 columns x 40 lines): the outcome, the rule's figure and a line per cell
     top = md.split("\n---\n", 1)[0]
     assert "**" + " ".join(decision["outcome"]["headline"].split()[:3]) in top
-    assert "(figures/rule_all-cells.png)" in top and "(figures/group_std_all-cells.png)" in top
+    assert "(figures/rule_all-cells.png)" in top
+    assert "[validation study](../../docs/validation-study.md)" in " ".join(top.split())
     for cell in decision["cells"]:
         assert f"\n- **{cell['id']}** (" in top
     assert len(top.splitlines()) <= 40 and max(len(line) for line in top.splitlines()) <= 80

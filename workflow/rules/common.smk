@@ -1,6 +1,7 @@
 # Config and prereg loading, validation, and the named helpers every rule uses.
 import sys
 
+from grpo_probe.analysis.figure_names import figure_files
 from grpo_probe.prereg import arm_bindings, split_seeds
 from grpo_probe.prereg.run_config import config_sources, load_config
 from grpo_probe.prereg.run_design import load_run_design
@@ -259,7 +260,46 @@ def decision_outputs():
         *design_page("decision").values(),
         f"{R}/compute.md",
         *root_page("decision").values(),
+        *every_intermediate(),
     ]
+
+
+def every_intermediate():
+    """Every file a job on the way to decision.md writes, so that the default target asks for each: a
+    deleted shard, table, checkpoint or figure is then missing from the DAG's point of view and rebuilt,
+    rather than passed over because the pages after it exist (Snakemake only rebuilds a missing file a
+    requested target needs)."""
+    files = [
+        prereg_manifest(),
+        f"{R}/oracles/parallel.json",
+        f"{R}/oracles/parallel.manifest.json",
+    ]
+    if REFERENCE_ARMS:
+        files += [f"{R}/demos/demos.npz", f"{R}/demos/demos.manifest.json"]
+    for arm in ARMS:
+        files += [f"{R}/arms/{arm}/source.json", f"{R}/arms/{arm}/arm.manifest.json"]
+        if arm in REFERENCE_ARMS:
+            files.append(f"{R}/arms/{arm}/policy.pt")
+    for arm, table in decision_anchor_tables().items():
+        files += [table, f"{R}/anchors/{arm}.manifest.json"]
+    for cell in CELLS:
+        for shard in SHARDS:
+            files += [
+                f"{R}/probe/{cell}/{shard}.parquet",
+                f"{R}/probe/{cell}/{shard}.manifest.json",
+            ]
+        files += [
+            f"{R}/cells/{cell}.parquet",
+            f"{R}/join/{cell}.parquet",
+            f"{R}/join/{cell}.manifest.json",
+        ]
+        if REPLAY:
+            files += [*cell_replay_tables(cell), f"{R}/oracles/replay/{cell}.json"]
+            files.append(f"{R}/replay/{cell}.manifest.json")
+    files += [*decision_gradient_files().values(), *decision_gradient_manifests()]
+    files += [f"{R}/figures/{figure.name}" for figure in figure_files(PREREG)]
+    files += [f"{R}/decision.manifest.json", f"{R}/reads.tsv", f"{R}/compute.json"]
+    return files
 
 
 # The gradient reads (rules/gradients.smk): only a design with `analysis.gradient_reads: true` has them.

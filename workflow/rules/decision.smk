@@ -19,15 +19,16 @@ rule decision:
             caption="../report/reads.rst",
             category="Decision",
         ),
-        figures=report(
-            directory(f"{R}/figures"),
-            patterns=[
-                "{kind,rule|group_std|competence|trajectories|entropy|chaos|guard_rates}_{cell}.png"
-            ],
-            caption="../report/cell_figure.rst",
-            category="{cell}",
-            labels={"figure": "{kind}"},
-        ),
+        # Every figure declared (a deleted one is rebuilt), filed in the report by cell, labelled by kind.
+        figures=[
+            report(
+                f"{R}/figures/{figure.name}",
+                caption="../report/cell_figure.rst",
+                category=figure.cell,
+                labels={"figure": figure.kind},
+            )
+            for figure in figure_files(PREREG)
+        ],
         manifest=f"{R}/decision.manifest.json",
     log:
         f"{R}/logs/decision.log",

@@ -3,6 +3,10 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
 
     sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)
 
+    from grpo_probe.provenance.inputs import refuse_changed_inputs
+
+    refuse_changed_inputs(snakemake.input)  # a changed input is refused, not read
+
     from grpo_probe.phase2.pilot_jobs import phase2_eval
 
     phase2_eval(

@@ -7,7 +7,6 @@ figures a decision has, what each is drawn from and where each file goes, linked
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
@@ -16,6 +15,7 @@ from xml.etree import ElementTree
 
 from grpo_probe.analysis.cell_analysis import CellResult
 from grpo_probe.analysis.decision_rule import read_words
+from grpo_probe.analysis.figure_names import figure_slug
 from grpo_probe.analysis.figures import (
     ClausePanel,
     ClauseRow,
@@ -40,10 +40,6 @@ from grpo_probe.prereg import AnalysisNumbers, Cell
 from grpo_probe.prereg.rule import ReadRef
 
 __all__ = ["draw_figures", "draw_rule_figure", "table_outline"]
-
-
-def _slug(cell: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", cell)
 
 
 def table_outline(env: EnvSpec) -> tuple[float, float, float, float] | None:
@@ -106,7 +102,7 @@ def draw_figures(
     disk_radius_m: float,
     table: tuple[float, float, float, float] | None = None,
 ) -> dict[str, Any]:
-    slugs = {c.id: _slug(c.id) for c in cells}
+    slugs = {c.id: figure_slug(c.id) for c in cells}
     if len(set(slugs.values())) != len(slugs):
         raise ValueError(
             f"cell ids {sorted(slugs)} collide once made file-name safe: {sorted(slugs.values())}"

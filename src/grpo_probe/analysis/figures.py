@@ -281,16 +281,32 @@ def symlog_axis(ax: Axes, linthresh: float, values: Sequence[float], axis: str =
     pad = 0.3 * max(abs(low), abs(high), linthresh)
     left, right = low - (pad if low < 0 else 0.0), high + pad
     decades = range(math.floor(math.log10(1.5 * linthresh)) + 1, math.ceil(math.log10(max(right, -left))) + 1)
-    ticks = [
-        0.0,
-        *(10.0**k for k in decades if 10.0**k <= right),
-        *(-(10.0**k) for k in decades if -(10.0**k) >= left),
-    ]
+    # Powers of ten, and on each side the 1-2-5 number at or past the farthest value (the axis reaching
+    # it), so that a value past the last power (a -34 or -50 cm loss beyond the -10 tick) still sits
+    # between two labelled ticks.
+    ticks = [0.0]
+    for side, extreme in ((1.0, high), (-1.0, -low)):
+        reach = right if side > 0 else -left
+        ticks += [side * 10.0**k for k in decades if 10.0**k <= reach]
+        if extreme > 1.5 * linthresh:
+            end = _nice_ceiling(extreme)
+            ticks.append(side * end)
+            if side > 0:
+                right = max(right, 1.1 * end)
+            else:
+                left = min(left, -1.1 * end)
+    ticks = sorted(set(ticks))
     target = ax.xaxis if x else ax.yaxis
     set_ticks(sorted(ticks))
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     target.set_minor_locator(NullLocator())
     set_lim(left, right)
+
+
+def _nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2 and 5 times a power of ten that is at least ``value`` (> 0)."""
+    power = 10.0 ** math.floor(math.log10(value))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= value * (1 - 1e-12))
 
 
 def symlog_note(linthresh: float) -> str:

@@ -101,17 +101,51 @@ def _arm_lines(decision: Mapping[str, Any]) -> list[str]:
             continue
         ranked = outcome["ranking"][head]
         if len(ranked) == 1:
-            lines.append(
+            line = (
                 f"Phase 2 trains the {label} arm `{arm}`, the arm of {ranked[0]}, the only {label} cell "
                 "that qualifies."
             )
-            continue
-        rows = [(i, by_id[i]["arm"], [by_id[i]["reads"].get(r) for r, _ in keys]) for i in ranked]
-        lines.append(
-            f"Phase 2 trains the {label} arm `{arm}`, the arm of the first qualifying {label} cell "
-            f"{rank_text(keys, rows)}."
-        )
+        else:
+            rows = [(i, by_id[i]["arm"], [by_id[i]["reads"].get(r) for r, _ in keys]) for i in ranked]
+            line = (
+                f"Phase 2 trains the {label} arm `{arm}`, the arm of the first qualifying {label} cell "
+                f"{rank_text(keys, rows)}."
+            )
+        sampler = _sampler_line(decision, head, ranked[0])
+        lines.append(line if sampler is None else f"{line} {sampler}")
     return lines
+
+
+VALIDATION_PAGE = "../../docs/validation-study.md"
+"""The validation study's page, linked from a design's decision.md in ``results/<design>/``; the copy at
+the repository root rewrites it for its own folder like every sibling link."""
+
+
+def _validation_line() -> str:
+    """The first screen's word on what a go is worth: whether the probe is shown to predict a pilot's gain,
+    with the link to the study that asks it."""
+    return f"A go is not yet shown to predict what GRPO gains: see the [validation study]({VALIDATION_PAGE})."
+
+
+def _sampler_line(decision: Mapping[str, Any], head: str, cell_id: str) -> str | None:
+    """Why phase 2 samples the arm under another sampler than the cell that named it was read with: GRPO's
+    ratio divides by each action's log-probability, which only the head's trainable sampler records
+    (temperature sampling for AR, the SDE sampler for flow; an ODE draw is deterministic given its noise)."""
+    mode = next(c for c in decision["cells"] if c["id"] == cell_id)["mode"]
+    trains = _TRAINS_UNDER[head]
+    if mode["kind"] == trains[0]:
+        return None
+    return (
+        f"The probe read it with the {_SAMPLER_WORDS.get(mode['kind'], mode['kind'])}; phase 2 samples it "
+        f"with {trains[1]}, because GRPO's ratio divides by each action's log-probability, which only "
+        "that sampler records."
+    )
+
+
+_TRAINS_UNDER = {"ar": ("temperature", "temperature sampling"), "flow": ("flow_sde", "the SDE sampler")}
+"""Per head, the sampler phase 2 trains under (its kind, in words): the one that records the log-probs."""
+
+_SAMPLER_WORDS = {"flow_ode": "ODE sampler", "temperature": "temperature sampler", "flow_sde": "SDE sampler"}
 
 
 def _short_clause(condition: Mapping[str, Any]) -> str:
@@ -538,6 +572,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         versions_line=_versions_line(decision),
         cell_lines=_cell_lines(decision),
         flag_gloss=_flag_gloss(decision),
+        validation_line=_validation_line(),
         error_rates=_error_rates_line(decision),
         error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),
