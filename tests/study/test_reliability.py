@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from grpo_probe.analysis.operating import wilson_interval
@@ -75,3 +77,14 @@ def test_classification_rejects_bad_inputs() -> None:
         classification([True], [True, False], confidence=0.9)
     with pytest.raises(ValueError, match="confidence"):
         classification([True], [True], confidence=0.0)
+
+
+def test_fishers_exact_test_is_one_sided_and_undefined_on_an_empty_margin() -> None:
+    """0 of 14 go arms gained against 3 of 14 no arms: no evidence that go predicts a gain (p = 1); the
+    mirror table is the hypergeometric tail P(X >= 3) = C(3,3) C(25,11) / C(28,14) = 1 / 9."""
+    go, gained = [True] * 14 + [False] * 14, [False] * 14 + [True] * 3 + [False] * 11
+    assert classification(go, gained, 0.95).fisher_p == pytest.approx(1.0)
+    mirror = classification([not g for g in go], gained, 0.95)
+    assert mirror.fisher_p == pytest.approx(math.comb(25, 11) / math.comb(28, 14))
+    assert classification([True, True], [True, False], 0.95).fisher_p is None  # no "no" arm
+    assert classification([True, False], [False, False], 0.95).fisher_p is None  # nothing gained

@@ -7,7 +7,10 @@ go, how often the pilot gained (a go that wastes a training run is the costly er
 no, how often the pilot did not gain (a no that hides a gain is the other). With a study's few arms these
 shares are rough, so each carries its Wilson score interval (Wilson 1927, "Probable inference, the law of
 succession, and statistical inference", JASA 22), which stays inside [0, 1] and behaves at counts of 0 or
-n where the normal (Wald) interval does not (Agresti & Coull 1998).
+n where the normal (Wald) interval does not (Agresti & Coull 1998). Whether go arms gained more often
+than no arms at all is Fisher's exact test on the 2 x 2 table (Fisher 1922; the one-sided p-value, the
+hypergeometric probability of a table with at least as many go arms that gained, given the margins):
+0 of 14 go arms against 3 of 14 no arms gained is p = 1, no evidence that go predicts a gain.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import fisher_exact
 
 from grpo_probe.analysis.operating import wilson_interval
 
@@ -47,6 +51,9 @@ class Classification:
     accuracy_ci_low: float | None
     accuracy_ci_high: float | None
     confidence: float
+    fisher_p: float | None = None
+    """Fisher's exact test, one-sided: P(a table with at least ``go_gained`` go arms that gained | the
+    margins), under no association between the call and the gain; None when a margin is empty."""
 
 
 def _flags(name: str, values: Sequence[bool]) -> list[bool]:
@@ -95,4 +102,15 @@ def classification(calls: Sequence[bool], gained: Sequence[bool], confidence: fl
         acc_low,
         acc_high,
         confidence,
+        _fisher_p(go_gained, go_not, no_gained, no_not),
     )
+
+
+def _fisher_p(go_gained: int, go_not: int, no_gained: int, no_not: int) -> float | None:
+    """One-sided Fisher's exact p-value that go arms gain more often than no arms (scipy's
+    ``fisher_exact(..., alternative="greater")`` on [[go_gained, go_not], [no_gained, no_not]]); None when
+    there is no go arm, no "no" arm, or no arm on one side of the gain (the test has nothing to compare)."""
+    table = [[go_gained, go_not], [no_gained, no_not]]
+    if 0 in (go_gained + go_not, no_gained + no_not, go_gained + no_gained, go_not + no_not):
+        return None
+    return float(fisher_exact(table, alternative="greater").pvalue)

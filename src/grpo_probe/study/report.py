@@ -188,7 +188,15 @@ def _classification_lines(inference: StudyInference) -> list[str]:
         f"| probe says no | {c.no_gained} | {c.no_not} | did not gain: "
         f"{share(c.no_not_share, c.no_not_ci_low, c.no_not_ci_high)} |",
         "",
-        f"Agreement: {share(c.accuracy, c.accuracy_ci_low, c.accuracy_ci_high)}.",
+        f"Agreement: {share(c.accuracy, c.accuracy_ci_low, c.accuracy_ci_high)}. "
+        + (
+            "Fisher's exact test (one-sided, go arms gain more often than no arms): "
+            + (
+                "not defined, a margin of the table is empty."
+                if c.fisher_p is None
+                else f"p = {c.fisher_p:.3g}."
+            )
+        ),
     ]
 
 
