@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -682,9 +683,9 @@ def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_j
 _CELL_TABLES = ("probe_table", "anchor_table", "join_table")
 """The fields of each decision.json cell that name a table; the provenance footer names the rest."""
 
-_SIBLING_PAGES = ("compute.md", "../../docs/validation-study.md")
-"""Pages decision.md links literally rather than through decision.json (compute.md beside it, the
-validation study in the docs), each written for the design's folder and moved with the page."""
+_SIBLING_PAGES = ("compute.md",)
+"""Pages decision.md links literally rather than through decision.json (compute.md beside it), each written
+for the design's folder and moved with the page."""
 
 
 def _relative_to(folder: Path) -> Callable[[str], str]:
@@ -728,6 +729,7 @@ def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out
     of that chain. A record of another design than the configured prereg is refused.
     """
     # Local: the report loads matplotlib and jinja2 (about 0.4 s), which only the decision jobs need.
+    from grpo_probe.analysis.page import VALIDATION_PAGE
     from grpo_probe.analysis.report import write_decision
 
     prereg = load_prereg(prereg_path)
@@ -758,6 +760,11 @@ def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out
     def for_this_folder(text: str) -> str:
         for name in _SIBLING_PAGES:  # the template writes these links literally, for the design's folder
             text = text.replace(f"]({name})", f"]({moved(name)})")
+        # the validation study, named from the repository root (the working directory) on the design's page,
+        # is a link on this one: its folder is fixed where the design's folder moves with ``results:``
+        validation = Path(os.path.relpath(VALIDATION_PAGE, target_dir)).as_posix()
+        named = rf"the validation study,(\s+)`{re.escape(VALIDATION_PAGE)}`"
+        text = re.sub(named, rf"the\1[validation study]({validation})", text)
         return text.rstrip("\n") + "\n" + footer  # after the hashes it belongs with
 
     write_decision(out, out_md, out_json, edit=for_this_folder)

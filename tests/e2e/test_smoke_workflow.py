@@ -29,7 +29,7 @@ def test_smoke_workflow_writes_decision_md_and_json(smoke_run: Path) -> None:
     top = md.split("\n---\n", 1)[0]
     assert "**" + " ".join(decision["outcome"]["headline"].split()[:3]) in top
     assert "(figures/rule_all-cells.png)" in top
-    assert "[validation study](../../docs/validation-study.md)" in " ".join(top.split())
+    assert "validation study, `docs/validation-study.md`" in " ".join(top.split())
     for cell in decision["cells"]:
         assert f"\n- **{cell['id']}** (" in top
     assert len(top.splitlines()) <= 40 and max(len(line) for line in top.splitlines()) <= 80

@@ -116,15 +116,15 @@ def _arm_lines(decision: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-VALIDATION_PAGE = "../../docs/validation-study.md"
-"""The validation study's page, linked from a design's decision.md in ``results/<design>/``; the copy at
-the repository root rewrites it for its own folder like every sibling link."""
+VALIDATION_PAGE = "docs/validation-study.md"
+"""The validation study's page, named from the repository root rather than linked: decision.md's bytes do not
+depend on where ``results:`` points, and a relative link from a results folder of any depth cannot be both."""
 
 
 def _validation_line() -> str:
     """The first screen's word on what a go is worth: whether the probe is shown to predict a pilot's gain,
     with the link to the study that asks it."""
-    return f"A go is not yet shown to predict what GRPO gains: see the [validation study]({VALIDATION_PAGE})."
+    return f"A go is not yet shown to predict what GRPO gains: see the validation study, `{VALIDATION_PAGE}`."
 
 
 def _sampler_line(decision: Mapping[str, Any], head: str, cell_id: str) -> str | None:
