@@ -71,3 +71,29 @@ def test_a_policy_that_declares_nothing_samples_its_head_and_trains_nothing() ->
         "per-token log-probs (capabilities.logprobs 'per_token')",
         "trainable parameters (capabilities.trainable)",
     ]
+
+
+def test_a_policy_written_to_be_served_declares_its_capabilities_in_process_too() -> None:
+    """The docs' stand-ins import the serve distribution's PolicyCapabilities (a served policy cannot import
+    the project); bound in process the same object is read as the project's declaration."""
+    from grpo_probe.policies import PolicyCapabilities
+    from grpo_probe.policies.protocol import declared_capabilities
+    from grpo_probe.serve.contract import PolicyCapabilities as ServedCapabilities
+
+    class ServedStandIn:
+        head = "flow"
+        capabilities = ServedCapabilities(kinds=("flow_ode",))
+
+    assert declared_capabilities(ServedStandIn()) == PolicyCapabilities(("flow_ode",))
+
+    class WrongHead(ServedStandIn):
+        head = "ar"
+
+    with pytest.raises(ValueError, match="declares kinds of the flow head"):
+        declared_capabilities(WrongHead())
+
+    class NotADeclaration(ServedStandIn):
+        capabilities = {"kinds": ["flow_ode"]}
+
+    with pytest.raises(ValueError, match="is a dict, not a grpo_probe.policies.PolicyCapabilities"):
+        declared_capabilities(NotADeclaration())

@@ -50,6 +50,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 from grpo_probe.sampling import HEAD_OF_MODE, SAMPLING_KINDS, SamplingMode
+from grpo_probe.serve.contract import PolicyCapabilities as ServedCapabilities
 
 __all__ = [
     "CHUNK_LENGTH",
@@ -244,10 +245,15 @@ def policy_name(policy: object) -> str:
 
 def declared_capabilities(policy: object) -> PolicyCapabilities | None:
     """The policy's own ``capabilities``, or None when it declares none; a ``ValueError`` for a value that
-    is not a :class:`PolicyCapabilities` of the policy's head."""
+    is not a :class:`PolicyCapabilities` of the policy's head (this package's, or the serve distribution's
+    class that a policy written to be served declares)."""
     declared = getattr(policy, "capabilities", None)
     if declared is None:
         return None
+    if isinstance(declared, ServedCapabilities):
+        # A policy written for ``grpo-probe-serve`` declares the serve distribution's class (it cannot import
+        # this one); bound in process, the same declaration is read through the hello's mapping.
+        declared = PolicyCapabilities.from_dict(declared.to_dict(), f"{policy_name(policy)}.capabilities")
     if not isinstance(declared, PolicyCapabilities):
         raise ValueError(
             f"{policy_name(policy)}.capabilities is a {type(declared).__name__}, not a "
