@@ -92,8 +92,9 @@ def test_a_policy_written_to_be_served_declares_its_capabilities_in_process_too(
     with pytest.raises(ValueError, match="declares kinds of the flow head"):
         declared_capabilities(WrongHead())
 
-    class NotADeclaration(ServedStandIn):
-        capabilities = {"kinds": ["flow_ode"]}
+    class NotADeclaration:
+        head = "flow"
+        capabilities = ("flow_ode",)
 
-    with pytest.raises(ValueError, match="is a dict, not a grpo_probe.policies.PolicyCapabilities"):
+    with pytest.raises(ValueError, match=r"is a tuple, not a grpo_probe\.policies\.PolicyCapabilities"):
         declared_capabilities(NotADeclaration())
