@@ -522,4 +522,7 @@ def lock_prereg(
     write_lock(target, lock)
     verb = "re-locked" if old is not None else "locked"
     lines = [f"{path}: {verb} as {sha} in {target} ({lock['amendments']} amendments)", *notes]
+    if unchanged and old is not None and old.get("extends_sha256", {}) != extends:
+        shared = ", ".join(e.path.as_posix() for e in valid.extended) or "none"
+        lines.insert(1, f"the design is unchanged; recorded the shared files it extends ({shared})")
     return LockOutcome(target, lock, True, "\n  ".join(lines))
