@@ -23,7 +23,7 @@ from grpo_probe.envs.registry import EnvConfig
 from grpo_probe.prereg.amendments import Amendment, RegisteredVersion, parse_amendment, registered_versions
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.cross_field import design_environment, design_problems, environment_problems
-from grpo_probe.prereg.extends import Extended, merge_extends, set_in_shared_file
+from grpo_probe.prereg.extends import EXTENDS, Extended, merge_extends, set_in_shared_file
 from grpo_probe.prereg.lock import (
     LOCK_FORMAT,
     LockError,
@@ -277,6 +277,13 @@ def _read_valid(path: Path, schema_dir: str | os.PathLike[str] | None) -> tuple[
     return _merged_valid(read_yaml(path), path, schema_dir)
 
 
+@functools.lru_cache(maxsize=8)
+def _design_fields(schema_dir: str | None) -> tuple[str, ...]:
+    """The top-level fields of a design (the schema's), which a shared file's fields must be among; read
+    once per process, as every job loads the design."""
+    return tuple(load_prereg_schema(schema_dir).get("properties", ()))
+
+
 def _merged_valid(
     raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None
 ) -> tuple[dict[str, Any], _Valid]:
@@ -284,8 +291,9 @@ def _merged_valid(
 
     A schema or cross-field problem in a field a shared file sets names that file beside the design.
     """
-    known = load_prereg_schema(schema_dir).get("properties")
-    merged, extended = merge_extends(raw, path, None if known is None else tuple(known))
+    extends = isinstance(raw, Mapping) and EXTENDS in raw
+    known = _design_fields(None if schema_dir is None else str(schema_dir)) if extends else None
+    merged, extended = merge_extends(raw, path, known)
     try:
         return merged, _validate(merged, path, schema_dir, extended)
     except ValueError as exc:
