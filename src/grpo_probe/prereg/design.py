@@ -1,9 +1,10 @@
-"""The registered design as typed objects, its cross-field rules, and the two entry points on it.
+"""The registered design as typed objects, and the entry points that read, check and lock it.
 
 Why: every rule of the workflow starts from :func:`load_prereg`, which refuses a design that is invalid
-or that no longer matches its lock before any work is done. The JSON schema checks each field on its own;
-the rules that relate fields (a cell's arm exists, its sampling mode fits that arm's head, cell ids are
-unique, oracle subsets name registered arms and seeds, demo seeds stay off the probe's seeds) live here.
+or that no longer matches its lock before any work is done. A design is read, merged with the shared
+files it extends (:mod:`grpo_probe.prereg.extends`), checked against the JSON schema field by field and
+against the rules that relate fields (:mod:`grpo_probe.prereg.cross_field`), then hashed and compared
+with its lock (:mod:`grpo_probe.prereg.lock`).
 """
 
 from __future__ import annotations
@@ -17,20 +18,17 @@ from typing import Any, NamedTuple
 
 from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.boat.spec import BOAT_ID
-from grpo_probe.envs.observation import (
-    OBSERVATION_STATE,
-    ObservationConfig,
-    observation_problems,
-    split_problems,
-)
-from grpo_probe.envs.protocol import EnvSpec
-from grpo_probe.envs.registry import EnvConfig, env_config, env_spec, is_builtin
+from grpo_probe.envs.observation import OBSERVATION_STATE, ObservationConfig
+from grpo_probe.envs.registry import EnvConfig
 from grpo_probe.prereg.amendments import Amendment, RegisteredVersion, parse_amendment, registered_versions
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
+from grpo_probe.prereg.cross_field import design_environment, design_problems, environment_problems
+from grpo_probe.prereg.extends import EXTENDS, Extended, merge_extends, set_in_shared_file
 from grpo_probe.prereg.lock import (
     LOCK_FORMAT,
     LockError,
     check_lock,
+    extends_record,
     foreign_lock_problem,
     inherited_amendments_problem,
     lock_path,
@@ -39,20 +37,12 @@ from grpo_probe.prereg.lock import (
     utc_now_iso,
     write_lock,
 )
-from grpo_probe.prereg.phase2 import Phase2, parse_phase2, penalty_problems
-from grpo_probe.prereg.replay import ReplaySection, parse_replay, replay_problems
+from grpo_probe.prereg.phase2 import Phase2, parse_phase2
+from grpo_probe.prereg.replay import ReplaySection, parse_replay
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
-from grpo_probe.prereg.schema import field_path, load_prereg_schema, validate_against
+from grpo_probe.prereg.schema import load_prereg_schema, validate_against
 from grpo_probe.prereg.seeds import expand_seeds
-from grpo_probe.sampling import (
-    PARAMETERS,
-    SamplerModuleError,
-    SamplingMode,
-    load_sampler_module,
-    mode_params,
-    sampler,
-    sampling_kinds,
-)
+from grpo_probe.sampling import SamplerModuleError, SamplingMode, load_sampler_module, mode_params, sampler
 
 __all__ = [
     "Amendment",
@@ -194,6 +184,8 @@ class Prereg:
     samplers: tuple[str, ...] = ()
     """The lab's modules that register sampling kinds (``samplers:``), imported before the design was
     checked (:func:`register_design_samplers`)."""
+    extends: tuple[Extended, ...] = field(default=(), repr=False)
+    """The shared files the design extends (``extends:``), merged into it before it was checked."""
     sampler_modules: tuple[str, ...] = ()
     """Every module the design's own kinds are read from: each of :attr:`samplers` and the
     ``entry_module`` of each kind they register. Their code is an input of every job and a source of every
@@ -251,283 +243,6 @@ def split_seeds(seeds: Sequence[int], seeds_per_shard: int) -> list[tuple[int, .
     return [seeds[i : i + seeds_per_shard] for i in range(0, len(seeds), seeds_per_shard)]
 
 
-def _mode_problems(mode: Mapping[str, Any], at: str) -> list[str]:
-    """A parameter the mode's kind does not take (:mod:`grpo_probe.sampling` declares what each takes)."""
-    kind = mode["kind"]
-    takes = sampler(kind).takes
-    problems = []
-    for name in PARAMETERS:
-        if name in mode and name not in takes:
-            allowed = [k for k in sampling_kinds() if name in sampler(k).takes]
-            problems.append(
-                f"{at}.{name}: only allowed for kind {' or '.join(map(repr, allowed))} (kind is {kind!r})"
-            )
-    return problems
-
-
-def _anchor_kinds() -> tuple[str, ...]:
-    """Deterministic samplers an anchor may use: AR greedy; flow draw 0 of the keyed noise (Heun or Euler)."""
-    return tuple(k for k in sampling_kinds() if sampler(k).deterministic)
-
-
-def _duplicate_problems(seeds: Sequence[int], at: str) -> list[str]:
-    first: dict[int, int] = {}
-    problems = []
-    for i, seed in enumerate(seeds):
-        if seed in first:
-            problems.append(f"{at}[{i}]: seed {seed} is registered twice (first at {at}[{first[seed]}])")
-        first.setdefault(seed, i)
-    return problems
-
-
-def _subset_problems(seeds: Sequence[int], registered: Sequence[int], at: str) -> list[str]:
-    known = set(registered)
-    return [
-        f"{at}[{i}]: seed {s} is not one of the registered seeds"
-        for i, s in enumerate(seeds)
-        if s not in known
-    ]
-
-
-def design_problems(
-    raw: Mapping[str, Any], rule: DecisionRule | None = None, replay: ReplaySection | None = None
-) -> list[str]:
-    """Cross-field rule violations of a schema-valid design, each as ``"<field path>: <problem>"``.
-
-    ``rule`` and ``replay``: the design's sections as already parsed (one parse per load); without a
-    rule, what the rule reads is not checked against the environment.
-    """
-    problems: list[str] = []
-    arms: Mapping[str, Any] = raw["arms"]
-    arm_list = ", ".join(arms)
-    seeds = expand_seeds(raw["seeds"])
-    problems += _duplicate_problems(seeds, "seeds")
-    problems += _duplicate_problems(expand_seeds(raw["training"]["demos"]["seeds"]), "training.demos.seeds")
-
-    for arm_id, arm in arms.items():
-        at = f"arms.{arm_id}.anchor"
-        problems += _mode_problems(arm["anchor"], at)
-        kind = arm["anchor"]["kind"]
-        if sampler(kind).head != arm["head"]:
-            problems.append(
-                f"{at}.kind: {kind!r} samples the {sampler(kind).head} head, "
-                f"but the arm's head is {arm['head']!r}"
-            )
-        elif not sampler(kind).deterministic:
-            problems.append(
-                f"{at}.kind: an anchor is deterministic; {kind!r} is not "
-                f"(use one of {', '.join(_anchor_kinds())})"
-            )
-
-    problems += _environment_section_problems(raw, rule, replay)
-    problems += _observation_problems(raw)
-
-    seen: dict[str, int] = {}
-    for i, cell in enumerate(raw["cells"]):
-        at = field_path(("cells", i), raw)  # cells[<id>], or cells[<index>] where two share an id
-        if cell["id"] in seen:
-            problems.append(f"{at}.id: {cell['id']!r} is already the id of cells[{seen[cell['id']]}]")
-        seen.setdefault(cell["id"], i)
-        if cell["arm"] not in arms:
-            problems.append(f"{at}.arm: {cell['arm']!r} is not one of the arms ({arm_list})")
-        else:
-            head = arms[cell["arm"]]["head"]
-            kind = cell["mode"]["kind"]
-            if sampler(kind).head != head:
-                problems.append(
-                    f"{at}.mode.kind: {kind!r} samples the {sampler(kind).head} head, "
-                    f"but arm {cell['arm']!r} has head {head!r}"
-                )
-        problems += _mode_problems(cell["mode"], f"{at}.mode")
-        kind = cell["mode"]["kind"]
-        if cell["arm"] in arms and sampler(kind).deterministic:
-            anchor = SamplingMode.from_dict(arms[cell["arm"]]["anchor"])
-            if anchor != SamplingMode.from_dict(cell["mode"]):
-                problems.append(
-                    f"{at}.mode: the draw-0 oracle compares draw 0 of a {kind} cell with its arm's anchor "
-                    f"rows, so the mode must equal arms.{cell['arm']}.anchor ({anchor.kind}, "
-                    f"steps={anchor.steps})"
-                )
-        if not cell["optional"] and not cell["enabled"]:
-            problems.append(f"{at}.enabled: a required cell (optional: false) must be enabled")
-    if not any(cell["enabled"] for cell in raw["cells"]):
-        problems.append("cells: no cell is enabled")
-
-    training_arms: Mapping[str, Any] = raw["training"]["arms"]
-    for arm in training_arms:
-        if arm not in arms:
-            problems.append(f"training.arms.{arm}: {arm!r} is not one of the arms ({arm_list})")
-    for arm in arms:
-        if arm not in training_arms:
-            problems.append(f"training.arms: no trainer settings for arm {arm!r}")
-    overlap = sorted(set(expand_seeds(raw["training"]["demos"]["seeds"])) & set(seeds))
-    if overlap:
-        problems.append(
-            f"training.demos.seeds: overlaps the probe's seeds ({', '.join(map(str, overlap[:5]))}"
-            f"{', ...' if len(overlap) > 5 else ''}); demos must not be drawn from evaluation spawns"
-        )
-
-    parallel = raw["oracles"]["parallel"]
-    for i, arm in enumerate(parallel["arms"]):
-        if arm not in arms:
-            problems.append(f"oracles.parallel.arms[{i}]: {arm!r} is not one of the arms ({arm_list})")
-    oracle_heads = {arms[a]["head"] for a in parallel["arms"] if a in arms}
-    for i, mode in enumerate(parallel["modes"]):
-        at = f"oracles.parallel.modes[{i}]"
-        problems += _mode_problems(mode, at)
-        if sampler(mode["kind"]).head not in oracle_heads:
-            problems.append(
-                f"{at}.kind: {mode['kind']!r} fits none of the oracle's arms ({', '.join(parallel['arms'])})"
-            )
-    problems += _subset_problems(parallel["seeds"], seeds, "oracles.parallel.seeds")
-    problems += _subset_problems(raw["oracles"]["draw0"]["seeds"], seeds, "oracles.draw0.seeds")
-    problems += _duplicate_problems(parallel["seeds"], "oracles.parallel.seeds")
-    problems += _duplicate_problems(raw["oracles"]["draw0"]["seeds"], "oracles.draw0.seeds")
-    problems += replay_problems(raw, seeds)
-    return problems
-
-
-_ENGAGEMENT_READS = ("sampled_engagement_rate", "anchor_engagement_rate")
-
-
-def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
-    """Each registered camera and each arm's inputs: keys the design registers and, for a built-in
-    environment (whose cameras are known without building it), ones it renders."""
-    try:
-        observation = ObservationConfig.from_dict(raw.get("observation"), "observation")
-    except ValueError as exc:
-        return [str(exc)]
-    env_cameras: tuple[str, ...] | None = None
-    problems = []
-    try:
-        config = design_environment(raw)
-        if is_builtin(config.id):
-            spec = env_spec(config)
-            env_cameras = spec.cameras
-            problems += split_problems(observation, spec.state_entries, config.id)
-    except (KeyError, ValueError):
-        pass  # the environment section's own check names the problem
-    if env_cameras is not None:
-        for camera in observation.cameras:
-            if camera.name not in env_cameras:
-                problems.append(
-                    f"observation.cameras.{camera.name}: the environment renders no camera {camera.name!r} "
-                    f"(its cameras: {', '.join(env_cameras) or 'none'})"
-                )
-    for arm_id, arm in raw["arms"].items():
-        inputs = arm.get("inputs", [OBSERVATION_STATE])
-        cameras = env_cameras if env_cameras is not None else [c.name for c in observation.cameras]
-        problems += observation_problems(inputs, observation, cameras, f"arms.{arm_id}.inputs")
-        if arm["head"] != "ar" and arm.get("row_block") is not None:
-            problems.append(
-                f"arms.{arm_id}.row_block: only the AR head decodes in a registered row block; the flow "
-                "heads compute in blocks of 8"
-            )
-        if arm["head"] == "ar" and any(k.startswith("observation.images.") for k in inputs):
-            problems.append(
-                f"arms.{arm_id}.inputs: the AR head reads the state only; a camera-fed arm has head 'flow'"
-            )
-    if raw.get("phase2") is not None and observation.lerobot:
-        problems.append(
-            "phase2: the phase-2 pilot replays the packed state; a design with observation.convention: "
-            "lerobot is probed, not yet piloted"
-        )
-    if raw.get("phase2") is not None:  # the pilot trains the state-only heads and the one-camera flow head
-        for arm_id, arm in raw["arms"].items():
-            frames = [k for k in arm.get("inputs", []) if k.startswith("observation.images.")]
-            if len(frames) > 1:
-                problems.append(
-                    f"phase2: arm {arm_id} reads {len(frames)} cameras ({', '.join(frames)}); the phase-2 "
-                    "pilot trains the camera-fed flow head, which reads one"
-                )
-    return problems
-
-
-def design_environment(raw: Mapping[str, Any], where: str | os.PathLike[str] = "") -> EnvConfig:
-    """The design's environment: ``env: {id, params}``, or the boat scene its ``sim:`` section describes.
-
-    ``where`` (the prereg's path) prefixes the field in errors. Raises ``ValueError`` on invalid params.
-    """
-    prefix = f"{where}: " if str(where) else ""
-    if "env" in raw:
-        env = raw["env"]
-        return env_config(env["id"], env["params"], f"{prefix}env")
-    return EnvConfig(BOAT_ID, SimParams.from_dict(raw["sim"]), f"{prefix}sim")
-
-
-def _environment_section_problems(
-    raw: Mapping[str, Any], rule: DecisionRule | None, replay: ReplaySection | None
-) -> list[str]:
-    if "env" in raw and "sim" in raw:
-        return [
-            "env, sim: a design names its environment once: env: {id, params}, or the boat scene's sim: "
-            "section alone (env: {id: boat_push, params: ...} takes the same numbers)"
-        ]
-    if "env" not in raw and "sim" not in raw:
-        return [
-            "env: missing: name the environment (env: {id, params}), or give the boat scene's sim: section"
-        ]
-    try:
-        config = design_environment(raw)
-    except ValueError as exc:
-        return [str(exc)]
-    if not is_builtin(config.id):
-        return []
-    if rule is None:
-        return []  # the rule did not parse: its own problem is reported beside these
-    phase2 = raw.get("phase2")
-    penalties = None if phase2 is None else phase2["reward"]["penalties"]
-    return environment_problems(rule, penalties, env_spec(config), replay)
-
-
-def environment_problems(
-    rule: DecisionRule,
-    phase2_penalties: Mapping[str, float] | bool | None,
-    spec: EnvSpec,
-    replay: ReplaySection | None = None,
-) -> list[str]:
-    """What the design reads that its environment does not define, each as ``"<field>: <problem>"``.
-
-    The decision rule may read a guard's rates (``sampled_<guard>_rate``, ``anchor_<guard>_rate``) only
-    for a guard the environment defines, and the phase-2 reward may penalise only such a guard
-    (``phase2_penalties``: the registered ``phase2.reward.penalties``; a bool, whether the design
-    registers phase 2, names no penalty to check, and the ``phase2_plan`` step checks them then).
-    A built-in environment is checked with the rest of the design; a user's factory by the prereg_check
-    step, which builds it (:func:`grpo_probe.probe_jobs.prereg_check`).
-    """
-    problems: list[str] = []
-    guards = set(spec.guard_names)
-
-    def check(read: str, at: str) -> None:
-        for side in ("sampled_", "anchor_"):
-            if read.startswith(side) and read.endswith("_rate") and read not in _ENGAGEMENT_READS:
-                guard = read[len(side) : -len("_rate")]
-                if guard not in guards:
-                    problems.append(
-                        f"{at}: {read!r} reads guard {guard!r}, which environment {spec.id!r} does not "
-                        f"define (its guards: {', '.join(spec.guard_names)})"
-                    )
-
-    for criterion in rule.criteria:
-        for i, condition in enumerate(criterion.all_of):
-            check(condition.read, f"decision_rule.criteria.{criterion.name}.all_of[{i}].read")
-            if condition.threshold_read is not None:
-                at = f"decision_rule.criteria.{criterion.name}.all_of[{i}].threshold.read"
-                check(condition.threshold_read.name, at)
-    for i, key in enumerate(rule.rank_by):
-        check(key.read, f"decision_rule.arm_choice.rank_by[{i}].read")
-    if isinstance(phase2_penalties, Mapping):
-        problems += penalty_problems(phase2_penalties, spec)
-    for i, perturbation in enumerate(replay.perturbations if replay is not None else ()):
-        if perturbation.kind == "state" and spec.state_perturbation is None:
-            problems.append(
-                f"replay.perturbations[{i}].kind: 'state' asks environment {spec.id!r} to shift its spawn, "
-                "which it does not offer (no perturb_state: its spec.state_perturbation is None); register "
-                "kind: action, which the engine applies in any environment"
-            )
-    return problems
-
-
 def read_valid_prereg(
     path: str | os.PathLike[str], schema_dir: str | os.PathLike[str] | None = None
 ) -> tuple[dict[str, Any], str]:
@@ -545,6 +260,7 @@ class _Valid(NamedTuple):
     phase2: Phase2 | None
     replay: ReplaySection | None
     sampler_modules: tuple[str, ...]
+    extended: tuple[Extended, ...]
 
 
 def _missing_design(path: Path) -> FileNotFoundError:
@@ -558,8 +274,33 @@ def _missing_design(path: Path) -> FileNotFoundError:
 def _read_valid(path: Path, schema_dir: str | os.PathLike[str] | None) -> tuple[dict[str, Any], _Valid]:
     if not path.is_file():
         raise _missing_design(path)
-    raw = read_yaml(path)
-    return raw, _validate(raw, path, schema_dir)
+    return _merged_valid(read_yaml(path), path, schema_dir)
+
+
+@functools.lru_cache(maxsize=8)
+def _design_fields(schema_dir: str | None) -> tuple[str, ...]:
+    """The top-level fields of a design (the schema's), which a shared file's fields must be among; read
+    once per process, as every job loads the design."""
+    return tuple(load_prereg_schema(schema_dir).get("properties", ()))
+
+
+def _merged_valid(
+    raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None
+) -> tuple[dict[str, Any], _Valid]:
+    """``raw`` merged with the shared files it extends, and what validating the merged design produced.
+
+    A schema or cross-field problem in a field a shared file sets names that file beside the design.
+    """
+    extends = isinstance(raw, Mapping) and EXTENDS in raw
+    known = _design_fields(None if schema_dir is None else str(schema_dir)) if extends else None
+    merged, extended = merge_extends(raw, path, known)
+    try:
+        return merged, _validate(merged, path, schema_dir, extended)
+    except ValueError as exc:
+        if not extended:
+            raise
+        lines = [set_in_shared_file(line, str(path), extended) for line in str(exc).splitlines()]
+        raise PreregError("\n".join(lines)) from None
 
 
 def register_design_samplers(raw: Mapping[str, Any], path: str | os.PathLike[str]) -> tuple[str, ...]:
@@ -594,7 +335,9 @@ def register_design_samplers(raw: Mapping[str, Any], path: str | os.PathLike[str
     return tuple(dict.fromkeys(read_from))
 
 
-def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -> _Valid:
+def _validate(
+    raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None, extended: tuple[Extended, ...] = ()
+) -> _Valid:
     """The lab's samplers, the schema, cross-field rules, then the sections that validate themselves as
     they are parsed (criteria named in ``qualifies`` exist; phase 2's seed sets are disjoint, ...): parsed
     once, here, and kept."""
@@ -616,7 +359,7 @@ def _validate(raw: Any, path: Path, schema_dir: str | os.PathLike[str] | None) -
         sha = canonical_sha256(raw)
     except ValueError as exc:  # NaN or infinity has no canonical JSON form
         raise PreregError(f"{path}: {exc}") from None
-    return _Valid(sha, analysis, rule, phase2, replay, sampler_modules)
+    return _Valid(sha, analysis, rule, phase2, replay, sampler_modules, extended)
 
 
 def _build(
@@ -694,6 +437,7 @@ def _build(
         observation=ObservationConfig.from_dict(raw.get("observation"), f"{path}: observation"),
         replay=valid.replay,
         samplers=tuple(raw.get("samplers", ())),
+        extends=valid.extended,
         sampler_modules=valid.sampler_modules,
     )
 
@@ -707,8 +451,8 @@ def prereg_from_mapping(
     the workflow runs comes from :func:`load_prereg`, which also checks the lock.
     """
     path = Path(path)
-    raw = dict(raw)
-    return _build(path, raw, _validate(raw, path, schema_dir), None, schema_dir=schema_dir)
+    merged, valid = _merged_valid(dict(raw), path, schema_dir)
+    return _build(path, merged, valid, None, schema_dir=schema_dir)
 
 
 def load_prereg(
@@ -726,7 +470,7 @@ def load_prereg(
     lock_date = None
     history: list[dict[str, Any]] = []
     if require_lock:
-        lock = check_lock(path, raw)
+        lock = check_lock(path, raw, extended=valid.extended)
         lock_date, history = lock["date"], lock["versions"]
     elif lock_path(path).exists():
         lock = read_lock(lock_path(path))
@@ -756,7 +500,9 @@ def lock_prereg(
 ) -> LockOutcome:
     """Lock a valid design, or re-lock it after an appended amendment; refuse any other change.
 
-    Locking an unchanged design leaves the existing lock (and its date) untouched. ``earlier_locks``:
+    Locking an unchanged design leaves the existing lock (and its date) untouched, unless the lock does
+    not record the shared files it extends as they are (a lock taken before ``extends_sha256``, or a
+    shared file rewritten without moving the merged design): it is rewritten, date kept. ``earlier_locks``:
     older lock files of this design (e.g. taken from version control) whose versions enter the lock's
     history, each verified by rebuilding it from this file. ``results_hashes``: prereg sha256 -> the
     manifests under the results folder that carry it; an amendment saying ``after_results: false`` is
@@ -766,7 +512,8 @@ def lock_prereg(
     become its history. A lock of another file with another design (copied with it) is always refused.
     """
     path = Path(path)
-    raw, sha = read_valid_prereg(path, schema_dir)
+    raw, valid = _read_valid(path, schema_dir)
+    sha, extends = valid.sha256, extends_record(valid.extended)
     target = lock_path(path)
     old = read_lock(target) if target.exists() else None
     if old is not None and old["file"] != path.name and old["sha256"] != sha:
@@ -774,12 +521,16 @@ def lock_prereg(
     if not keep_amendments and old is None and not earlier_locks and not results_hashes and raw["amendments"]:
         raise LockError(inherited_amendments_problem(path, raw))
     unchanged = old is not None and old["sha256"] == sha and old["file"] == path.name
-    if unchanged and old is not None and old["format"] == LOCK_FORMAT and not earlier_locks:
+    recorded = old is not None and old["format"] == LOCK_FORMAT and old.get("extends_sha256", {}) == extends
+    if unchanged and old is not None and recorded and not earlier_locks:
         return LockOutcome(target, old, False, f"{path}: unchanged since its lock {target} ({old['date']})")
     earlier = [(str(p), read_lock(p)) for p in earlier_locks]
     when = old["date"] if unchanged and old is not None else date or utc_now_iso()
-    lock, notes = new_lock(path, raw, old, when, earlier, results_hashes)
+    lock, notes = new_lock(path, raw, old, when, earlier, results_hashes, valid.extended)
     write_lock(target, lock)
     verb = "re-locked" if old is not None else "locked"
     lines = [f"{path}: {verb} as {sha} in {target} ({lock['amendments']} amendments)", *notes]
+    if unchanged and old is not None and old.get("extends_sha256", {}) != extends:
+        shared = ", ".join(e.path.as_posix() for e in valid.extended) or "none"
+        lines.insert(1, f"the design is unchanged; recorded the shared files it extends ({shared})")
     return LockOutcome(target, lock, True, "\n  ".join(lines))

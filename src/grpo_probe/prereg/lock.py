@@ -14,6 +14,11 @@ k) the hash of its design (:func:`grpo_probe.prereg.amendments.design_sha256`), 
 locked, and every file hash it was locked under. Rebuilding version k from the current file (undoing the
 amendments' ``replaces``) must give exactly the recorded hash; that is checked when locking and on every
 load. A format-1 lock (no history) is still read: it knows only its own version.
+
+A design that extends shared files (:mod:`grpo_probe.prereg.extends`) is hashed merged with them, and its
+lock adds ``extends_sha256``: each file as the design names it -> the sha256 of its canonical form. A
+change to a shared file is then named as such wherever the lock is checked; a lock taken before the
+field existed (none) still verifies the merged design by its hash alone.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from grpo_probe.prereg.amendments import (
     strip_annotations,
 )
 from grpo_probe.prereg.canonical import canonical_sha256
+from grpo_probe.prereg.extends import Extended
 
 __all__ = [
     "LOCK_FORMAT",
@@ -43,6 +49,7 @@ __all__ = [
     "build_lock",
     "changed_sections",
     "check_lock",
+    "extends_record",
     "foreign_lock_problem",
     "history_problems",
     "inherited_amendments_problem",
@@ -50,6 +57,7 @@ __all__ = [
     "new_lock",
     "read_lock",
     "relock_problems",
+    "shared_file_changes",
     "utc_now_iso",
     "write_lock",
 ]
@@ -78,16 +86,28 @@ def _version(index: int, sha256: str | None = None, date: str | None = None) -> 
     return {"version": index, "sha256": sha256, "date": date, "file_sha256": []}
 
 
+def extends_record(extended: Sequence[Extended]) -> dict[str, str]:
+    """The lock's ``extends_sha256``: each shared file the design extends, as the design names it, -> the
+    sha256 of its canonical form (empty when it extends none)."""
+    return {e.named: e.sha256 for e in extended}
+
+
 def build_lock(
-    raw: Mapping[str, Any], file_name: str, date: str, versions: Sequence[Mapping[str, Any]] | None = None
+    raw: Mapping[str, Any],
+    file_name: str,
+    date: str,
+    versions: Sequence[Mapping[str, Any]] | None = None,
+    extends: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The lock record of a parsed prereg; ``versions`` is its history (default: this version only)."""
+    """The lock record of a parsed prereg (merged with the files it extends); ``versions`` is its history
+    (default: this version only); ``extends``: :func:`extends_record` of the files it extends, recorded
+    when there are any (a design that extends none has the lock it always had)."""
     amendments = list(raw.get("amendments", []))
     sha = canonical_sha256(raw)
     if versions is None:
         versions = [_version(k) for k in range(len(amendments))]
         versions.append(_version(len(amendments), design_sha256(raw), date) | {"file_sha256": [sha]})
-    return {
+    lock = {
         "format": LOCK_FORMAT,
         "file": file_name,
         "sha256": sha,
@@ -97,6 +117,9 @@ def build_lock(
         "section_sha256": {key: canonical_sha256(value) for key, value in sorted(raw.items())},
         "versions": [dict(v) for v in versions],
     }
+    if extends:
+        lock["extends_sha256"] = dict(sorted(extends.items()))
+    return lock
 
 
 def _history_shape_problem(lock: Mapping[str, Any]) -> str | None:
@@ -219,11 +242,53 @@ def inherited_amendments_problem(prereg: str | os.PathLike[str], raw: Mapping[st
     )
 
 
+def shared_file_changes(lock: Mapping[str, Any], extended: Sequence[Extended]) -> list[str]:
+    """How the shared files the design extends now differ from those its lock recorded, one line each
+    naming the file (empty when they agree, or when the lock predates ``extends_sha256``)."""
+    recorded = lock.get("extends_sha256")
+    if recorded is None:
+        return []
+    now = extends_record(extended)
+    where = {e.named: e.path.as_posix() for e in extended}
+    changes = []
+    for name in sorted(set(recorded) | set(now)):
+        was, found = recorded.get(name), now.get(name)
+        if was == found:
+            continue
+        if was is None:
+            changes.append(f"it extends {where[name]} now, which the lock does not record")
+        elif found is None:
+            changes.append(f"it no longer extends {name} (locked as {was[:12]}...)")
+        else:
+            changes.append(
+                f"{where[name]}, which it extends, changed since the lock (sha256 {was[:12]}... locked, "
+                f"now {found[:12]}...)"
+            )
+    return changes
+
+
+def _shared_sections(changed: Sequence[str], extended: Sequence[Extended]) -> list[str]:
+    """For a lock without ``extends_sha256``: the changed sections a shared file sets part of."""
+    return [
+        f"{section} is partly set in {e.path.as_posix()}, which it extends"
+        for e in extended
+        for section in changed
+        if any(_section_of(f) == section for f in e.fields)
+    ]
+
+
 def check_lock(
-    prereg: str | os.PathLike[str], raw: Mapping[str, Any], *, valid: bool = True
+    prereg: str | os.PathLike[str],
+    raw: Mapping[str, Any],
+    *,
+    valid: bool = True,
+    extended: Sequence[Extended] = (),
 ) -> dict[str, Any]:
     """Return the lock of ``prereg`` if it covers exactly ``raw``; otherwise raise naming both files.
 
+    ``raw``: the design merged with the shared files it extends, ``extended`` those files. A lock that
+    records their hashes must record exactly these (a shared file that changed is named, whether or not
+    the merged design moved with it); an older lock checks the merged design's hash alone.
     ``valid``: whether ``raw`` passed its schema and cross-field rules. A design that does not cannot be
     re-locked, so a mismatch then points at the edit (a misspelt field is the usual cause) rather than
     at writing an amendment.
@@ -237,8 +302,13 @@ def check_lock(
     lock = read_lock(path)
     if lock["file"] != prereg.name:
         raise LockError(foreign_lock_problem(prereg, lock))
+    shared = shared_file_changes(lock, extended)
     if lock["sha256"] != canonical_sha256(raw):
-        changed = ", ".join(changed_sections(lock, raw)) or "(formatting of the lock)"
+        sections = changed_sections(lock, raw)
+        changed = ", ".join(sections) or "(formatting of the lock)"
+        if "extends_sha256" not in lock:
+            shared = _shared_sections(sections, extended)
+        changed += "".join(f"; {line}" for line in shared)
         how = (
             _how_to_amend(prereg)
             if valid
@@ -249,6 +319,12 @@ def check_lock(
             f"{prereg}: does not match its lock {path} (locked {lock['date']}, "
             f"sha256 {lock['sha256'][:12]}..., now {canonical_sha256(raw)[:12]}...); "
             f"changed sections: {changed}. {how}"
+        )
+    if shared:
+        raise LockError(
+            f"{prereg}: {'; '.join(shared)}. The merged design still matches its lock {path} (sha256 "
+            f"{lock['sha256'][:12]}...), so no registered number moved: `grpo-probe prereg lock {prereg}` "
+            "records the shared files as they are now"
         )
     problems = history_problems(prereg, lock, raw)
     if problems:
@@ -393,13 +469,15 @@ def new_lock(
     date: str,
     earlier: Sequence[tuple[str, Mapping[str, Any]]] = (),
     results_hashes: Mapping[str, Sequence[str]] | None = None,
+    extended: Sequence[Extended] = (),
 ) -> tuple[dict[str, Any], list[str]]:
     """The lock to write for ``raw`` (replacing ``old``, if any), with its verified history, and notes.
 
     ``earlier``: (file name, parsed lock) of older lock files of this design, whose versions enter the
     history (each verified by rebuilding it). ``results_hashes``: prereg hash -> manifests under the
     results folder that carry it; an entry saying ``after_results: false`` is refused when one is of an
-    earlier version. Raises :class:`LockError` listing every problem.
+    earlier version. ``extended``: the shared files the design extends, whose hashes the lock records.
+    Raises :class:`LockError` listing every problem.
     """
     prereg = Path(prereg)
     entries = list(raw.get("amendments", []))
@@ -435,7 +513,7 @@ def new_lock(
         )
     if canonical_sha256(raw) not in current["file_sha256"]:
         current["file_sha256"].append(canonical_sha256(raw))
-    lock = build_lock(raw, prereg.name, date, versions)
+    lock = build_lock(raw, prereg.name, date, versions, extends_record(extended))
     problems += history_problems(prereg, lock, raw)
     required = {int(e["amendments"]) for _, e in earlier}
     if old is not None and int(old["amendments"]) < n:

@@ -16,6 +16,7 @@ import yaml
 
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.design import Prereg, PreregError, load_prereg
+from grpo_probe.prereg.extends import merge_extends
 from grpo_probe.prereg.lock import LockError, check_lock
 from grpo_probe.prereg.names import folder_problems
 
@@ -46,12 +47,12 @@ def load_run_design(prereg_path: str | os.PathLike[str], results: str | os.PathL
             problems += str(exc).splitlines()
             valid = False
         try:
-            raw = read_yaml(path)
-        except (ValueError, yaml.YAMLError):  # unreadable YAML: the validation has said so
-            raw = None
+            raw, extended = merge_extends(read_yaml(path), path)
+        except (ValueError, yaml.YAMLError):  # unreadable YAML or shared file: the validation has said so
+            raw, extended = None, ()
         if isinstance(raw, dict):
             try:
-                check_lock(path, raw, valid=valid)
+                check_lock(path, raw, valid=valid, extended=extended)
             except (LockError, ValueError) as exc:
                 problems += str(exc).splitlines()
     count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
-from grpo_probe.prereg.lock import lock_path, read_lock
+from grpo_probe.prereg.extends import ExtendsError, merge_extends
+from grpo_probe.prereg.lock import lock_path, read_lock, shared_file_changes
 from grpo_probe.provenance.environment import code_version, environment
 from grpo_probe.provenance.manifest import ManifestError, file_sha256, read_manifest, relative_to_root
 
@@ -70,12 +71,16 @@ def _check_prereg(root: Path, manifest_rel: str, prereg_rel: str, expected_sha: 
     prereg = root / prereg_rel
     if not prereg.is_file():
         raise BrokenLinkError(prereg_rel, manifest_rel, "prereg file is missing", expected_sha, None)
-    found = canonical_sha256(read_yaml(prereg))
-    if found != expected_sha:
-        raise BrokenLinkError(
-            prereg_rel, manifest_rel, "prereg content changed (canonical sha256)", expected_sha, found
-        )
+    try:  # the design as registered: merged with the shared files it extends
+        raw, extended = merge_extends(read_yaml(prereg), prereg)
+    except ExtendsError as exc:
+        raise BrokenLinkError(prereg_rel, manifest_rel, str(exc), expected_sha, None) from None
+    found = canonical_sha256(raw)
     lock_file = lock_path(prereg)
+    if found != expected_sha:
+        shared = shared_file_changes(read_lock(lock_file), extended) if lock_file.is_file() else []
+        problem = "; ".join(["prereg content changed (canonical sha256)", *shared])
+        raise BrokenLinkError(prereg_rel, manifest_rel, problem, expected_sha, found)
     lock_rel = lock_file.relative_to(root).as_posix()
     if not lock_file.is_file():
         raise BrokenLinkError(lock_rel, manifest_rel, "prereg lock is missing", expected_sha, None)
