@@ -70,11 +70,12 @@ SAMPLER_CODE = [str(p) for p in module_files(PREREG.sampler_modules)]
 
 
 def prereg_files():
-    """The prereg, its lock, a user environment's code and the design's own samplers: every step loads
-    the design through them."""
+    """The prereg, its lock, the shared rule files it extends, a user environment's code and the design's
+    own samplers: every step loads the design through them."""
     return {
         "prereg": str(RUN.prereg),
         "lock": f"{RUN.prereg}.lock",
+        "extends": [str(shared.path) for shared in PREREG.extends],
         "env_code": ENV_CODE,
         "sampler_code": SAMPLER_CODE,
     }
