@@ -28,7 +28,7 @@ from grpo_probe.phase2.losses import (
     token_mean,
 )
 from grpo_probe.phase2.pilot_choices import check_pilot_choices
-from grpo_probe.phase2.replay import load_head_model
+from grpo_probe.phase2.recompute import load_head_model
 from grpo_probe.phase2.reward import (
     GroupAdvantages,
     adv_estimator_names,

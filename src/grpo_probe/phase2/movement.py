@@ -48,7 +48,7 @@ import torch
 
 from grpo_probe.phase2.evaluate import HeldOutObservations
 from grpo_probe.phase2.losses import ar_kl_k3
-from grpo_probe.phase2.replay import HeadModel, load_head_model, recompute_logprobs, unit_chains
+from grpo_probe.phase2.recompute import HeadModel, load_head_model, recompute_logprobs, unit_chains
 from grpo_probe.phase2.rollouts import RolloutBatch
 from grpo_probe.policies.checkpoint import load_policy
 from grpo_probe.policies.protocol import Policy, SamplingMode

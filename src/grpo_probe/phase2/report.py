@@ -49,9 +49,9 @@ from grpo_probe.phase2.evaluate import (
     minimum_detectable_change,
     paired_changes,
 )
+from grpo_probe.phase2.gate import Phase2Plan, Stage
 from grpo_probe.phase2.guard_variance import GuardCheck
 from grpo_probe.phase2.paths import StagePaths
-from grpo_probe.phase2.plan import Phase2Plan, Stage
 from grpo_probe.prereg import Prereg
 from grpo_probe.provenance import read_manifest
 from grpo_probe.provenance.manifest import relative_to_root

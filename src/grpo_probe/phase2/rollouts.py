@@ -7,7 +7,7 @@ the per-step log-probs (flow SDE), for a camera-fed policy the frames it saw (``
 the digest the engine records in every table, ``replan_frame_sha256``), and per episode the reward, its
 group's std, the advantage and whether dynamic sampling kept the group. The flow head's x_t chain is not
 stored (50 x 6 x 11 floats per replan): the trainer regenerates it from the row's keys
-(:mod:`grpo_probe.phase2.replay`) and the oracle checks the log-probs of the regenerated chain against
+(:mod:`grpo_probe.phase2.recompute`) and the oracle checks the log-probs of the regenerated chain against
 these recorded ones.
 
 Rows run through the rollout engine unchanged (:func:`grpo_probe.rollout.run_group`, sequential or on a

@@ -8,7 +8,7 @@ One iteration, top to bottom (CleanRL's shape, with the group advantage in place
 2. rewards and advantages by the estimator the design names (``phase2.advantage``; by default GRPO's
    group advantage), dynamic sampling (:mod:`grpo_probe.phase2.reward`);
 3. replay: every recorded log-prob recomputed under theta_i, which must equal the record within the
-   registered tolerance (ratio 1 before the update) or training stops (:mod:`grpo_probe.phase2.replay`);
+   registered tolerance (ratio 1 before the update) or training stops (:mod:`grpo_probe.phase2.recompute`);
 4. update: ``epochs`` passes, each split by a keyed shuffle into ``minibatches`` optimizer steps over the
    kept replans: new log-probs, the registered policy loss the design names (``phase2.policy_loss``; by
    default the clipped surrogate with clip-higher and token-mean aggregation), plus beta x KL to the
@@ -39,17 +39,15 @@ from tqdm import tqdm
 from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.losses import approx_kl_k3, ar_kl_k3, flow_kl_gaussian, policy_loss, token_mean
-from grpo_probe.phase2.replay import (
+from grpo_probe.phase2.recompute import (
     HeadModel,
-    ReplayReport,
     ar_logprobs,
-    check_replay,
     flow_step_logprobs,
-    replay_batch,
     token_batch,
     unit_chains,
     unit_frames,
 )
+from grpo_probe.phase2.recompute_oracle import RecomputeReport, check_recompute, recompute_batch
 from grpo_probe.phase2.reward import guard_trips
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
 from grpo_probe.policies.adam import Adam
@@ -395,7 +393,7 @@ def train_loop(
     outputs: Sequence[IterationOutput],
     rollouts: RolloutFn,
     read: Callable[[Path], tuple[RolloutBatch, pa.Table]],
-    on_iteration: Callable[[int, IterationMetrics, ReplayReport], None],
+    on_iteration: Callable[[int, IterationMetrics, RecomputeReport], None],
     guards: Sequence[Guard],
     analysis: Mapping[str, Any],
 ) -> list[IterationMetrics]:
@@ -429,8 +427,8 @@ def train_loop(
         stacked = (
             None if chains is None else torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in units])
         )
-        report = replay_batch(policy, batch, recipe.replay_atol, chains=stacked)
-        check_replay(report, f"{batch.path} (iteration {iteration})")
+        report = recompute_batch(policy, batch, recipe.replay_atol, chains=stacked)
+        check_recompute(report, f"{batch.path} (iteration {iteration})")
         stats = grpo_update(policy, reference, batch, recipe, phase2, optimizer, chains)
         if not all(bool(torch.isfinite(p).all()) for p in policy.model.parameters()):
             raise FloatingPointError(
