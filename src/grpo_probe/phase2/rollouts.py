@@ -33,7 +33,7 @@ from grpo_probe.phase2.reward import adv_estimator, guard_trips, shaped_rewards
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, run_group
-from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
+from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.rollout.table import ROLLOUT_SCHEMA, result_row, rollout_schema

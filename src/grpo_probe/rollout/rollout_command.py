@@ -108,7 +108,7 @@ def _design(path: str | None) -> Any:  # -> Prereg | None
 
 def _run(args: argparse.Namespace) -> int:
     from grpo_probe.envs.registry import boat_env
-    from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
+    from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
     from grpo_probe.rollout.policy_source import PolicySource
     from grpo_probe.rollout.shards import write_shard
 

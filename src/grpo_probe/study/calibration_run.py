@@ -69,7 +69,7 @@ from grpo_probe.phase2.trainer import IterationOutput, batch_chains, determinist
 from grpo_probe.policies.flow_sde import sde_sigma, time_grid
 from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import EpisodeResult, GroupJob, PolicySource, run_group
-from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
+from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.sampling import SamplingMode
 from grpo_probe.study.calibration import Calibration, Candidate, Monitor
