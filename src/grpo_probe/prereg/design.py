@@ -493,7 +493,7 @@ def environment_problems(
     (``phase2_penalties``: the registered ``phase2.reward.penalties``; a bool, whether the design
     registers phase 2, names no penalty to check, and the ``phase2_plan`` step checks them then).
     A built-in environment is checked with the rest of the design; a user's factory by the prereg_check
-    step, which builds it (:func:`grpo_probe.probe_jobs.prereg_check`).
+    step, which builds it (:func:`grpo_probe.probe_jobs.prepare.prereg_check`).
     """
     problems: list[str] = []
     guards = set(spec.guard_names)
