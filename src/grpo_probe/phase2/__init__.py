@@ -8,8 +8,9 @@ log-probs recomputed under the current weights) and ``recompute_oracle`` (their 
 record, written as the replay oracle), ``losses`` (the clipped surrogate and the KL terms),
 ``pilot_choices`` (the loss and estimator a design names, checked against the registries of ``losses``
 and ``reward``), ``trainer`` (the iteration loop), ``evaluate`` (held-out paired evaluation and what its
-seeds can detect), ``movement`` (how far training moved the policy), ``report`` (phase2.md),
-``pilot_jobs`` (one function per rule) and ``paths`` (where each artifact lives).
+seeds can detect), ``movement`` (how far training moved the policy), ``report`` (phase2.json and its
+figures), ``page`` (phase2.md from phase2.json), ``pilot_jobs`` (one function per rule) and ``paths``
+(where each artifact lives).
 
 Nothing is imported here: Snakemake reads ``paths`` while parsing the rules, and that must not load torch.
 """

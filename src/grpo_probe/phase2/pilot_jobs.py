@@ -419,7 +419,7 @@ def phase2_report(
 
 def phase2_root(prereg_path: PathLike, record: PathLike, out_md: PathLike, out_json: PathLike) -> None:
     """The configured design's phase2.md again at the repository root, its links rendered from there."""
-    from grpo_probe.phase2.report import render_root_page
+    from grpo_probe.phase2.page import render_root_page
 
     load_prereg(prereg_path)  # the design must still match its lock
     render_root_page(record, out_md, out_json)
