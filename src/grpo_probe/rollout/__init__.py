@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from grpo_probe.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from grpo_probe.policies.policy_source import PolicySource, resolve_device
     from grpo_probe.rollout.engine import (
         group_table,
         job_worker_count,
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
         run_replay_oracle,
     )
     from grpo_probe.rollout.perturb import Replay
-    from grpo_probe.rollout.policy_source import PolicySource, resolve_device
     from grpo_probe.rollout.pool import RolloutPool, run_parallel
     from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec
     from grpo_probe.rollout.shards import write_shard
@@ -58,8 +58,8 @@ _WHERE: dict[str, str] = {
     "run_parallel_oracle": "grpo_probe.rollout.oracles",
     "run_replay_oracle": "grpo_probe.rollout.oracles",
     "Replay": "grpo_probe.rollout.perturb",
-    "PolicySource": "grpo_probe.rollout.policy_source",
-    "resolve_device": "grpo_probe.rollout.policy_source",
+    "PolicySource": "grpo_probe.policies.policy_source",
+    "resolve_device": "grpo_probe.policies.policy_source",
     "EpisodeResult": "grpo_probe.rollout.results",
     "EpisodeSpec": "grpo_probe.rollout.results",
     "merge_shards": "grpo_probe.rollout.merge",

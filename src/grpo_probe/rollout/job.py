@@ -16,9 +16,9 @@ import numpy as np
 from grpo_probe.envs.observation import ObservationConfig
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import EnvConfig, boat_env, env_spec
+from grpo_probe.policies.policy_source import PolicySource
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout.perturb import Replay
-from grpo_probe.rollout.policy_source import PolicySource
 from grpo_probe.rollout.results import EpisodeSpec
 
 __all__ = ["DEFAULT_ENVS_PER_WORKER", "GroupJob", "RolloutWorkerError"]

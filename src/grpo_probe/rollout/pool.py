@@ -20,11 +20,11 @@ import torch
 from grpo_probe.envs.observation import ObservationConfig
 from grpo_probe.envs.protocol import Environment
 from grpo_probe.envs.registry import EnvConfig, make_env
+from grpo_probe.policies.policy_source import PolicySource
 from grpo_probe.policies.protocol import Policy, SamplingMode
 from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
 from grpo_probe.rollout.lockstep import ChunkHook, run_lockstep
 from grpo_probe.rollout.perturb import Replay
-from grpo_probe.rollout.policy_source import PolicySource
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec
 
