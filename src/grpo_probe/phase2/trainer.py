@@ -7,7 +7,7 @@ One iteration, top to bottom (CleanRL's shape, with the group advantage in place
    replay oracle checked before this loop starts;
 2. rewards and advantages by the estimator the design names (``phase2.advantage``; by default GRPO's
    group advantage), dynamic sampling (:mod:`grpo_probe.phase2.reward`);
-3. replay: every recorded log-prob recomputed under theta_i, which must equal the record within the
+3. recompute: every recorded log-prob recomputed under theta_i, which must equal the record within the
    registered tolerance (ratio 1 before the update) or training stops (:mod:`grpo_probe.phase2.recompute`);
 4. update: ``epochs`` passes, each split by a keyed shuffle into ``minibatches`` optimizer steps over the
    kept replans: new log-probs, the registered policy loss the design names (``phase2.policy_loss``; by
@@ -146,7 +146,7 @@ def _flow_terms(
     frames = None if seen is None else torch.from_numpy(seen)
     chain = torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in minibatch.units])
     keep_means = reference is not None
-    replay = flow_step_logprobs(
+    scored = flow_step_logprobs(
         policy.model,  # type: ignore[arg-type]
         cond,
         chain,
@@ -168,14 +168,14 @@ def _flow_terms(
         kl = torch.stack(
             [
                 flow_kl_gaussian(m, m_ref, std)
-                for m, m_ref, std in zip(replay.means, ref.means, replay.stds, strict=True)
+                for m, m_ref, std in zip(scored.means, ref.means, scored.stds, strict=True)
             ],
             dim=1,
         )
     old = torch.from_numpy(np.stack([r.step_logprobs for _, r in minibatch.units]))  # type: ignore[arg-type]
     mask = torch.ones_like(old, dtype=torch.bool)
     advantages = torch.from_numpy(minibatch.advantages)[:, None].expand_as(old)
-    return _Terms(replay.logprob, old, mask, advantages, kl, int(np.prod(chain.shape[2:])))
+    return _Terms(scored.logprob, old, mask, advantages, kl, int(np.prod(chain.shape[2:])))
 
 
 def grpo_update(
@@ -421,7 +421,7 @@ def train_loop(
                 raise ValueError(f"iteration {iteration}: no rollout table path")
             rollouts(iteration, checkpoint)
             batch, table = read(written)
-        # replay: ratio 1 before the update, or nothing more is trained
+        # recompute: ratio 1 before the update, or nothing more is trained
         units = [(e, r) for e in batch.episodes for r in e.replans]
         chains = batch_chains(policy, batch, units) if policy.head == "flow" else None
         stacked = (
