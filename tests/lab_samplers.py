@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 
 from grpo_probe.prereg.canonical import read_yaml
-from grpo_probe.sampling import load_sampler_module, unregister_sampler
+from grpo_probe.sampling import unregister_sampler
+from grpo_probe.sampling.lab_modules import load_sampler_module
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_probe import probe_jobs as steps
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.policies import PolicyCapabilities, PolicyOutput, RowDiagnostics, RowKey, SamplingMode
 from grpo_probe.prereg import load_prereg, lock_prereg
+from grpo_probe.probe_jobs.binding import bind_checkpoint, bind_server
+from grpo_probe.probe_jobs.rollouts import probe_shard
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,14 +38,14 @@ def test_a_bound_checkpoint_must_match_the_pinned_sha256(pinned_smoke: Path, tmp
     with pytest.raises(
         ValueError, match=r"er60k\.pt: sha256 [0-9a-f]{64} differs from arms\.ar\.checkpoint_sha256"
     ):
-        steps.bind_checkpoint(pinned_smoke, "ar", checkpoint, None, [], source, manifest)
+        bind_checkpoint(pinned_smoke, "ar", checkpoint, None, [], source, manifest)
     assert not source.exists() and not manifest.exists()
 
 
 def test_a_shard_of_unregistered_seeds_is_refused(tmp_path: Path) -> None:
     table = tmp_path / "shard.parquet"
     with pytest.raises(ValueError, match=r"shard seeds \[5\] are not registered seeds"):
-        steps.probe_shard(
+        probe_shard(
             REPO / "prereg" / "smoke.yaml",
             "c1_ar_t1_0",
             [5],
@@ -58,21 +59,21 @@ def test_a_shard_of_unregistered_seeds_is_refused(tmp_path: Path) -> None:
 
 
 def test_rollout_jobs_carry_the_arms_registered_row_block_inputs_and_observation() -> None:
-    from grpo_probe.probe_jobs import _group_job
+    from grpo_probe.probe_jobs.sources import group_job
     from grpo_probe.rollout import PolicySource
     from grpo_probe.sampling import SamplingMode
 
     probe = load_prereg(REPO / "prereg/grpo_signal_probe.yaml")
     own = PolicySource(checkpoint="policy.pt")
-    ar = _group_job(probe, "ar", "c1", own, SamplingMode("greedy"), (1000,), 8)
+    ar = group_job(probe, "ar", "c1", own, SamplingMode("greedy"), (1000,), 8)
     assert (ar.source.row_block, ar.envs_per_worker) == (20, 20)
-    flow = _group_job(probe, "flow_teacher", "c3", own, SamplingMode("flow_ode", steps=10), (1000,), 8)
+    flow = group_job(probe, "flow_teacher", "c3", own, SamplingMode("flow_ode", steps=10), (1000,), 8)
     assert (flow.source.row_block, flow.envs_per_worker) == (None, None)
     adapter = PolicySource(checkpoint="mine.pt", factory="my_lab.adapters:load")
-    assert _group_job(probe, "ar", "c1", adapter, SamplingMode("greedy"), (1000,), 8).source.row_block is None
+    assert group_job(probe, "ar", "c1", adapter, SamplingMode("greedy"), (1000,), 8).source.row_block is None
 
     vision = load_prereg(REPO / "prereg/vision_smoke.yaml")
-    job = _group_job(vision, "flow_vision", "c1", own, SamplingMode("flow_ode", steps=10), (1000,), 2)
+    job = group_job(vision, "flow_vision", "c1", own, SamplingMode("flow_ode", steps=10), (1000,), 2)
     assert job.observation == vision.observation and job.inputs == vision.arms["flow_vision"].inputs
 
 
@@ -86,9 +87,7 @@ def test_a_bound_policy_that_breaks_the_act_contract_is_refused_before_any_episo
     source, manifest = tmp_path / "out" / "source.json", tmp_path / "out" / "arm.manifest.json"
     adapter = factory_name(load_global_rng_policy)
     with pytest.raises(PolicyContractError, match=r"global-rng") as refused:
-        steps.bind_checkpoint(
-            REPO / "prereg/smoke.yaml", "flow_teacher", checkpoint, adapter, [], source, manifest
-        )
+        bind_checkpoint(REPO / "prereg/smoke.yaml", "flow_teacher", checkpoint, adapter, [], source, manifest)
     assert "FAIL" in str(refused.value)
     assert not source.exists() and not manifest.exists()
 
@@ -150,7 +149,7 @@ def test_an_adapter_that_cannot_sample_what_a_cell_needs_is_refused_before_any_e
     out = tmp_path / "out"
     source, manifest = out / "source.json", out / "arm.manifest.json"
     with pytest.raises(PolicyContractError) as refused:
-        steps.bind_checkpoint(
+        bind_checkpoint(
             REPO / "prereg/grpo_signal_probe.yaml",
             "flow_teacher",
             checkpoint,
@@ -208,7 +207,7 @@ def test_a_bound_adapter_records_its_declaration_and_phase_two_refuses_what_it_c
         adapter = factory_name(factory)
         bound = tmp_path / factory.__name__
         source, manifest = bound / "source.json", bound / "arm.manifest.json"
-        steps.bind_checkpoint(smoke, "flow_teacher", checkpoint, adapter, [], source, manifest)
+        bind_checkpoint(smoke, "flow_teacher", checkpoint, adapter, [], source, manifest)
         policy = factory(str(checkpoint))
         recorded = json.loads(source.read_text())
         assert recorded["policy"] == f"{type(policy).__module__}:{type(policy).__qualname__}"
@@ -255,5 +254,5 @@ def test_a_served_arm_must_declare_the_pinned_sha256(
         PolicyServer(NumpyFlowPolicy(), "127.0.0.1", 0, metadata=metadata) as server,
         pytest.raises(ValueError, match=found),
     ):
-        steps.bind_server(pinned_smoke, "ar", server.address, [], source, manifest, timeout_s=10)
+        bind_server(pinned_smoke, "ar", server.address, [], source, manifest, timeout_s=10)
     assert not source.exists() and not manifest.exists()

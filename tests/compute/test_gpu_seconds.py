@@ -16,8 +16,9 @@ from grpo_probe.envs.boat.environment import BoatPush
 from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode
 from grpo_probe.prereg import load_prereg
-from grpo_probe.rollout import engine
-from grpo_probe.rollout.engine import mean_timing, run_lockstep, total_gpu_seconds
+from grpo_probe.rollout import lockstep
+from grpo_probe.rollout.engine import mean_timing, total_gpu_seconds
+from grpo_probe.rollout.lockstep import run_lockstep
 from grpo_probe.rollout.results import EpisodeSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,8 +53,8 @@ def test_on_the_cpu_gpu_seconds_are_not_measured() -> None:
 def test_on_cuda_each_policy_call_is_timed_between_two_barriers(monkeypatch) -> None:
     barriers: list[str] = []
     clock = iter(float(t) for t in range(1000))
-    monkeypatch.setattr(engine, "_synchronize", barriers.append)
-    monkeypatch.setattr(engine.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(lockstep, "_synchronize", barriers.append)
+    monkeypatch.setattr(lockstep.time, "perf_counter", lambda: next(clock))
     results = _episodes("cuda:0", n=2)
     calls = SIM.replans  # both episodes run every replan, batched into one call each
     assert barriers == ["cuda:0"] * (2 * calls)

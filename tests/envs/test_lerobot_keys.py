@@ -41,9 +41,10 @@ from grpo_probe.policies.checkpoint import load_policy
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.policies.train import train_arm
 from grpo_probe.prereg.design import load_prereg, lock_prereg
-from grpo_probe.probe_jobs import prereg_check
+from grpo_probe.probe_jobs.prepare import prereg_check
 from grpo_probe.rollout import GroupJob, PolicySource, run_parallel_oracle
-from grpo_probe.rollout.engine import run_lockstep, run_sequential
+from grpo_probe.rollout.engine import run_sequential
+from grpo_probe.rollout.lockstep import run_lockstep
 
 from .lerobot_policies import ThreeKeyPolicy, make_three_key_policy
 from .user_envs import factory_name

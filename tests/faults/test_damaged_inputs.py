@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe import probe_jobs as steps
+from grpo_probe.probe_jobs.decision import join
+from grpo_probe.probe_jobs.rollouts import anchors
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -25,7 +26,7 @@ def _truncate(path: Path) -> None:
 
 
 def _join_cell(shard: str) -> None:
-    steps.join(
+    join(
         prereg_path=PREREG,
         cell=CELL,
         shards=[shard],
@@ -66,7 +67,7 @@ def test_a_corrupted_checkpoint_fails_the_anchor_job_naming_the_file(
     (run_copy / RESULTS / "anchors/ar.manifest.json").unlink()
     table.unlink()
     with pytest.raises(ValueError, match=re.escape(f"{RESULTS}/arms/ar/policy.pt")):
-        steps.anchors(
+        anchors(
             prereg_path=PREREG,
             arm="ar",
             source=f"{RESULTS}/arms/ar/source.json",

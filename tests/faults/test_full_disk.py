@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe import probe_jobs as steps
+from grpo_probe.probe_jobs.rollouts import probe_shard
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -92,7 +92,7 @@ def test_injected_enospc_mid_write_leaves_no_table_manifest_or_temporary(
 
     monkeypatch.setattr(Path, "write_bytes", half_then_enospc)
     with pytest.raises(OSError) as raised:
-        steps.probe_shard(
+        probe_shard(
             prereg_path="prereg/smoke.yaml",
             cell="c1_ar_t1_0",
             seeds=manifest["extra"]["seeds"],

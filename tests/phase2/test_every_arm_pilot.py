@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.phase2.plan import plan_from_decision, read_plan, write_plan
+from grpo_probe.phase2.gate import plan_from_decision, read_plan, write_plan
 from grpo_probe.phase2.report import _answer
 from grpo_probe.prereg import load_prereg
 

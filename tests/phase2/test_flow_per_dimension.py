@@ -16,7 +16,7 @@ import torch
 
 from grpo_probe.phase2 import trainer
 from grpo_probe.phase2.losses import approx_kl_k3, clip_higher_loss, clipped_policy_loss
-from grpo_probe.phase2.replay import load_head_model
+from grpo_probe.phase2.recompute import load_head_model
 from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteration_table
 from grpo_probe.phase2.trainer import deterministic_torch, grpo_update, make_optimizer
 from grpo_probe.prereg import Prereg, load_prereg

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.phase2.plan import plan_from_decision
+from grpo_probe.phase2.gate import plan_from_decision
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.phase2 import Phase2Error
 

@@ -17,6 +17,7 @@ import pytest
 from analysis.rollout_factory import rollout_row, write_table
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.phase2 import pilot_jobs as steps
+from grpo_probe.phase2.gate import Phase2Plan, Stage, apply_guard_checks, read_plan
 from grpo_probe.phase2.guard_variance import (
     GuardCheck,
     GuardVariance,
@@ -24,7 +25,6 @@ from grpo_probe.phase2.guard_variance import (
     guard_variance,
     trained_cell,
 )
-from grpo_probe.phase2.plan import Phase2Plan, Stage, apply_guard_checks, read_plan
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.phase2 import DEFAULT_MIN_GUARD_VARIANCE_SHARE
 from grpo_probe.prereg.schema import SchemaError

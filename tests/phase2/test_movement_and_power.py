@@ -26,7 +26,8 @@ from grpo_probe.phase2.movement import (
     kl_floor,
     policy_movement,
 )
-from grpo_probe.phase2.report import _movement_markdown, _movement_text, stage_verdict
+from grpo_probe.phase2.page import _movement_markdown
+from grpo_probe.phase2.report import _movement_text, stage_verdict
 from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteration_table
 from grpo_probe.prereg import Prereg, PreregError, lock_prereg
 from grpo_probe.prereg.canonical import read_yaml

@@ -28,7 +28,7 @@ from grpo_probe.phase2.losses import (
     token_mean,
 )
 from grpo_probe.phase2.pilot_choices import check_pilot_choices
-from grpo_probe.phase2.replay import load_head_model
+from grpo_probe.phase2.recompute import load_head_model
 from grpo_probe.phase2.reward import (
     GroupAdvantages,
     adv_estimator_names,
@@ -39,7 +39,7 @@ from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteratio
 from grpo_probe.phase2.trainer import deterministic_torch, grpo_update, make_optimizer
 from grpo_probe.prereg import PreregError, load_prereg
 from grpo_probe.prereg.phase2 import DEFAULT_ADVANTAGE, DEFAULT_POLICY_LOSS
-from grpo_probe.probe_jobs import prereg_check
+from grpo_probe.probe_jobs.prepare import prereg_check
 
 from .conftest import write_design
 from .test_stage import run_stage

@@ -14,7 +14,7 @@ import pytest
 from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.registry import EnvConfig, env_spec
 from grpo_probe.prereg import load_prereg
-from grpo_probe.probe_jobs import prereg_check
+from grpo_probe.probe_jobs.prepare import prereg_check
 
 from .design_edits import edited, load_error
 

@@ -20,7 +20,7 @@ from grpo_probe.envs.registry import boat_env, env_config, env_spec
 from grpo_probe.prereg import PreregError, environment_problems, load_prereg, lock_prereg
 from grpo_probe.prereg.replay import Perturbation, ReplaySection
 from grpo_probe.prereg.schema import SchemaError
-from grpo_probe.probe_jobs import prereg_check
+from grpo_probe.probe_jobs.prepare import prereg_check
 
 from .design_edits import edited, load_error
 

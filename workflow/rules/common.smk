@@ -251,7 +251,7 @@ def root_page(name):
     """The same page at the repository root, rendered for that folder (decision.md, later phase2.md).
 
     The per-design folders stay; the root holds the configured design's page, which names the design
-    and its folder and links from the root (see grpo_probe.probe_jobs.root_decision).
+    and its folder and links from the root (see grpo_probe.probe_jobs.decision.root_decision).
     """
     return {"md": f"{name}.md", "json": f"{name}.json"}
 

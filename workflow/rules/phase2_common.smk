@@ -1,7 +1,7 @@
 # Helpers of the phase-2 rules (workflow/rules/phase2.smk): where a stage's artifacts live, and what the plan that
 # the phase2_plan checkpoint wrote asks for.
 from grpo_probe.phase2.paths import StagePaths
-from grpo_probe.phase2.plan import read_plan
+from grpo_probe.phase2.gate import read_plan
 
 P2 = f"{R}/phase2"
 P2_ITERATIONS = 0 if PREREG.phase2 is None else PREREG.phase2.iterations

@@ -7,7 +7,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
 
     refuse_changed_inputs(snakemake.input)  # a changed input is refused, not read
 
-    from grpo_probe.probe_jobs import parallel_oracle
+    from grpo_probe.probe_jobs.rollouts import parallel_oracle
 
     parallel_oracle(
         prereg_path=snakemake.input.prereg,

@@ -3,6 +3,6 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
 
     sys.stderr = open(snakemake.log[0], "w", buffering=1)  # tracebacks and progress bars land in the log
 
-    from grpo_probe.probe_jobs import prereg_check
+    from grpo_probe.probe_jobs.prepare import prereg_check
 
     prereg_check(prereg_path=snakemake.input.prereg, manifest=snakemake.output.manifest)

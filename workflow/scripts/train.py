@@ -7,7 +7,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
 
     refuse_changed_inputs(snakemake.input)  # a changed input is refused, not read
 
-    from grpo_probe.probe_jobs import train_reference_arm
+    from grpo_probe.probe_jobs.prepare import train_reference_arm
 
     train_reference_arm(
         prereg_path=snakemake.input.prereg,

@@ -1,7 +1,8 @@
 """decision.md's figure set: every cell's figures and the all-cells figures, drawn from the cells' records.
 
-Why apart from :mod:`grpo_probe.analysis.figures` (how one figure is drawn): this module decides which
-figures a decision has, what each is drawn from and where each file goes, linked relative to the page.
+Why apart from :mod:`grpo_probe.analysis.summary_figures` and :mod:`grpo_probe.analysis.cell_figures`
+(how one figure is drawn): this module decides which figures a decision has, what each is drawn from
+and where each file goes, linked relative to the page.
 """
 
 from __future__ import annotations
@@ -14,25 +15,27 @@ from typing import Any
 from xml.etree import ElementTree
 
 from grpo_probe.analysis.cell_analysis import CellResult
+from grpo_probe.analysis.cell_figures import (
+    plot_chaos,
+    plot_competence,
+    plot_entropy,
+    plot_group_std,
+    plot_guard_rates,
+    plot_trajectories,
+)
 from grpo_probe.analysis.decision_rule import read_words
 from grpo_probe.analysis.figure_names import figure_slug
-from grpo_probe.analysis.figures import (
+from grpo_probe.analysis.glossary import number
+from grpo_probe.analysis.summary_figures import (
     ClausePanel,
     ClauseRow,
     CompetenceRow,
     Interval,
     SpreadRow,
-    plot_chaos,
-    plot_competence,
     plot_competence_by_cell,
-    plot_entropy,
-    plot_group_std,
-    plot_guard_rates,
     plot_rule_clauses,
     plot_spread_by_cell,
-    plot_trajectories,
 )
-from grpo_probe.analysis.glossary import number
 from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.envs.boat.spec import BOAT_ID
 from grpo_probe.envs.protocol import EnvSpec

@@ -69,7 +69,8 @@ from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.policies.protocol import RowKey
 from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, read_rollout_table, run_group
-from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, group_table
+from grpo_probe.rollout.engine import group_table
+from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.shards import remove_stale_temps
 from grpo_probe.rollout.table import write_rollout_table

@@ -9,7 +9,7 @@ each episode's contribution ``g_e = A_e grad_theta log pi_theta(actions_e | obs_
   ``compute_grpo_outcome_advantage``; :func:`grpo_probe.phase2.reward.group_advantages`, std with ddof 1,
   eps the design's ``phase2.advantage_epsilon`` or verl's 1e-6 without a phase-2 section);
 - ``log pi_theta(actions_e | obs_e)`` the sum over the episode's replans of the log-probs phase 2
-  recomputes (:mod:`grpo_probe.phase2.replay`): for the AR head the tokens' log-probs under
+  recomputes (:mod:`grpo_probe.phase2.recompute`): for the AR head the tokens' log-probs under
   softmax(masked_logits / T) by teacher forcing, for the flow head the SDE path's Gaussian transition
   log-probs along the chain regenerated from the row's keys.
 
@@ -44,8 +44,7 @@ import torch
 
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
-from grpo_probe.phase2.replay import (
+from grpo_probe.phase2.recompute import (
     HeadModel,
     ar_logprobs,
     flow_step_logprobs,
@@ -54,6 +53,7 @@ from grpo_probe.phase2.replay import (
     unit_chains,
     unit_frames,
 )
+from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.phase2.reward import group_advantages
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
 from grpo_probe.prereg import Cell, Prereg
@@ -145,16 +145,16 @@ def _episode_logprob(
         chains = unit_chains(head_model, batch, units)
         cond = torch.from_numpy(head_model.normalize(np.stack([r.obs for r in replans])))
         frames = unit_frames(head_model, units)
-        replay = flow_step_logprobs(
+        scored = flow_step_logprobs(
             head_model.model,  # type: ignore[arg-type]
             cond,
             chains,
             batch.mode,
             frames=None if frames is None else torch.from_numpy(frames),
         )
-        total = replay.logprob.sum()
+        total = scored.logprob.sum()
         recorded = torch.from_numpy(np.stack([r.step_logprobs for r in replans]))  # type: ignore[arg-type]
-        diff = (replay.logprob.detach() - recorded).abs()
+        diff = (scored.logprob.detach() - recorded).abs()
     return total, float(diff.max()) if diff.numel() else 0.0
 
 

@@ -13,7 +13,7 @@ comparing the final checkpoint theta_N with the initial one theta_0:
 
       KL(pi_0 || pi_N) = E_{a ~ pi_0}[ r - 1 - log r ],   log pi_0(a) as recorded, log pi_N(a) recomputed
 
-  by the trainer's own replay functions (teacher forcing under the sampling temperature; the flow chain
+  by the trainer's own recompute functions (teacher forcing under the sampling temperature; the flow chain
   regenerated from the row's keys under theta_0 and scored under theta_N). It is what GRPO's KL term
   (``kl_beta``) would penalise, measured whether or not the design turns that term on.
 - **Anchor movement**: the arm's deterministic anchor sampler (the deployed policy, the one the held-out
@@ -48,7 +48,7 @@ import torch
 
 from grpo_probe.phase2.evaluate import HeldOutObservations
 from grpo_probe.phase2.losses import ar_kl_k3
-from grpo_probe.phase2.replay import HeadModel, load_head_model, recompute_logprobs, unit_chains
+from grpo_probe.phase2.recompute import HeadModel, load_head_model, recompute_logprobs, unit_chains
 from grpo_probe.phase2.rollouts import RolloutBatch
 from grpo_probe.policies.checkpoint import load_policy
 from grpo_probe.policies.protocol import Policy, SamplingMode

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json
-from grpo_probe.phase2.plan import (
+from grpo_probe.phase2.gate import (
     Phase2Plan,
     apply_guard_checks,
     plan_from_decision,
@@ -152,7 +152,7 @@ def phase2_plan(
     ``cell_tables``: the probe's joined table of each enabled cell (cell id -> path, the tables the
     decision read). With them, each arm the decision has trained is checked first for guard penalties
     that cannot act (:mod:`grpo_probe.phase2.guard_variance`): a refused arm is recorded in the plan and
-    not trained (:func:`grpo_probe.phase2.plan.apply_guard_checks`). The workflow always passes them;
+    not trained (:func:`grpo_probe.phase2.gate.apply_guard_checks`). The workflow always passes them;
     without them (a test of a stage alone, with no probe run) no check is made and the plan records none.
     """
     prereg = load_prereg(prereg_path)
@@ -196,7 +196,8 @@ def phase2_rollouts(
     2 CPU-s). One manifest lists the table and the report.
     """
     from grpo_probe.phase2.pilot_choices import check_pilot_choices
-    from grpo_probe.phase2.replay import check_replay, load_head_model, replay_batch
+    from grpo_probe.phase2.recompute import load_head_model
+    from grpo_probe.phase2.recompute_oracle import check_recompute, recompute_batch
     from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteration_table
     from grpo_probe.phase2.trainer import deterministic_torch
 
@@ -208,12 +209,12 @@ def phase2_rollouts(
     with deterministic_torch():
         policy = load_head_model(initial, trainable=False)
         recipe = phase2.recipe(policy.head)
-        result = replay_batch(policy, read_batch(table, prereg.run_key), recipe.replay_atol)
+        result = recompute_batch(policy, read_batch(table, prereg.run_key), recipe.replay_atol)
     _log(
         f"replay oracle ({arm}): {result.entries} log-probs of {result.replans} replans, max |diff| "
         f"{result.max_abs_diff:.3g} nats, tolerance {result.tolerance:g}"
     )
-    check_replay(result, str(table))
+    check_recompute(result, str(table))
     atomic_write_json(report, {"arm": arm, **result.to_dict()})
     write_design_manifest(
         prereg, manifest, "phase2_rollouts", [table, report], upstream, {"arm": arm, "iteration": 0}
@@ -243,7 +244,7 @@ def phase2_train(
     from grpo_probe.envs.registry import env_spec
     from grpo_probe.phase2.paths import StagePaths
     from grpo_probe.phase2.pilot_choices import check_pilot_choices
-    from grpo_probe.phase2.replay import load_head_model
+    from grpo_probe.phase2.recompute import load_head_model
     from grpo_probe.phase2.rollouts import (
         prereg_rollout_schema,
         read_batch,
@@ -418,7 +419,7 @@ def phase2_report(
 
 def phase2_root(prereg_path: PathLike, record: PathLike, out_md: PathLike, out_json: PathLike) -> None:
     """The configured design's phase2.md again at the repository root, its links rendered from there."""
-    from grpo_probe.phase2.report import render_root_page
+    from grpo_probe.phase2.page import render_root_page
 
     load_prereg(prereg_path)  # the design must still match its lock
     render_root_page(record, out_md, out_json)

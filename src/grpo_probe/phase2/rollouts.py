@@ -7,7 +7,7 @@ the per-step log-probs (flow SDE), for a camera-fed policy the frames it saw (``
 the digest the engine records in every table, ``replan_frame_sha256``), and per episode the reward, its
 group's std, the advantage and whether dynamic sampling kept the group. The flow head's x_t chain is not
 stored (50 x 6 x 11 floats per replan): the trainer regenerates it from the row's keys
-(:mod:`grpo_probe.phase2.replay`) and the oracle checks the log-probs of the regenerated chain against
+(:mod:`grpo_probe.phase2.recompute`) and the oracle checks the log-probs of the regenerated chain against
 these recorded ones.
 
 Rows run through the rollout engine unchanged (:func:`grpo_probe.rollout.run_group`, sequential or on a
@@ -33,7 +33,7 @@ from grpo_probe.phase2.reward import adv_estimator, guard_trips, shaped_rewards
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, run_group
-from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
+from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.rollout.table import ROLLOUT_SCHEMA, result_row, rollout_schema

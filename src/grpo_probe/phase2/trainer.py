@@ -7,8 +7,8 @@ One iteration, top to bottom (CleanRL's shape, with the group advantage in place
    replay oracle checked before this loop starts;
 2. rewards and advantages by the estimator the design names (``phase2.advantage``; by default GRPO's
    group advantage), dynamic sampling (:mod:`grpo_probe.phase2.reward`);
-3. replay: every recorded log-prob recomputed under theta_i, which must equal the record within the
-   registered tolerance (ratio 1 before the update) or training stops (:mod:`grpo_probe.phase2.replay`);
+3. recompute: every recorded log-prob recomputed under theta_i, which must equal the record within the
+   registered tolerance (ratio 1 before the update) or training stops (:mod:`grpo_probe.phase2.recompute`);
 4. update: ``epochs`` passes, each split by a keyed shuffle into ``minibatches`` optimizer steps over the
    kept replans: new log-probs, the registered policy loss the design names (``phase2.policy_loss``; by
    default the clipped surrogate with clip-higher and token-mean aggregation), plus beta x KL to the
@@ -39,17 +39,15 @@ from tqdm import tqdm
 from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.losses import approx_kl_k3, ar_kl_k3, flow_kl_gaussian, policy_loss, token_mean
-from grpo_probe.phase2.replay import (
+from grpo_probe.phase2.recompute import (
     HeadModel,
-    ReplayReport,
     ar_logprobs,
-    check_replay,
     flow_step_logprobs,
-    replay_batch,
     token_batch,
     unit_chains,
     unit_frames,
 )
+from grpo_probe.phase2.recompute_oracle import RecomputeReport, check_recompute, recompute_batch
 from grpo_probe.phase2.reward import guard_trips
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
 from grpo_probe.policies.adam import Adam
@@ -148,7 +146,7 @@ def _flow_terms(
     frames = None if seen is None else torch.from_numpy(seen)
     chain = torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in minibatch.units])
     keep_means = reference is not None
-    replay = flow_step_logprobs(
+    scored = flow_step_logprobs(
         policy.model,  # type: ignore[arg-type]
         cond,
         chain,
@@ -170,14 +168,14 @@ def _flow_terms(
         kl = torch.stack(
             [
                 flow_kl_gaussian(m, m_ref, std)
-                for m, m_ref, std in zip(replay.means, ref.means, replay.stds, strict=True)
+                for m, m_ref, std in zip(scored.means, ref.means, scored.stds, strict=True)
             ],
             dim=1,
         )
     old = torch.from_numpy(np.stack([r.step_logprobs for _, r in minibatch.units]))  # type: ignore[arg-type]
     mask = torch.ones_like(old, dtype=torch.bool)
     advantages = torch.from_numpy(minibatch.advantages)[:, None].expand_as(old)
-    return _Terms(replay.logprob, old, mask, advantages, kl, int(np.prod(chain.shape[2:])))
+    return _Terms(scored.logprob, old, mask, advantages, kl, int(np.prod(chain.shape[2:])))
 
 
 def grpo_update(
@@ -395,7 +393,7 @@ def train_loop(
     outputs: Sequence[IterationOutput],
     rollouts: RolloutFn,
     read: Callable[[Path], tuple[RolloutBatch, pa.Table]],
-    on_iteration: Callable[[int, IterationMetrics, ReplayReport], None],
+    on_iteration: Callable[[int, IterationMetrics, RecomputeReport], None],
     guards: Sequence[Guard],
     analysis: Mapping[str, Any],
 ) -> list[IterationMetrics]:
@@ -423,14 +421,14 @@ def train_loop(
                 raise ValueError(f"iteration {iteration}: no rollout table path")
             rollouts(iteration, checkpoint)
             batch, table = read(written)
-        # replay: ratio 1 before the update, or nothing more is trained
+        # recompute: ratio 1 before the update, or nothing more is trained
         units = [(e, r) for e in batch.episodes for r in e.replans]
         chains = batch_chains(policy, batch, units) if policy.head == "flow" else None
         stacked = (
             None if chains is None else torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in units])
         )
-        report = replay_batch(policy, batch, recipe.replay_atol, chains=stacked)
-        check_replay(report, f"{batch.path} (iteration {iteration})")
+        report = recompute_batch(policy, batch, recipe.replay_atol, chains=stacked)
+        check_recompute(report, f"{batch.path} (iteration {iteration})")
         stats = grpo_update(policy, reference, batch, recipe, phase2, optimizer, chains)
         if not all(bool(torch.isfinite(p).all()) for p in policy.model.parameters()):
             raise FloatingPointError(

@@ -128,9 +128,10 @@ class PolicyCapabilities:
 
     Why declared and not discovered: a design runs an arm under the modes of its anchor, cells and oracles,
     and phase 2 trains it under its head's mode; a policy that cannot do one of these is refused when the
-    arm is bound (:func:`grpo_probe.probe_jobs.bind_checkpoint`) or when phase 2 starts, naming the arm,
-    the policy and what it lacks, instead of failing after rollouts. The policy checker samples every kind
-    declared here, so a declaration that is not true is a finding of its own (``capability-false``).
+    arm is bound (:func:`grpo_probe.probe_jobs.binding.bind_checkpoint`) or when phase 2 starts, naming
+    the arm, the policy and what it lacks, instead of failing after rollouts. The policy checker samples
+    every kind declared here, so a declaration that is not true is a finding of its own
+    (``capability-false``).
 
     A policy declares it as a ``capabilities`` attribute. One that declares nothing is taken at its word
     for sampling (every kind of its head: the checker samples each mode the design runs before any

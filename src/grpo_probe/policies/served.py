@@ -9,7 +9,7 @@ process computes them, so the probe's oracles (parallel, draw-0, replay) hold ov
 process, and check that they do.
 
 Every rollout process builds its own client from the arm's picklable
-:class:`~grpo_probe.rollout.policy_source.PolicySource` and opens its own connection; the server answers
+:class:`~grpo_probe.policies.policy_source.PolicySource` and opens its own connection; the server answers
 one ``act`` at a time. A refused connection, a reply that does not come within ``timeout_s`` and a
 reply that breaks the protocol are each a :class:`ServedPolicyError` naming the address and what
 happened; after one, the next ``act`` opens a new connection.

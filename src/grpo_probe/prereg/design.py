@@ -42,7 +42,8 @@ from grpo_probe.prereg.replay import ReplaySection, parse_replay
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
 from grpo_probe.prereg.schema import load_prereg_schema, validate_against
 from grpo_probe.prereg.seeds import expand_seeds
-from grpo_probe.sampling import SamplerModuleError, SamplingMode, load_sampler_module, mode_params, sampler
+from grpo_probe.sampling import SamplingMode, mode_params, sampler
+from grpo_probe.sampling.lab_modules import SamplerModuleError, load_sampler_module
 
 __all__ = [
     "Amendment",

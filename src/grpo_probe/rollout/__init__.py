@@ -13,21 +13,17 @@ from typing import TYPE_CHECKING
 from grpo_probe.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from grpo_probe.policies.policy_source import PolicySource, resolve_device
     from grpo_probe.rollout.engine import (
-        DEFAULT_ENVS_PER_WORKER,
-        ChunkHook,
-        GroupJob,
-        RolloutPool,
-        RolloutWorkerError,
         group_table,
         job_worker_count,
         run_group,
         run_in_process,
-        run_lockstep,
-        run_parallel,
         run_sequential,
         worker_count,
     )
+    from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
+    from grpo_probe.rollout.lockstep import ChunkHook, run_lockstep
     from grpo_probe.rollout.merge import merge_shards
     from grpo_probe.rollout.oracles import (
         OracleMismatchError,
@@ -37,23 +33,23 @@ if TYPE_CHECKING:
         run_replay_oracle,
     )
     from grpo_probe.rollout.perturb import Replay
-    from grpo_probe.rollout.policy_source import PolicySource, resolve_device
+    from grpo_probe.rollout.pool import RolloutPool, run_parallel
     from grpo_probe.rollout.results import EpisodeResult, EpisodeSpec
     from grpo_probe.rollout.shards import write_shard
     from grpo_probe.rollout.table import ROLLOUT_SCHEMA, read_rollout_table, write_rollout_table
 
 _WHERE: dict[str, str] = {
-    "DEFAULT_ENVS_PER_WORKER": "grpo_probe.rollout.engine",
-    "ChunkHook": "grpo_probe.rollout.engine",
-    "GroupJob": "grpo_probe.rollout.engine",
-    "RolloutPool": "grpo_probe.rollout.engine",
-    "RolloutWorkerError": "grpo_probe.rollout.engine",
+    "DEFAULT_ENVS_PER_WORKER": "grpo_probe.rollout.job",
+    "ChunkHook": "grpo_probe.rollout.lockstep",
+    "GroupJob": "grpo_probe.rollout.job",
+    "RolloutPool": "grpo_probe.rollout.pool",
+    "RolloutWorkerError": "grpo_probe.rollout.job",
     "group_table": "grpo_probe.rollout.engine",
     "job_worker_count": "grpo_probe.rollout.engine",
     "run_group": "grpo_probe.rollout.engine",
     "run_in_process": "grpo_probe.rollout.engine",
-    "run_lockstep": "grpo_probe.rollout.engine",
-    "run_parallel": "grpo_probe.rollout.engine",
+    "run_lockstep": "grpo_probe.rollout.lockstep",
+    "run_parallel": "grpo_probe.rollout.pool",
     "run_sequential": "grpo_probe.rollout.engine",
     "worker_count": "grpo_probe.rollout.engine",
     "OracleMismatchError": "grpo_probe.rollout.oracles",
@@ -62,8 +58,8 @@ _WHERE: dict[str, str] = {
     "run_parallel_oracle": "grpo_probe.rollout.oracles",
     "run_replay_oracle": "grpo_probe.rollout.oracles",
     "Replay": "grpo_probe.rollout.perturb",
-    "PolicySource": "grpo_probe.rollout.policy_source",
-    "resolve_device": "grpo_probe.rollout.policy_source",
+    "PolicySource": "grpo_probe.policies.policy_source",
+    "resolve_device": "grpo_probe.policies.policy_source",
     "EpisodeResult": "grpo_probe.rollout.results",
     "EpisodeSpec": "grpo_probe.rollout.results",
     "merge_shards": "grpo_probe.rollout.merge",

@@ -37,16 +37,11 @@ import pyarrow.compute as pc
 from grpo_probe.atomic_io import atomic_write_json
 from grpo_probe.envs.boat.spec import BOAT_ID
 from grpo_probe.rollout.divergence import ComparedEpisode, ComparisonCounts, Divergence, compare_episodes
-from grpo_probe.rollout.engine import (
-    DEFAULT_ENVS_PER_WORKER,
-    ChunkHook,
-    GroupJob,
-    RolloutPool,
-    group_table,
-    run_group,
-    run_sequential,
-)
+from grpo_probe.rollout.engine import group_table, run_group, run_sequential
+from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER, GroupJob
+from grpo_probe.rollout.lockstep import ChunkHook
 from grpo_probe.rollout.perturb import Replay
+from grpo_probe.rollout.pool import RolloutPool
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
 from grpo_probe.rollout.table import ANCHOR_CELL, read_rollout_table, rollout_schema, table_bytes

@@ -36,7 +36,8 @@ from grpo_probe.rollout.shards import remove_stale_temps
 from grpo_probe.rollout.table import read_rollout_table, rollout_schema, table_bytes
 
 if TYPE_CHECKING:  # the engine imports torch: only the functions that run episodes import it
-    from grpo_probe.rollout.engine import GroupJob, RolloutPool
+    from grpo_probe.rollout.job import GroupJob
+    from grpo_probe.rollout.pool import RolloutPool
 
 __all__ = [
     "REPLAY_COLUMNS",
@@ -149,7 +150,8 @@ def write_replay_shard(
     ``originals_path`` is the shard's probe table; its rows are the draws the replays are measured
     against. The workflow runs it only for shards that hold a replayed seed.
     """
-    from grpo_probe.rollout.engine import RolloutPool, job_worker_count, run_group
+    from grpo_probe.rollout.engine import job_worker_count, run_group
+    from grpo_probe.rollout.pool import RolloutPool
 
     remove_stale_temps(path)
     schema = rollout_schema(job.spec.episode_schema)

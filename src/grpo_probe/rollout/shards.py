@@ -20,7 +20,9 @@ from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.table import write_rollout_table
 
 if TYPE_CHECKING:  # the engine imports torch: only write_shard, which runs episodes, imports it
-    from grpo_probe.rollout.engine import ChunkHook, GroupJob, RolloutPool
+    from grpo_probe.rollout.job import GroupJob
+    from grpo_probe.rollout.lockstep import ChunkHook
+    from grpo_probe.rollout.pool import RolloutPool
 
 __all__ = ["ShardSummary", "merge_shards", "remove_stale_temps", "split_seeds", "write_shard"]
 
@@ -48,7 +50,8 @@ def write_shard(
 ) -> ShardSummary:
     """Run ``job`` (its seeds are the shard's range) and write its rollout table atomically at ``path``
     (``envs_per_worker``: lockstep envs per task, the engine's default when None)."""
-    from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER, group_table, run_group, total_gpu_seconds
+    from grpo_probe.rollout.engine import group_table, run_group, total_gpu_seconds
+    from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 
     if envs_per_worker is None:
         envs_per_worker = DEFAULT_ENVS_PER_WORKER

@@ -48,7 +48,7 @@ from grpo_probe.atomic_io import atomic_write_json
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.losses import approx_kl_k3
-from grpo_probe.phase2.replay import (
+from grpo_probe.phase2.recompute import (
     HeadModel,
     ar_logprobs,
     flow_step_logprobs,
@@ -69,7 +69,7 @@ from grpo_probe.phase2.trainer import IterationOutput, batch_chains, determinist
 from grpo_probe.policies.flow_sde import sde_sigma, time_grid
 from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import EpisodeResult, GroupJob, PolicySource, run_group
-from grpo_probe.rollout.engine import DEFAULT_ENVS_PER_WORKER
+from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.sampling import SamplingMode
 from grpo_probe.study.calibration import Calibration, Candidate, Monitor
@@ -110,7 +110,7 @@ def _update_kl(policy: HeadModel, batch: RolloutBatch, chains: Mapping[Any, torc
         chain = torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in units])
         cond = torch.from_numpy(policy.normalize(np.stack([r.obs for _, r in units])))
         seen = unit_frames(policy, units)
-        replay = flow_step_logprobs(
+        scored = flow_step_logprobs(
             policy.model,  # type: ignore[arg-type]
             cond,
             chain,
@@ -119,7 +119,7 @@ def _update_kl(policy: HeadModel, batch: RolloutBatch, chains: Mapping[Any, torc
         )
         old = torch.from_numpy(np.stack([r.step_logprobs for _, r in units]))  # type: ignore[arg-type]
         dims = int(np.prod(chain.shape[2:]))
-        return approx_kl_k3(replay.logprob, old, torch.ones_like(old, dtype=torch.bool)) / dims
+        return approx_kl_k3(scored.logprob, old, torch.ones_like(old, dtype=torch.bool)) / dims
 
 
 def percentile_interval(

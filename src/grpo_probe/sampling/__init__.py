@@ -13,18 +13,16 @@ and its test. ``docs/extending.md`` walks through it.
 
 A lab registers a kind of its own without editing this package: its module calls :func:`register_sampler`
 (and :func:`register_sampler_entry`), and a design names that module in ``samplers:``.
-:func:`load_sampler_module` imports it before the design is checked, so the kind is in the schema's enum,
-and refuses a module that fails to import, registers nothing, or registers a taken name. A mode of such
-a kind carries the module's name when it is pickled, so a rollout worker that receives it imports the
-module too (:meth:`SamplingMode.__reduce__`).
+:func:`~grpo_probe.sampling.lab_modules.load_sampler_module` imports it before the design is checked, so
+the kind is in the schema's enum, and refuses a module that fails to import, registers nothing, or
+registers a taken name. A mode of such a kind carries the module's name when it is pickled, so a rollout
+worker that receives it imports the module too (:meth:`SamplingMode.__reduce__`).
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,10 +36,8 @@ __all__ = [
     "Parameter",
     "SamplerClash",
     "SamplerKind",
-    "SamplerModuleError",
     "SamplingMode",
     "kinds_of_head",
-    "load_sampler_module",
     "mode_params",
     "mode_schema_rules",
     "mode_text",
@@ -189,9 +185,11 @@ _ORIGINS: dict[str, str] = {}
 """Kind -> the module whose import registered it (this module for the built-ins): see
 :func:`_registering_module`."""
 _MODULE_KINDS: dict[str, tuple[str, ...]] = {}
-"""A module :func:`load_sampler_module` imported -> the kinds its import registered."""
+"""A module :func:`~grpo_probe.sampling.lab_modules.load_sampler_module` imported -> the kinds its import
+registered."""
 _MODULE_FAILURES: dict[str, str] = {}
-"""A module :func:`load_sampler_module` refused -> why (asked again, it answers the same)."""
+"""A module :func:`~grpo_probe.sampling.lab_modules.load_sampler_module` refused -> why (asked again, it
+answers the same)."""
 
 
 class SamplerClash(ValueError):
@@ -242,107 +240,6 @@ def sampler_origin(kind: str) -> str:
     """The module that registered ``kind`` (``grpo_probe.sampling`` for a built-in kind)."""
     sampler(kind)
     return _ORIGINS[kind]
-
-
-class SamplerModuleError(ValueError):
-    """A module named to register sampling kinds does not; the message says why and starts with the
-    module's name, so a caller prefixes the file and the field that named it."""
-
-
-_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_OWN = __name__.partition(".")[0]
-
-
-def load_sampler_module(module: str) -> tuple[str, ...]:
-    """Import ``module``, a lab's own module that registers sampling kinds; return the kinds it registers.
-
-    Why a loader and not a bare import: a design names the module (``samplers: ["labpolicies.ddim"]``),
-    and every process that reads the design, or receives a mode of one of its kinds, must hold the same
-    registry, or the schema, the design check and the head disagree on what a kind is. A module that
-    fails to import, registers no kind, registers a name twice or a built-in's name is refused with
-    :class:`SamplerModuleError`; what a failed import registered is taken out again, so the next attempt
-    sees the registry as it was. A module imported before (by the lab's own code) is not imported again:
-    its kinds are those its code registered (:func:`sampler_origin`).
-
-    Each kind's ``entry_module`` must be findable (it is imported only when a head first samples the
-    kind, which may be hours into a run), and a kind's head must be one a policy has (``ar``, ``flow``).
-    """
-    if not isinstance(module, str) or not _MODULE_NAME.match(module):
-        raise SamplerModuleError(f"{module!r} is not a module name (dotted identifiers: labpolicies.ddim)")
-    if module in _MODULE_KINDS:
-        return _MODULE_KINDS[module]
-    if module in _MODULE_FAILURES:  # its code ran once; the registry is as it was before
-        raise SamplerModuleError(_MODULE_FAILURES[module])
-    try:
-        kinds = _import_kinds(module)
-    except SamplerModuleError as exc:
-        _MODULE_FAILURES[module] = str(exc)
-        raise
-    _MODULE_KINDS[module] = kinds
-    return kinds
-
-
-def _import_kinds(module: str) -> tuple[str, ...]:
-    if module.partition(".")[0] == _OWN:
-        raise SamplerModuleError(
-            f"{module!r} is a module of {_OWN} itself, whose kinds are built in; name a module of your own"
-        )
-    if module in sys.modules:
-        kinds = tuple(k for k, origin in _ORIGINS.items() if origin == module)
-    else:
-        before = set(_KINDS)
-        try:
-            importlib.import_module(module)
-        except SamplerClash as exc:
-            _forget(set(_KINDS) - before)
-            raise SamplerModuleError(_clash_text(module, exc)) from None
-        except Exception as exc:  # the lab's code may raise anything; the design names the module
-            _forget(set(_KINDS) - before)
-            raise SamplerModuleError(f"{module!r} failed to import: {type(exc).__name__}: {exc}") from None
-        kinds = tuple(k for k in _KINDS if k not in before)
-    if not kinds:
-        raise SamplerModuleError(
-            f"{module!r} registers no sampling kind (call grpo_probe.sampling.register_sampler in it, at "
-            "import)"
-        )
-    for kind in kinds:
-        problem = _user_kind_problem(_KINDS[kind])
-        if problem is not None:
-            _forget(set(kinds))
-            raise SamplerModuleError(f"{module!r} registers kind {kind!r}, {problem}")
-    return kinds
-
-
-def _forget(kinds: set[str]) -> None:
-    for kind in kinds:
-        unregister_sampler(kind)
-
-
-def _clash_text(module: str, clash: SamplerClash) -> str:
-    if clash.origin == module:
-        return f"{module!r} registers kind {clash.kind!r} twice"
-    if clash.origin == __name__:
-        return f"{module!r} registers kind {clash.kind!r}, which is a built-in kind; choose another name"
-    return f"{module!r} registers kind {clash.kind!r}, which module {clash.origin!r} registered already"
-
-
-_HEADS = ("ar", "flow")
-"""The heads a policy has (an arm's ``head``): a kind samples one of them."""
-
-
-def _user_kind_problem(kind: SamplerKind) -> str | None:
-    if kind.head not in _HEADS:
-        return f"whose head {kind.head!r} is not a policy's head ({', '.join(_HEADS)})"
-    try:
-        found = importlib.util.find_spec(kind.entry_module)
-    except (ImportError, ValueError):
-        found = None
-    if found is None and kind.kind not in _ENTRIES:
-        return (
-            f"whose entry_module {kind.entry_module!r} Python cannot find (the module that registers its "
-            "sampling entry with register_sampler_entry)"
-        )
-    return None
 
 
 def sampling_kinds() -> tuple[str, ...]:
@@ -527,6 +424,8 @@ def _unpickled_mode(
 ) -> SamplingMode:
     """A pickled :class:`SamplingMode`, its kind's module imported first where this process lacks it."""
     if kind not in _KINDS and origin is not None:
+        from grpo_probe.sampling.lab_modules import load_sampler_module
+
         load_sampler_module(origin)
     return SamplingMode(kind, temperature, sde_a, steps, noise)
 

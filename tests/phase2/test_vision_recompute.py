@@ -21,7 +21,8 @@ import yaml
 
 from grpo_probe.envs.demo_set import Demos
 from grpo_probe.envs.observation import frame_sha256, image_key
-from grpo_probe.phase2.replay import ReplayMismatchError, check_replay, load_head_model, replay_batch
+from grpo_probe.phase2.recompute import load_head_model
+from grpo_probe.phase2.recompute_oracle import RecomputeMismatchError, check_recompute, recompute_batch
 from grpo_probe.phase2.rollouts import RolloutBatch, read_batch, run_iteration, write_iteration_table
 from grpo_probe.phase2.trainer import grpo_update, make_optimizer
 from grpo_probe.policies.models import VisionFlowTrainConfig
@@ -136,7 +137,7 @@ def test_the_honest_replay_of_the_camera_fed_arm_passes_on_its_frames(
     vision_table: Path, vision_design: Prereg, vision_checkpoint: Path
 ) -> None:
     batch = read_batch(vision_table, vision_design.run_key)
-    report = replay_batch(load_head_model(str(vision_checkpoint)), batch, _tolerance(vision_design))
+    report = recompute_batch(load_head_model(str(vision_checkpoint)), batch, _tolerance(vision_design))
     assert report.passed, report.first_mismatch
     assert report.frames == report.replans == 2 * 2 * 2
     assert report.max_abs_diff == 0.0  # the same frames, blocks and keyed noise as the sampler
@@ -153,7 +154,7 @@ def test_a_changed_frame_digest_fails_the_oracle_as_a_frame_mismatch(
     other = stored.copy()
     other[0, 0, 0] ^= 1
     changed = frame_sha256({OVERHEAD: other})
-    report = replay_batch(
+    report = recompute_batch(
         load_head_model(str(vision_checkpoint)),
         _replace_replan(batch, 2, 1, frame_sha256=changed),
         _tolerance(vision_design),
@@ -169,9 +170,9 @@ def test_a_changed_frame_digest_fails_the_oracle_as_a_frame_mismatch(
     assert mismatch.recorded_sha256 == changed
     assert mismatch.replayed_sha256 == planted.replans[1].frame_sha256
     assert report.max_abs_diff == 0.0  # the log-probs alone would not have caught it
-    with pytest.raises(ReplayMismatchError, match=rf"seed {planted.seed}, draw {planted.draw}, replan 1, "
+    with pytest.raises(RecomputeMismatchError, match=rf"seed {planted.seed}, draw {planted.draw}, replan 1, "
                        rf"frame of {OVERHEAD}: .*frame mismatch") as err:  # fmt: skip
-        check_replay(report, "rollouts.parquet")
+        check_recompute(report, "rollouts.parquet")
     assert "nothing is trained" in str(err.value)
     recorded = report.to_dict()["first_mismatch"]
     assert recorded["what"] == "frame" and recorded["camera"] == OVERHEAD
@@ -185,7 +186,7 @@ def test_one_moved_pixel_of_a_stored_frame_fails_the_oracle_naming_frame_and_cam
     moved = dict(planted.replans[0].frames)  # type: ignore[arg-type]
     moved[OVERHEAD] = moved[OVERHEAD].copy()
     moved[OVERHEAD][48, 48, 1] ^= 1
-    report = replay_batch(
+    report = recompute_batch(
         load_head_model(str(vision_checkpoint)),
         _replace_replan(batch, 1, 0, frames=moved),
         _tolerance(vision_design),
@@ -203,7 +204,7 @@ def test_a_replan_without_its_stored_frame_fails_the_oracle_before_any_log_prob(
     vision_table: Path, vision_design: Prereg, vision_checkpoint: Path
 ) -> None:
     batch = read_batch(vision_table, vision_design.run_key)
-    report = replay_batch(
+    report = recompute_batch(
         load_head_model(str(vision_checkpoint)),
         _replace_replan(batch, 0, 1, frames=None),
         _tolerance(vision_design),

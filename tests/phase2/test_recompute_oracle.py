@@ -19,13 +19,9 @@ import torch
 
 from grpo_probe.phase2 import pilot_jobs as steps
 from grpo_probe.phase2 import rollouts
-from grpo_probe.phase2.plan import plan_from_decision, write_plan
-from grpo_probe.phase2.replay import (
-    ReplayMismatchError,
-    flow_chains,
-    load_head_model,
-    replay_batch,
-)
+from grpo_probe.phase2.gate import plan_from_decision, write_plan
+from grpo_probe.phase2.recompute import flow_chains, load_head_model
+from grpo_probe.phase2.recompute_oracle import RecomputeMismatchError, recompute_batch
 from grpo_probe.phase2.rollouts import RolloutBatch, read_batch, run_iteration, write_iteration_table
 from grpo_probe.policies.checkpoint import load_policy
 from grpo_probe.prereg import Prereg
@@ -71,7 +67,7 @@ def test_replay_oracle_passes_on_the_recorded_rollouts_of_each_head(
 ) -> None:
     batch = read_batch(recorded[head], design.run_key)
     tolerance = design.phase2.recipe(head).replay_atol  # type: ignore[union-attr]
-    report = replay_batch(load_head_model(str(heads[head])), batch, tolerance)
+    report = recompute_batch(load_head_model(str(heads[head])), batch, tolerance)
     assert report.passed, report.first_mismatch
     assert report.rows == len(batch.episodes) and report.replans == sum(
         len(e.replans) for e in batch.episodes
@@ -95,7 +91,7 @@ def test_replay_oracle_names_a_planted_mismatch(
         position=position,
         delta=10 * tolerance,
     )
-    report = replay_batch(load_head_model(str(heads[head])), batch, tolerance)
+    report = recompute_batch(load_head_model(str(heads[head])), batch, tolerance)
     planted = batch.episodes[1]
     mismatch = report.first_mismatch
     assert mismatch is not None
@@ -165,7 +161,7 @@ def test_a_corrupted_log_prob_column_fails_the_rollouts_job_naming_the_row(
     )
     report, manifest = tmp_path / "replay_oracle.json", tmp_path / "rollouts.manifest.json"
     with pytest.raises(
-        ReplayMismatchError, match=rf"seed {seed}, draw {draw}, replan 1, replan sum: recorded"
+        RecomputeMismatchError, match=rf"seed {seed}, draw {draw}, replan 1, replan sum: recorded"
     ) as err:
         steps.phase2_rollouts(
             design_path,

@@ -1,0 +1,107 @@
+"""The chain's root and the reference arms: the prereg check, the expert's demos, behaviour cloning."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.envs.demo_set import Demos
+from grpo_probe.envs.demos import collect_env_demos
+from grpo_probe.envs.observation import camera_of, split_problems
+from grpo_probe.envs.registry import env_spec
+from grpo_probe.prereg import Prereg, PreregError, environment_problems, load_prereg
+from grpo_probe.probe_jobs.binding import check_pin
+from grpo_probe.probe_jobs.sources import PathLike
+from grpo_probe.provenance import write_design_manifest
+
+__all__ = ["demos", "prereg_check", "train_reference_arm"]
+
+
+def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
+    """The root of the chain: the prereg matches its lock; the manifest records both files.
+
+    It also builds the design's environment once: a user's factory that cannot be imported, or that
+    refuses its params, fails here, and the guards the decision rule reads are checked against the spec
+    the environment declares, as are the guards the phase-2 reward penalises (a built-in's were checked
+    when the design was read), and the policy loss and advantage estimator phase 2 names are checked
+    against phase 2's registries (:mod:`grpo_probe.phase2.pilot_choices`: the prereg package, below
+    phase 2 and without torch, cannot see them), so a misspelt name stops the run before the probe. A
+    design's split of the state into LeRobot's keys is checked against the entries the environment names.
+    """
+    prereg = load_prereg(prereg_path)
+    penalties = prereg.phase2.penalties if prereg.phase2 is not None else None
+    spec = env_spec(prereg.env)
+    problems = environment_problems(prereg.decision_rule, penalties, spec, prereg.replay)
+    problems += split_problems(prereg.observation, spec.state_entries, prereg.env.id)
+    if problems:
+        raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
+    if prereg.phase2 is not None:  # the losses import torch: only a design with a pilot pays for it
+        from grpo_probe.phase2.pilot_choices import check_pilot_choices
+
+        check_pilot_choices(prereg)
+    write_design_manifest(prereg, manifest, "prereg_check", [prereg.path, Path(f"{prereg.path}.lock")], [])
+
+
+def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, manifest: PathLike) -> None:
+    """Scripted-expert demonstrations on the registered demo seeds and noise."""
+    prereg = load_prereg(prereg_path)
+    cameras = _demo_cameras(prereg)
+    collected = collect_env_demos(
+        prereg.env,
+        prereg.training.demo_seeds,
+        prereg.training.demo_noise,
+        prereg.run_key,
+        cameras=cameras,
+    )
+    collected.save(out)
+    frames = f", with {', '.join(c.key for c in cameras)} frames" if cameras else ""
+    print(
+        f"demos: {len(collected.obs)} (observation, chunk) pairs from {len(prereg.training.demo_seeds)} "
+        f"expert episodes{frames}",
+        flush=True,
+    )
+    write_design_manifest(prereg, manifest, "demos", [out], upstream, {"pairs": len(collected.obs)})
+
+
+def _demo_cameras(prereg: Prereg) -> list[Any]:  # -> list[CameraConfig]
+    """The registered cameras some arm reads: the demos record their frames at each replan."""
+    names = sorted({c for arm in prereg.arms.values() for k in arm.inputs if (c := camera_of(k))})
+    return [prereg.observation.camera(name) for name in names]
+
+
+def train_reference_arm(
+    prereg_path: PathLike,
+    arm: str,
+    demos_npz: PathLike,
+    upstream: Sequence[PathLike],
+    checkpoint: PathLike,
+    source: PathLike,
+    manifest: PathLike,
+) -> None:
+    """Behaviour-clone a reference arm on the demos with its registered budget (deterministic)."""
+    # Local: torch and the trainer (with the tokenizer) cost about 1 s, which only this job needs.
+    import torch
+
+    from grpo_probe.policies.train import train_arm
+
+    torch.set_num_threads(1)
+    prereg = load_prereg(prereg_path)
+    if arm not in prereg.arms:
+        raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
+    env = env_spec(prereg.env)
+    sha = train_arm(
+        prereg.arms[arm].head,
+        Demos.load(demos_npz, obs_dim=env.obs_dim),
+        checkpoint,
+        prereg.training.arms.get(arm),
+        chunk_shape=(env.chunk_length, env.action_dims),
+        where=f"{prereg.path}: training.arms.{arm}",
+        inputs=prereg.arms[arm].inputs,
+    )
+    check_pin(prereg, arm, checkpoint, sha)
+    atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": None})
+    write_design_manifest(
+        prereg, manifest, "train", [checkpoint, source], upstream, {"arm": arm, "checkpoint_sha256": sha}
+    )

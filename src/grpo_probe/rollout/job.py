@@ -1,0 +1,103 @@
+"""One group run as every rollout path takes it: an arm's policy, a sampling mode, seeds x K draws.
+
+Why its own module: the sequential path, the worker pool and the oracles all take a :class:`GroupJob`,
+and the pool (:mod:`grpo_probe.rollout.pool`) and the runner (:mod:`grpo_probe.rollout.engine`) both
+need it without needing each other's code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from grpo_probe.envs.observation import ObservationConfig
+from grpo_probe.envs.protocol import EnvSpec
+from grpo_probe.envs.registry import EnvConfig, boat_env, env_spec
+from grpo_probe.policies.policy_source import PolicySource
+from grpo_probe.policies.protocol import SamplingMode
+from grpo_probe.rollout.perturb import Replay
+from grpo_probe.rollout.results import EpisodeSpec
+
+__all__ = ["DEFAULT_ENVS_PER_WORKER", "GroupJob", "RolloutWorkerError"]
+
+DEFAULT_ENVS_PER_WORKER = 8
+"""Envs a worker steps in lockstep per task: the probe's K, so one task is one seed's group."""
+
+
+class RolloutWorkerError(RuntimeError):
+    """A worker process died (killed or crashed) before returning its episodes; nothing was written."""
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    """One group run: an arm's policy under one sampling mode on ``seeds`` x ``group_size`` episodes."""
+
+    arm: str
+    cell: str
+    source: PolicySource
+    mode: SamplingMode
+    seeds: tuple[int, ...]
+    group_size: int
+    """K: draws 0..K-1 of every seed (draw 0 of a flow cell is the anchor's keyed noise)."""
+    run_key: int
+    env: EnvConfig = field(default_factory=boat_env)
+    """The environment every episode runs in (the design's ``env:``; the boat scene by default)."""
+    observation: ObservationConfig = field(default_factory=ObservationConfig)
+    """The design's registered task and cameras (``observation:``); none by default."""
+    envs_per_worker: int | None = None
+    """Envs a worker steps in lockstep per task for this job (one batched policy call per replan); None:
+    the pool's ``envs_per_worker``. An AR arm with a registered row block of 20 runs 20 per task, so its
+    blocks are full. Never changes a byte: rows are computed alone in their fixed, padded blocks."""
+    inputs: tuple[str, ...] | None = None
+    """The arm's registered inputs (``arms.<id>.inputs``): a policy declaring any other key fails; None
+    lets a policy read whatever the design registers (tests, benchmarks)."""
+    replay: Replay | None = None
+    """When set, every episode is this replay of its draw: the draw's own noise keys, plus the keyed
+    perturbation (:mod:`grpo_probe.rollout.perturb`); None: the draws themselves."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        for name in ("arm", "cell"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"rollout job: {name} must be a non-empty string, got {value!r}")
+        if not self.seeds:
+            raise ValueError(f"rollout job {self.cell}/{self.arm}: seeds is empty")
+        for i, seed in enumerate(self.seeds):
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+                raise ValueError(
+                    f"rollout job {self.cell}/{self.arm}: seeds[{i}] must be an integer >= 0, got {seed!r}"
+                )
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"rollout job {self.cell}/{self.arm}: seeds contain duplicates")
+        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 1:
+            raise ValueError(
+                f"rollout job {self.cell}/{self.arm}: group_size must be an integer >= 1, "
+                f"got {self.group_size!r}"
+            )
+        if isinstance(self.run_key, bool) or not isinstance(self.run_key, int) or self.run_key < 0:
+            raise ValueError(
+                f"rollout job {self.cell}/{self.arm}: run_key must be an integer >= 0, got {self.run_key!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        """``cell/arm seeds a-b`` for progress lines and error messages."""
+        replay = f" ({self.replay.label()})" if self.replay is not None else ""
+        return f"{self.cell}/{self.arm} seeds {min(self.seeds)}-{max(self.seeds)}{replay}"
+
+    def episodes(self) -> list[EpisodeSpec]:
+        """Every (seed, draw) of the job, sorted: the order rows are written in."""
+        return sorted(EpisodeSpec(int(s), d) for s in self.seeds for d in range(self.group_size))
+
+    def replace(self, **changes: Any) -> GroupJob:
+        """A copy with some fields changed (e.g. the mode or the draws of an oracle's reference run)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def spec(self) -> EnvSpec:
+        """The environment's spec (chunk geometry, record columns, guards)."""
+        return env_spec(self.env)
