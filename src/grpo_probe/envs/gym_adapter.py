@@ -50,25 +50,30 @@ Nothing is drawn, and no GL context made, unless a policy reads a camera; ``MUJO
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import inspect
 import math
-import re
-import tempfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from importlib import metadata
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from grpo_probe.envs.episode_table import canonical_row_bytes
 from grpo_probe.envs.gl import free_camera, make_renderer
+from grpo_probe.envs.gym_params import GOAL_ENV_KEYS, POINT_PLACES, GymnasiumParams
+from grpo_probe.envs.gym_setup import (
+    DEFAULT_CAMERA,
+    camera_names,
+    check_point,
+    distribution_version,
+    import_gymnasium,
+    load_callable,
+    make_wrapped,
+    perturbed_coordinates,
+    remove_generated_scene,
+    simulator,
+    state_layout,
+    wrapper_chain,
+)
 from grpo_probe.envs.protocol import (
-    METRIC_COLUMNS,
     EnvSpec,
     Expert,
     Guard,
@@ -77,8 +82,11 @@ from grpo_probe.envs.protocol import (
     check_chunk,
     normalized_to_bounds,
 )
-from grpo_probe.envs.scene import SCENE_DOCS, SCENE_FIELD, SCENE_SIGNATURE, BoundScene, ScenePositions
+from grpo_probe.envs.push_record import PushRecord, push_schema
+from grpo_probe.envs.scene import SCENE_FIELD, BoundScene, ScenePositions
 
+# The params, the record and the camera name are re-exported: designs, examples and labs' modules import
+# them from here, the module a design names (``grpo_probe.envs.gym_adapter:make_gymnasium_env``).
 __all__ = [
     "DEFAULT_CAMERA",
     "GOAL_ENV_KEYS",
@@ -88,376 +96,6 @@ __all__ = [
     "make_gymnasium_env",
     "push_schema",
 ]
-
-_F64_LIST = pa.list_(pa.float64())
-_CALLABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_.]*$")
-
-GOAL_ENV_KEYS = ("observation", "achieved_goal", "desired_goal")
-"""The entries of a goal-conditioned (``GoalEnv``) observation, in the order ``observation.state``
-concatenates them when ``env.params.obs_keys`` is left out."""
-
-DEFAULT_CAMERA = "default"
-"""The camera name of the environment's own viewpoint (MuJoCo's free camera placed by the environment's
-``default_camera_config``); a named MuJoCo camera of the same name takes precedence."""
-
-_PLACES = ("body", "site", "obs_key")
-"""Where a traced point may come from: a MuJoCo body, a MuJoCo site, or a Dict observation entry."""
-
-
-@dataclass(frozen=True)
-class GymnasiumParams:
-    """How a Gymnasium environment becomes a registered probe environment (``env.params``).
-
-    The object and the goal are each named exactly once: as a MuJoCo body (``*_body``), a MuJoCo site
-    (``*_site``) or an entry of a Dict observation (``*_obs_key``, whose first two numbers are x, y).
-    """
-
-    gym_id: str
-    """The Gymnasium id, e.g. ``Reacher-v5`` (``module:Name-v0`` imports the module that registers it,
-    e.g. ``gymnasium_robotics:PointMaze_UMaze-v3``)."""
-    replans: int
-    chunk_length: int
-    executed_actions: int
-    object_body: str | None = None
-    """MuJoCo body whose centre is moved toward the goal (its x, y are traced)."""
-    object_site: str | None = None
-    """MuJoCo site moved toward the goal (instead of ``object_body``)."""
-    object_obs_key: str | None = None
-    """Dict observation entry that holds the object's x, y first (``achieved_goal``)."""
-    goal_body: str | None = None
-    goal_site: str | None = None
-    """MuJoCo site of the goal (PointMaze's ``target``, Fetch's ``target0``)."""
-    goal_obs_key: str | None = None
-    """Dict observation entry that holds the goal's x, y first (``desired_goal``)."""
-    effector_body: str | None = None
-    """MuJoCo body traced as the effector in the top-down figure (optional)."""
-    effector_site: str | None = None
-    """MuJoCo site traced as the effector (instead of ``effector_body``; optional)."""
-    obs_keys: tuple[str, ...] = ()
-    """Dict observation entries (each a Box, flattened) concatenated in this order into
-    ``observation.state``; left out, a goal-conditioned Dict gives ``observation``, ``achieved_goal``,
-    ``desired_goal``. Not for a Box observation, which is the state as it is."""
-    distance_info_key: str | None = None
-    """When set, the object-to-goal distance is ``distance_scale * info[key]`` (metres) at every tick."""
-    distance_scale: float = 1.0
-    success_radius_m: float = 0.05
-    """Success: the final distance is within this radius."""
-    engaged_info_key: str | None = None
-    """Engagement: ``info[key]`` true at a tick; without a key, the distance moved by ``engaged_min_m``."""
-    engaged_min_m: float = 0.001
-    guard_info_keys: tuple[tuple[str, str], ...] = ()
-    """(guard name, info key) pairs: the guard trips when ``info[key]`` is true at any tick."""
-    gym_kwargs: tuple[tuple[str, Any], ...] = ()
-    """Keyword arguments of ``gymnasium.make``. Without ``max_episode_steps`` among them, the time limit
-    is the registered episode (``replans * executed_actions`` ticks), not the id's own default."""
-    wrappers: tuple[str, ...] = ()
-    """``module:callable`` names applied in order around the made environment, each as ``callable(env)``
-    (``gymnasium.wrappers:ClipAction``); they stay on for every reset and step."""
-    expert: str | None = None
-    """``module:callable`` of a scripted expert, called as ``callable(adapter, noise)`` and returning an
-    object with ``act(obs, key)`` (``grpo_probe.envs.point_maze:PointMazeExpert``); the workflow trains
-    the reference arms on its demos. None: bind every arm to a checkpoint of your own."""
-    perturb_joints: tuple[str, ...] = ()
-    """Joints a replay's ``state`` perturbation shifts at spawn (slide or hinge: its coordinate; free: its
-    x and y), together by ``scale`` in a keyed direction; none: the environment offers no state
-    perturbation. Not with ``distance_info_key`` (the spawn distance could not be measured again)."""
-    scene: str | None = None
-    """``module:callable`` of a scene function (:mod:`grpo_probe.envs.scene`), called as ``scene(env)``:
-    it reads the object's and the goal's x, y (and optionally shifts the state for a replay, and says
-    whether the object is engaged) where the adapter cannot, in a simulator that is not MuJoCo (gym-pusht)
-    or that runs MuJoCo through dm_control (gym-aloha). With it, no ``object_*`` or ``goal_*`` param."""
-    tick_s: float | None = None
-    """The control period in seconds, when the environment's ``dt`` is not it (gym-pusht's ``dt`` is its
-    10 ms physics step; one ``step`` is ten of them); None: ``env.unwrapped.dt``."""
-    version: str = "1"
-    """The adapter's registration of this environment; bump it when the environment's code changes."""
-
-    def __post_init__(self) -> None:
-        where = "env.params"
-        for name in ("replans", "chunk_length", "executed_actions"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{where}.{name} must be a positive integer, got {value!r}")
-        if self.executed_actions > self.chunk_length:
-            raise ValueError(f"{where}.executed_actions must not exceed {where}.chunk_length")
-        for name in ("success_radius_m", "engaged_min_m"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{where}.{name} must be a positive number, got {value!r}")
-        if not isinstance(self.gym_id, str) or not self.gym_id:
-            raise ValueError(f"{where}.gym_id must be a non-empty string, got {self.gym_id!r}")
-        optional = [f"{role}_{place}" for role in ("object", "goal", "effector") for place in _PLACES]
-        for name in [n for n in optional if n != "effector_obs_key"] + [
-            "distance_info_key",
-            "engaged_info_key",
-        ]:
-            value = getattr(self, name, None)
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{where}.{name} must be a non-empty string, got {value!r}")
-        if self.scene is not None and (not isinstance(self.scene, str) or not _CALLABLE.match(self.scene)):
-            raise ValueError(f"{where}.scene: {self.scene!r} is not a 'module:callable' name")
-        for role in ("object", "goal"):
-            named = [f"{role}_{place}" for place in _PLACES if getattr(self, f"{role}_{place}") is not None]
-            if self.scene is not None and named:
-                raise ValueError(
-                    f"{where}.scene: the scene function reads the object and the goal; leave out "
-                    f"{', '.join(f'{where}.{n}' for n in named)}"
-                )
-            if self.scene is None and len(named) != 1:
-                choices = ", ".join(f"{role}_{place}" for place in _PLACES)
-                got = f"got {', '.join(named)}" if named else "got none"
-                raise ValueError(
-                    f"{where}: name the {role} exactly once, as one of {choices} ({got}), or name a scene "
-                    f"function that reads the object and the goal ({where}.scene)"
-                )
-        if self.effector_body is not None and self.effector_site is not None:
-            raise ValueError(f"{where}: name the effector once, as effector_body or effector_site (got both)")
-        if self.scene is not None and (self.effector_body is not None or self.effector_site is not None):
-            raise ValueError(
-                f"{where}.scene: the scene function traces the effector (its traces_effector and "
-                "positions().effector_xy); leave out effector_body and effector_site"
-            )
-        if self.scene is not None and self.perturb_joints:
-            raise ValueError(
-                f"{where}.perturb_joints: with a scene function, a replay's state shift is the scene's "
-                "perturb(rng, scale); leave perturb_joints out"
-            )
-        if self.tick_s is not None and (
-            isinstance(self.tick_s, bool) or not isinstance(self.tick_s, (int, float)) or not self.tick_s > 0
-        ):
-            raise ValueError(f"{where}.tick_s must be a positive number of seconds, got {self.tick_s!r}")
-        if len(set(self.obs_keys)) != len(self.obs_keys) or not all(
-            isinstance(k, str) and k for k in self.obs_keys
-        ):
-            raise ValueError(f"{where}.obs_keys must be distinct entry names, got {list(self.obs_keys)!r}")
-        for name, paths in (("wrappers", self.wrappers), ("expert", (self.expert,) if self.expert else ())):
-            for path in paths:
-                if not isinstance(path, str) or not _CALLABLE.match(path):
-                    raise ValueError(f"{where}.{name}: {path!r} is not a 'module:callable' name")
-        if isinstance(self.distance_scale, bool) or not isinstance(self.distance_scale, (int, float)):
-            raise ValueError(f"{where}.distance_scale must be a number, got {self.distance_scale!r}")
-        if self.perturb_joints and self.distance_info_key is not None:
-            raise ValueError(
-                f"{where}.perturb_joints: a state perturbation needs the spawn distance measured from "
-                "the object and the goal, not from distance_info_key"
-            )
-
-    @property
-    def episode_ticks(self) -> int:
-        """Ticks in an episode that nothing ends early: the default time limit."""
-        return self.replans * self.executed_actions
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any], where: str = "env.params") -> GymnasiumParams:
-        """Build from a prereg mapping; an unknown or missing key is an error naming it."""
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(known)})")
-        kwargs = dict(values)
-        for name in ("guard_info_keys", "gym_kwargs"):
-            if name in kwargs:
-                mapping = kwargs[name]
-                if not isinstance(mapping, Mapping):
-                    raise ValueError(f"{where}.{name} must be a mapping, got {type(mapping).__name__}")
-                kwargs[name] = tuple(sorted(mapping.items()))
-        for name, what in (
-            ("perturb_joints", "joint names"),
-            ("obs_keys", "observation entry names"),
-            ("wrappers", "'module:callable' names"),
-        ):
-            if name in kwargs:
-                names = kwargs[name]
-                if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-                    raise ValueError(f"{where}.{name} must be a list of {what}, got {names!r}")
-                kwargs[name] = tuple(names)
-        try:
-            return cls(**kwargs)
-        except TypeError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class _Point:
-    """Where one traced point is read: ``kind`` body | site | obs_key, and its name; ``field`` names the
-    param that registered it (for errors)."""
-
-    kind: str
-    name: str
-    field: str
-
-
-def _point(params: GymnasiumParams, role: str) -> _Point | None:
-    for place in _PLACES:
-        name = getattr(params, f"{role}_{place}", None)
-        if name is not None:
-            return _Point(place, name, f"env.params.{role}_{place}")
-    return None
-
-
-@dataclass(frozen=True)
-class PushRecord:
-    """One episode of an object moved toward a goal in the table plane, as the protocol records it.
-
-    Distances in cm unless the name says otherwise; ticks count from 1; traces hold index 0 = spawn.
-    ``channels`` are the environment's own columns (its guard channels), in its schema's order.
-    """
-
-    seed: int
-    n_ticks: int
-    d0_cm: float
-    d_final_cm: float
-    progress_final_cm: float
-    """100 * (d0 - d_final) in metres: how far the object moved toward the goal."""
-    best_point_cm: float
-    distance_trace_cm: tuple[float, ...]
-    contact: bool
-    first_contact_tick: int | None
-    success: bool
-    object_x_trace_m: tuple[float, ...]
-    object_y_trace_m: tuple[float, ...]
-    goal_x_m: float
-    goal_y_m: float
-    effector_x_trace_m: tuple[float, ...] | None = None
-    effector_y_trace_m: tuple[float, ...] | None = None
-    channels: tuple[tuple[str, Any], ...] = field(default=())
-
-    def to_row(self) -> dict[str, Any]:
-        """Column name -> value, lists for traces (the episode table's row form)."""
-        row: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "channels":
-                row.update(value)
-            elif f.name.startswith("effector_") and value is None:
-                continue
-            else:
-                row[f.name] = list(value) if isinstance(value, tuple) else value
-        return row
-
-    def canonical_bytes(self) -> bytes:
-        """Exact byte form of the row (:func:`grpo_probe.envs.boat.record.canonical_row_bytes`)."""
-        return canonical_row_bytes(self.to_row())
-
-
-def push_schema(channels: tuple[pa.Field, ...], effector: bool) -> pa.Schema:
-    """The episode schema of a :class:`PushRecord`: the metrics, the traces, then the channels."""
-    traces = [pa.field("object_x_trace_m", _F64_LIST, False), pa.field("object_y_trace_m", _F64_LIST, False)]
-    if effector:
-        traces += [
-            pa.field("effector_x_trace_m", _F64_LIST, False),
-            pa.field("effector_y_trace_m", _F64_LIST, False),
-        ]
-    goal = [pa.field("goal_x_m", pa.float64(), False), pa.field("goal_y_m", pa.float64(), False)]
-    return pa.schema([*METRIC_COLUMNS, *traces, *goal, *channels])
-
-
-def _import_gymnasium() -> Any:
-    try:
-        import gymnasium
-    except ImportError as exc:  # pragma: no cover - gymnasium is a dependency of the package
-        raise ImportError(
-            f"the Gymnasium adapter needs gymnasium (pip install 'gymnasium>=1.0,<2'): {exc}"
-        ) from exc
-    return gymnasium
-
-
-def _load_callable(path: str, where: str) -> Callable[..., Any]:
-    """The callable a ``module:name`` param names; an error names the field and what went wrong."""
-    module_name, _, attr = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ValueError(
-            f"{where}: cannot import module {module_name!r} of {path!r} ({type(exc).__name__}: {exc})"
-        ) from exc
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-    if not callable(target):
-        raise ValueError(f"{where}: module {module_name!r} has no callable {attr!r}")
-    return target
-
-
-def _distribution_version(module: str) -> str | None:
-    """``name version`` of the installed distribution that ships top-level ``module``, if one does."""
-    for name in (module, module.replace("_", "-")):
-        try:
-            return f"{name.replace('_', '-')} {metadata.version(name)}"
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
-def _wrapper_chain(env: Any) -> list[Any]:
-    """The environments from the outermost wrapper inwards, the unwrapped one last."""
-    chain = [env]
-    while hasattr(chain[-1], "env") and chain[-1] is not chain[-1].unwrapped:
-        chain.append(chain[-1].env)
-    return chain
-
-
-def _remove_generated_scene(unwrapped: Any) -> None:
-    """Remove the scene file a Gymnasium-Robotics maze wrote for itself, once its model is built.
-
-    Why: the mazes (PointMaze and AntMaze alike) write their generated MJCF to the system's temporary
-    folder as ``ant_maze<time>.xml`` (``tmp_xml_file_path``) and never remove it, so every rollout job
-    and every environment made in a process would leave a file behind. MuJoCo compiles the model from it
-    while the environment is made and nothing reads it again (a reset moves the goal and the ball within
-    the built model). Only a file of that name, directly in the temporary folder, is removed.
-    """
-    path = getattr(unwrapped, "tmp_xml_file_path", None)
-    if not isinstance(path, str):
-        return
-    scene = Path(path)
-    written_by_the_maze = scene.name.startswith("ant_maze") and scene.suffix == ".xml"
-    if written_by_the_maze and scene.parent == Path(tempfile.gettempdir()):
-        scene.unlink(missing_ok=True)
-
-
-def _simulator(unwrapped: Any) -> Any | None:
-    """The object holding the MuJoCo model and data (and ``set_state``): the unwrapped environment, or
-    the MuJoCo environment it drives (PointMaze's ``point_env``, AntMaze's ``ant_env``); None when there
-    is none the adapter can read."""
-
-    def simulates(obj: Any) -> bool:
-        return all(hasattr(obj, name) for name in ("model", "data", "set_state"))
-
-    if simulates(unwrapped):
-        return unwrapped
-    for value in vars(unwrapped).values():
-        if simulates(value):
-            return value
-    if hasattr(unwrapped, "model") and hasattr(unwrapped, "data"):
-        return unwrapped
-    return None
-
-
-def _dm_control_physics(unwrapped: Any) -> bool:
-    """True when the environment (or an object it holds) has a dm_control-style ``physics``: MuJoCo run
-    through dm_control, as gym-aloha does, whose model and data the adapter does not reach."""
-    if hasattr(unwrapped, "physics"):
-        return True
-    return any(hasattr(value, "physics") for value in vars(unwrapped).values())
-
-
-def _unreadable(unwrapped: Any, gym_id: str) -> ValueError:
-    """The refusal for an environment the adapter cannot read: what it is, and exactly what to provide."""
-    kind = type(unwrapped).__name__
-    if _dm_control_physics(unwrapped):
-        what = (
-            f"{kind} runs MuJoCo through dm_control (its physics object), whose bodies and joints the "
-            "adapter does not look up by name"
-        )
-    else:
-        module = type(unwrapped).__module__.split(".")[0]
-        what = (
-            f"{kind} (module {module}) is not a MuJoCo environment, so the adapter has no bodies, sites "
-            "or joints to look up by name"
-        )
-    return ValueError(
-        f"{gym_id}: env.params.gym_id: {what}. Bind it through a scene function of yours: "
-        f'env.params.scene: "module:callable", {SCENE_SIGNATURE} (see {SCENE_DOCS})'
-    )
 
 
 class GymnasiumAdapter:
@@ -473,15 +111,15 @@ class GymnasiumAdapter:
     """
 
     def __init__(self, params: GymnasiumParams, env_id: str | None = None, env: Any | None = None) -> None:
-        gymnasium = _import_gymnasium()
+        gymnasium = import_gymnasium()
         self.params = params
-        self.wrapped = self._make(params, env)
+        self.wrapped = make_wrapped(params, env)
         self.env = self.wrapped.unwrapped
-        _remove_generated_scene(self.env)
-        self._sim = _simulator(self.env)
+        remove_generated_scene(self.env)
+        self._sim = simulator(self.env)
         self._scene: BoundScene | None = None
         if params.scene is not None:
-            self._scene = BoundScene(_load_callable(params.scene, SCENE_FIELD), params.scene, self.wrapped)
+            self._scene = BoundScene(load_callable(params.scene, SCENE_FIELD), params.scene, self.wrapped)
         self._positions: ScenePositions | None = None
         space = self.wrapped.action_space
         if not isinstance(space, gymnasium.spaces.Box) or len(space.shape) != 1:
@@ -491,17 +129,19 @@ class GymnasiumAdapter:
         if not (np.isfinite(self._low).all() and np.isfinite(self._high).all()):
             raise ValueError(f"{params.gym_id}: the action space must be bounded to map [-1, 1] onto it")
         self._action_dtype = space.dtype
-        self.state_layout = self._layout(gymnasium, self.wrapped.observation_space)
-        self._points = {role: _point(params, role) for role in ("object", "goal", "effector")}
-        self._check_points(gymnasium, self.wrapped.observation_space)
+        self.state_layout = state_layout(params, self.wrapped.observation_space)
+        self._points = {role: params.point(role) for role in POINT_PLACES}
+        for point in self._points.values():
+            if point is not None:
+                check_point(point, params.gym_id, self.env, self._sim, self.wrapped.observation_space)
         if self._scene is not None and self._scene.offers_engagement and params.engaged_info_key is not None:
             raise ValueError(
                 f"{params.gym_id}: env.params.engaged_info_key: the scene function {params.scene!r} says "
                 "when the object is engaged (its engaged(info)); name engagement once"
             )
-        self._perturb_qpos = self._perturbed_coordinates(params)
+        self._perturb_qpos = perturbed_coordinates(params, self.env, self._sim)
         if params.expert is not None:
-            self._expert_factory = _load_callable(params.expert, "env.params.expert")
+            self._expert_factory = load_callable(params.expert, "env.params.expert")
             self.expert = self._make_expert
         channel_fields = tuple(pa.field(name, pa.bool_(), False) for name, _ in params.guard_info_keys)
         channel_fields += self._channel_fields()
@@ -527,7 +167,7 @@ class GymnasiumAdapter:
             ),
             engagement=self._engagement_text(),
             state_perturbation=self._state_perturbation_text(),
-            cameras=self._camera_names(),
+            cameras=camera_names(self._sim),
             state_entries=() if self.state_layout[0][0] == "" else self.state_layout,
         )
         self._renderers: dict[tuple[int, int], Any] = {}
@@ -536,175 +176,6 @@ class GymnasiumAdapter:
         self._ended = False
         self._obs: Any = None
         self.replan_index = 0
-
-    # -- construction ----------------------------------------------------------------------------------
-    @staticmethod
-    def _make(params: GymnasiumParams, env: Any | None) -> Any:
-        """The environment to step: ``env``, or ``gymnasium.make`` with the registered time limit, then
-        ``params.wrappers`` around it in order."""
-        gymnasium = _import_gymnasium()
-        if env is None:
-            kwargs = dict(params.gym_kwargs)
-            kwargs.setdefault("max_episode_steps", params.episode_ticks)
-            try:
-                env = gymnasium.make(params.gym_id, **kwargs)
-            except ImportError as exc:
-                raise ValueError(
-                    f"{params.gym_id}: env.params.gym_id: cannot import the module that registers it "
-                    f"({exc}); install it (Gymnasium-Robotics: pip install 'grpo-probe[robotics]')"
-                ) from exc
-            except gymnasium.error.Error as exc:
-                raise ValueError(
-                    f"{params.gym_id}: env.params.gym_id: Gymnasium cannot make it ({type(exc).__name__}: "
-                    f"{exc}); an id another package registers is named with its module, as "
-                    "'gymnasium_robotics:PointMaze_UMaze-v3' (pip install 'grpo-probe[robotics]')"
-                ) from exc
-        elif params.gym_kwargs:
-            raise ValueError(
-                f"{params.gym_id}: env.params.gym_kwargs: the environment was built by your factory, "
-                "so there is no gymnasium.make to pass them to"
-            )
-        for i, path in enumerate(params.wrappers):
-            env = _load_callable(path, f"env.params.wrappers[{i}]")(env)
-        return env
-
-    def _layout(self, gymnasium: Any, space: Any) -> tuple[tuple[str, int, int], ...]:
-        """(entry, start, stop) of each Dict entry in ``observation.state``; one ``("", 0, n)`` for a Box.
-
-        An observation space the adapter cannot read as one vector is an error naming the field.
-        """
-        gym_id, keys = self.params.gym_id, self.params.obs_keys
-        if isinstance(space, gymnasium.spaces.Box):
-            if len(space.shape) != 1:
-                raise ValueError(
-                    f"{gym_id}: env.params.gym_id: the observation space is {space}; the adapter reads a "
-                    "1-D Box, or a Dict of Box entries (env.params.obs_keys); flatten it with a wrapper "
-                    "(env.params.wrappers: [gymnasium.wrappers:FlattenObservation])"
-                )
-            if keys:
-                raise ValueError(
-                    f"{gym_id}: env.params.obs_keys: the observation space is a Box, not a Dict; "
-                    "leave obs_keys out"
-                )
-            return (("", 0, int(space.shape[0])),)
-        if not isinstance(space, gymnasium.spaces.Dict):
-            raise ValueError(
-                f"{gym_id}: env.params.gym_id: the observation space is {space}; the adapter reads a "
-                "1-D Box, or a Dict of Box entries (env.params.obs_keys); wrap it into one "
-                "(env.params.wrappers)"
-            )
-        entries = list(space.spaces)
-        if not keys:
-            if set(entries) != set(GOAL_ENV_KEYS):
-                raise ValueError(
-                    f"{gym_id}: env.params.obs_keys: the observation space is a Dict with entries "
-                    f"{', '.join(entries)}; list the ones observation.state concatenates, in order"
-                )
-            keys = GOAL_ENV_KEYS
-        layout, start = [], 0
-        for i, key in enumerate(keys):
-            if key not in space.spaces:
-                raise ValueError(
-                    f"{gym_id}: env.params.obs_keys[{i}]: the observation Dict has no entry {key!r} "
-                    f"(its entries: {', '.join(entries)})"
-                )
-            entry = space.spaces[key]
-            if not isinstance(entry, gymnasium.spaces.Box):
-                raise ValueError(
-                    f"{gym_id}: env.params.obs_keys[{i}]: observation entry {key!r} is {entry}; "
-                    "observation.state concatenates Box entries only"
-                )
-            size = int(np.prod(entry.shape, dtype=np.int64))
-            layout.append((key, start, start + size))
-            start += size
-        return tuple(layout)
-
-    def _check_points(self, gymnasium: Any, space: Any) -> None:
-        """Each named body, site or observation entry exists; else an error naming the field."""
-        for point in self._points.values():
-            if point is None:
-                continue
-            if point.kind in ("body", "site"):
-                if self._sim is None:
-                    raise _unreadable(self.env, self.params.gym_id)
-                try:
-                    getattr(self._sim.model, point.kind)(point.name)
-                except KeyError:
-                    raise ValueError(
-                        f"{self.params.gym_id}: no MuJoCo {point.kind} named {point.name!r} ({point.field})"
-                    ) from None
-                continue
-            if not isinstance(space, gymnasium.spaces.Dict):
-                raise ValueError(
-                    f"{self.params.gym_id}: {point.field}: the observation space is {space}, not a Dict "
-                    "with entries to read"
-                )
-            entry = space.spaces.get(point.name)
-            if entry is None:
-                raise ValueError(
-                    f"{self.params.gym_id}: {point.field}: the observation Dict has no entry {point.name!r} "
-                    f"(its entries: {', '.join(space.spaces)})"
-                )
-            if not isinstance(entry, gymnasium.spaces.Box) or int(np.prod(entry.shape)) < 2:
-                raise ValueError(
-                    f"{self.params.gym_id}: {point.field}: observation entry {point.name!r} is {entry}; "
-                    "a position needs a Box of at least 2 numbers (x, y first)"
-                )
-
-    def _perturbed_coordinates(self, params: GymnasiumParams) -> np.ndarray:
-        """qpos addresses a state perturbation moves; an unknown or a ball joint is an error naming it."""
-        addresses: list[int] = []
-        if not params.perturb_joints:
-            return np.array(addresses, dtype=np.intp)
-        if self._sim is None:
-            raise _unreadable(self.env, params.gym_id)
-        model = self._sim.model
-        for name in params.perturb_joints:
-            try:
-                joint = model.joint(name)
-            except KeyError:
-                raise ValueError(
-                    f"{params.gym_id}: no MuJoCo joint named {name!r} (env.params.perturb_joints)"
-                ) from None
-            kind, start = int(model.jnt_type[joint.id]), int(model.jnt_qposadr[joint.id])
-            if kind == 0:  # mjJNT_FREE: x and y of its position
-                addresses += [start, start + 1]
-            elif kind in (2, 3):  # mjJNT_SLIDE, mjJNT_HINGE: their one coordinate
-                addresses.append(start)
-            else:
-                raise ValueError(
-                    f"{params.gym_id}: joint {name!r} is a ball joint; env.params.perturb_joints takes "
-                    "slide, hinge or free joints"
-                )
-        if addresses and not self._observes_state_directly():
-            raise ValueError(
-                f"{params.gym_id}: env.params.perturb_joints: {type(self.env).__name__} builds its "
-                "observation from its step's results, so the adapter cannot observe a shifted spawn; "
-                "leave perturb_joints out (replays can perturb actions)"
-            )
-        return np.array(addresses, dtype=np.intp)
-
-    def _observes_state_directly(self) -> bool:
-        """True when the unwrapped environment simulates itself and ``_get_obs()`` observes its state."""
-        get_obs = getattr(self.env, "_get_obs", None)
-        if self._sim is not self.env or not callable(get_obs):
-            return False
-        required = [
-            p
-            for p in inspect.signature(get_obs).parameters.values()
-            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-        return not required
-
-    def _camera_names(self) -> tuple[str, ...]:
-        """The cameras :meth:`render` draws: the model's named cameras in model order, then ``default``;
-        none for an environment without a MuJoCo model the adapter reads (one bound by a scene function)."""
-        if self._sim is None:
-            return ()
-        model = self._sim.model
-        named = [model.camera(i).name for i in range(int(model.ncam))]
-        names = [n for n in named if n]
-        return (*names, *(() if DEFAULT_CAMERA in names else (DEFAULT_CAMERA,)))
 
     @property
     def model(self) -> Any:
@@ -743,13 +214,13 @@ class GymnasiumAdapter:
     # -- what a subclass may add -----------------------------------------------------------------------
     def _version(self) -> str:
         """The id and registration version, the packages whose code steps it, and the wrapper chain."""
-        gymnasium = _import_gymnasium()
+        gymnasium = import_gymnasium()
         packages = [f"gymnasium {gymnasium.__version__}"]
         module = type(self.env).__module__.split(".")[0]
         if module not in ("gymnasium", "grpo_probe"):
-            found = _distribution_version(module)
+            found = distribution_version(module)
             packages.append(found if found is not None else module)
-        wrappers = [type(w).__name__ for w in _wrapper_chain(self.wrapped)[:-1]]
+        wrappers = [type(w).__name__ for w in wrapper_chain(self.wrapped)[:-1]]
         chain = f"; wrappers {' > '.join(wrappers)}" if wrappers else ""
         scene = f"; scene {self.params.scene}" if self.params.scene is not None else ""
         return f"{self.params.gym_id}/{self.params.version} ({', '.join(packages)}{chain}{scene})"
@@ -820,10 +291,10 @@ class GymnasiumAdapter:
             return xy
         point = self._points[role]
         assert point is not None
-        if point.kind == "obs_key":
-            pos = np.asarray(self._obs[point.name], dtype=np.float64).ravel()
+        if point.in_model:
+            pos = getattr(self._sim.data, point.place)(point.name).xpos
         else:
-            pos = getattr(self._sim.data, point.kind)(point.name).xpos
+            pos = np.asarray(self._obs[point.name], dtype=np.float64).ravel()
         return float(pos[0]), float(pos[1])
 
     def _state(self, obs: Any) -> np.ndarray:
@@ -920,8 +391,8 @@ class GymnasiumAdapter:
 
     def _wrapped_observation(self, obs: Any) -> Any:
         """An observation of the unwrapped environment through every observation wrapper, inside out."""
-        gymnasium = _import_gymnasium()
-        for wrapper in reversed(_wrapper_chain(self.wrapped)[:-1]):
+        gymnasium = import_gymnasium()
+        for wrapper in reversed(wrapper_chain(self.wrapped)[:-1]):
             if isinstance(wrapper, gymnasium.ObservationWrapper):
                 obs = wrapper.observation(obs)
         return obs

@@ -2,8 +2,8 @@
 
 Why: the probe's reads and a GRPO pilot's gain are only worth comparing if some scenes have a known
 answer. Both scenes move an object in the table plane toward a fixed goal and record it as the protocol
-asks (:class:`~grpo_probe.envs.gym_adapter.PushRecord`, ``progress_final_cm = 100 (d0 - d_final)``); they
-differ only in how an action moves the object:
+asks (:class:`~grpo_probe.envs.push_record.PushRecord`, ``progress_final_cm = 100 (d0 - d_final)``);
+they differ only in how an action moves the object:
 
 - :class:`SmoothPlane`, the positive control: each tick the object moves by ``STEP_M * action`` (metres,
   the action clipped to [-1, 1]). The reward is a smooth function of the actions: a replay whose actions
@@ -47,8 +47,8 @@ import math
 import numpy as np
 
 from grpo_probe.envs.expert_noise import add_smooth_noise
-from grpo_probe.envs.gym_adapter import PushRecord, push_schema
 from grpo_probe.envs.protocol import EnvSpec, TopDownView, away_tail_guard, check_chunk
+from grpo_probe.envs.push_record import PushRecord, push_schema
 from grpo_probe.keyed_rng import numpy_generator, tag
 
 __all__ = [

@@ -43,8 +43,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from grpo_probe.envs.gym_adapter import push_schema
 from grpo_probe.envs.protocol import EnvSpec, Guard, TopDownView, away_tail_guard
+from grpo_probe.envs.push_record import push_schema
 
 __all__ = [
     "PUSHER_ENV",
