@@ -73,6 +73,7 @@ from grpo_probe.envs.gym_setup import (
     state_layout,
     wrapper_chain,
 )
+from grpo_probe.envs.progress import progress_of
 from grpo_probe.envs.protocol import (
     EnvSpec,
     Expert,
@@ -437,22 +438,16 @@ class GymnasiumAdapter:
         if self._seed is None:
             raise RuntimeError("call reset(seed) before record")
         dist = self._trace
-        d0, d_final = dist[0], dist[-1]
-        best = max(100.0 * (d0 - dt) for dt in dist[1:]) if len(dist) > 1 else 0.0
         gx, gy = self._point_xy("goal")
         channels = {**self._info_guards, **self._channel_values()}
         effector = self._traces_effector
         return PushRecord(
             seed=self._seed,
             n_ticks=self._tick,
-            d0_cm=100.0 * d0,
-            d_final_cm=100.0 * d_final,
-            progress_final_cm=100.0 * (d0 - d_final),
-            best_point_cm=best,
-            distance_trace_cm=tuple(100.0 * v for v in dist),
+            **progress_of(dist).columns(),
             contact=self._first_contact is not None,
             first_contact_tick=self._first_contact,
-            success=d_final <= self.params.success_radius_m,
+            success=dist[-1] <= self.params.success_radius_m,
             object_x_trace_m=tuple(x for x, _ in self._objects),
             object_y_trace_m=tuple(y for _, y in self._objects),
             goal_x_m=gx,

@@ -47,6 +47,7 @@ import math
 import numpy as np
 
 from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.progress import progress_of
 from grpo_probe.envs.protocol import EnvSpec, TopDownView, away_tail_guard, check_chunk
 from grpo_probe.envs.push_record import PushRecord, push_schema
 from grpo_probe.keyed_rng import numpy_generator, tag
@@ -252,18 +253,13 @@ class _Plane:
             raise RuntimeError("call reset(seed) before record")
         gx, gy = GOAL_XY
         dist = [math.hypot(x - gx, y - gy) for x, y in self._trace]
-        d0, d_final = dist[0], dist[-1]
         return PushRecord(
             seed=self._seed,
             n_ticks=self._tick,
-            d0_cm=100.0 * d0,
-            d_final_cm=100.0 * d_final,
-            progress_final_cm=100.0 * (d0 - d_final),
-            best_point_cm=max(100.0 * (d0 - d) for d in dist[1:]) if len(dist) > 1 else 0.0,
-            distance_trace_cm=tuple(100.0 * d for d in dist),
+            **progress_of(dist).columns(),
             contact=self._first_contact is not None,
             first_contact_tick=self._first_contact,
-            success=d_final <= TARGET_RADIUS_M,
+            success=dist[-1] <= TARGET_RADIUS_M,
             object_x_trace_m=tuple(float(x) for x, _ in self._trace),
             object_y_trace_m=tuple(float(y) for _, y in self._trace),
             goal_x_m=gx,

@@ -70,6 +70,7 @@ except (AttributeError, ImportError, OSError) as _exc:  # MuJoCo loads the MUJOC
 from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.boat.record import EpisodeRecord
 from grpo_probe.envs.boat.spawn import Spawn, draw_spawn
+from grpo_probe.envs.progress import progress_of
 
 __all__ = ["CAMERAS", "OBS_DIM", "BoatPushEnv", "EnvState", "load_model", "run_episode"]
 
@@ -358,19 +359,13 @@ class BoatPushEnv:
             raise RuntimeError("call reset(seed) before record")
         p, d = self.params, self.data
         dist, bx, by, px, py = (tuple(t) for t in self._traces)
-        d0, d_final = dist[0], dist[-1]
-        best = max(100.0 * (d0 - dt) for dt in dist[1:]) if len(dist) > 1 else 0.0
         up_z = float(d.xmat[self._boat_body][8])  # world z of the boat's body z axis
         z = float(d.xpos[self._boat_body][2])
         knocked_off = z < BOAT_REST_Z_M - p.knocked_off_drop_m
         return EpisodeRecord(
             seed=self._seed,
             n_ticks=self._tick,
-            d0_cm=100.0 * d0,
-            d_final_cm=100.0 * d_final,
-            progress_final_cm=100.0 * (d0 - d_final),
-            best_point_cm=best,
-            distance_trace_cm=tuple(100.0 * v for v in dist),
+            **progress_of(dist).columns(),
             boat_x_trace_m=bx,
             boat_y_trace_m=by,
             pusher_x_trace_m=px,
@@ -386,7 +381,7 @@ class BoatPushEnv:
             final_z_mm=1000.0 * z,
             knocked_off=knocked_off,
             max_boat_speed_m_s=self._max_speed,
-            success=(d_final <= p.disk_radius_m) and not knocked_off,
+            success=(dist[-1] <= p.disk_radius_m) and not knocked_off,
         )
 
     # -- state save / restore ----------------------------------------------------------------------
