@@ -23,6 +23,7 @@ from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.boat.spec import BOAT_ENV, BOAT_EXPERT, BOAT_ID, boat_spec
 from grpo_probe.envs.protocol import Environment, EnvSpec, Expert
 from grpo_probe.envs.pusher.spec import PUSHER_ENV, PUSHER_EXPERT, PUSHER_ID, PusherParams, pusher_spec
+from grpo_probe.name_registry import Registry
 
 __all__ = [
     "BUILTIN_IDS",
@@ -56,10 +57,13 @@ class _Builtin:
     to_dict: Callable[[Any], dict[str, Any]]
 
 
-_BUILTINS: dict[str, _Builtin] = {
-    BOAT_ID: _Builtin(SimParams.from_dict, boat_spec, BOAT_ENV, BOAT_EXPERT, SimParams.to_dict),
-    PUSHER_ID: _Builtin(PusherParams.from_dict, pusher_spec, PUSHER_ENV, PUSHER_EXPERT, PusherParams.to_dict),
-}
+_BUILTINS: Registry[_Builtin] = Registry("built-in environment")
+_BUILTINS.register(
+    BOAT_ID, _Builtin(SimParams.from_dict, boat_spec, BOAT_ENV, BOAT_EXPERT, SimParams.to_dict)
+)
+_BUILTINS.register(
+    PUSHER_ID, _Builtin(PusherParams.from_dict, pusher_spec, PUSHER_ENV, PUSHER_EXPERT, PusherParams.to_dict)
+)
 
 
 def _load(path: str) -> Callable[..., Any]:
@@ -67,7 +71,7 @@ def _load(path: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
-BUILTIN_IDS: tuple[str, ...] = tuple(_BUILTINS)
+BUILTIN_IDS: tuple[str, ...] = _BUILTINS.names()
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ class EnvConfig:
     def params_dict(self) -> dict[str, Any]:
         """The params as plain data (the form oracle reports and manifests record)."""
         if self.id in _BUILTINS:
-            return _BUILTINS[self.id].to_dict(self.params)
+            return _BUILTINS.get(self.id).to_dict(self.params)
         return {k: _plain(v) for k, v in sorted(self.params.items())}
 
     def __repr__(self) -> str:  # the worker-side cache key: equal configs, equal keys
@@ -117,14 +121,15 @@ def env_config(env_id: str, params: Mapping[str, Any], where: str = "env") -> En
     """
     if env_id in _BUILTINS:
         try:
-            typed = _BUILTINS[env_id].params_from_dict(params, f"{where}.params")
+            typed = _BUILTINS.get(env_id).params_from_dict(params, f"{where}.params")
         except (ValueError, TypeError) as exc:
             raise ValueError(_prefixed(str(exc), where)) from None
         return EnvConfig(env_id, typed, where)
     if not _FACTORY.match(env_id):
+        close = _BUILTINS.suggest(env_id)
         raise ValueError(
             f"{where}.id: {env_id!r} is neither a built-in environment ({', '.join(BUILTIN_IDS)}) nor "
-            "a 'module:factory' of your own"
+            "a 'module:factory' of your own" + (f"; did you mean {close!r}?" if close else "")
         )
     return EnvConfig(env_id, dict(params), where)
 
@@ -155,7 +160,7 @@ def _factory(config: EnvConfig) -> Callable[..., Any]:
 def make_env(config: EnvConfig) -> Environment:
     """Build the environment (imports MuJoCo, Gymnasium or the user's module as it needs)."""
     if config.id in _BUILTINS:
-        return _load(_BUILTINS[config.id].env)(config.params)
+        return _load(_BUILTINS.get(config.id).env)(config.params)
     factory = _factory(config)
     try:
         env = factory(**config.params)
@@ -189,7 +194,7 @@ _MODULE_SPECS: dict[str, EnvSpec] = {}
 def env_spec(config: EnvConfig) -> EnvSpec:
     """The environment's spec: computed for a built-in, read from a built env for a user's factory."""
     if config.id in _BUILTINS:
-        return _BUILTINS[config.id].spec(config.params)
+        return _BUILTINS.get(config.id).spec(config.params)
     key = repr(config)
     if key not in _MODULE_SPECS:
         _MODULE_SPECS[key] = make_env(config).spec
@@ -199,7 +204,7 @@ def env_spec(config: EnvConfig) -> EnvSpec:
 def make_expert(config: EnvConfig, noise: float) -> Expert:
     """The environment's scripted expert; a user's environment may offer one as ``env.expert(noise)``."""
     if config.id in _BUILTINS:
-        return _load(_BUILTINS[config.id].expert)(config.params, noise=noise)
+        return _load(_BUILTINS.get(config.id).expert)(config.params, noise=noise)
     env = make_env(config)
     offer = getattr(env, "expert", None)
     if not callable(offer):

@@ -1,0 +1,62 @@
+"""The one name -> entry registry: a name means one entry, an unknown name says what is registered and
+suggests the closest, and the names list in registration order."""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_probe.envs.registry import BUILTIN_IDS, env_config
+from grpo_probe.name_registry import EntryClash, Registry, UnknownName
+
+
+def _clipped() -> str:
+    return "clipped"
+
+
+def _other() -> str:
+    return "other"
+
+
+def test_an_entry_is_found_by_its_name_and_the_names_keep_registration_order() -> None:
+    losses: Registry[object] = Registry("policy loss")
+    assert losses.register("clipped", _clipped) is _clipped
+    losses.decorator("gspo")(_other)
+    assert losses.get("clipped") is _clipped and losses.get("gspo") is _other
+    assert losses.names() == ("clipped", "gspo") and list(losses) == ["clipped", "gspo"]
+    assert losses.items() == (("clipped", _clipped), ("gspo", _other))
+    assert "gspo" in losses and "grpo" not in losses and len(losses) == 2
+
+
+def test_an_unknown_name_lists_the_registered_ones_and_suggests_the_closest() -> None:
+    losses: Registry[object] = Registry("policy loss")
+    losses.register("clipped", _clipped)
+    losses.register("gspo", _other)
+    with pytest.raises(UnknownName) as caught:
+        losses.get("cliped")
+    assert str(caught.value) == (
+        "no policy loss 'cliped' is registered (registered: clipped, gspo); did you mean 'clipped'?"
+    )
+    assert caught.value.suggestion == "clipped"
+    with pytest.raises(UnknownName, match=r"\(registered: clipped, gspo\)$"):
+        losses.get("zzzz")
+    with pytest.raises(UnknownName, match=r"\(registered: none\)$"):
+        Registry[object]("advantage estimator").get("grpo")
+
+
+def test_a_taken_name_refuses_another_entry_but_takes_the_same_one_again() -> None:
+    losses: Registry[object] = Registry("policy loss")
+    losses.register("clipped", _clipped)
+    losses.register("clipped", _clipped)  # the module imported again
+    with pytest.raises(EntryClash, match=r"policy loss 'clipped' is already registered .*cannot register"):
+        losses.register("clipped", _other)
+    assert losses.get("clipped") is _clipped
+    with pytest.raises(ValueError, match="non-empty name"):
+        losses.register("", _other)
+
+
+def test_a_misspelt_built_in_environment_is_refused_with_the_one_it_resembles() -> None:
+    assert BUILTIN_IDS == ("boat_push", "pusher")
+    with pytest.raises(
+        ValueError, match=r"env\.id: 'pushr' is neither a built-in .*; did you mean 'pusher'\?$"
+    ):
+        env_config("pushr", {})
