@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from grpo_probe.analysis.reads import GUARDS
-from grpo_probe.envs.boat.env import OBS_DIM, BoatPushEnv, run_episode
 from grpo_probe.envs.boat.environment import BoatPush
 from grpo_probe.envs.boat.expert import ScriptedExpert
 from grpo_probe.envs.boat.params import SimParams
+from grpo_probe.envs.boat.simulator import OBS_DIM, BoatPushEnv, run_episode
 from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.episode_table import EPISODE_SCHEMA
 from grpo_probe.envs.protocol import Environment

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from grpo_probe.envs.boat.env import OBS_DIM
 from grpo_probe.envs.boat.environment import BoatPush
 from grpo_probe.envs.boat.params import SimParams
+from grpo_probe.envs.boat.simulator import OBS_DIM
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode
 
 CAMERA_SHIFT_M = 0.001

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from grpo_probe.envs.boat.env import OBS_DIM
+from grpo_probe.envs.boat.simulator import OBS_DIM
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, RowKey, SamplingMode
 

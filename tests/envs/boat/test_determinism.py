@@ -9,7 +9,7 @@ import mujoco
 import pytest
 
 from grpo_probe.envs.boat import BoatPushEnv, SimParams, run_episode
-from grpo_probe.envs.boat import env as boat_env
+from grpo_probe.envs.boat import simulator as boat_env
 from grpo_probe.envs.boat.expert import ScriptedExpert
 
 _EPISODE_SCRIPT = """

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from grpo_probe.envs.boat import BoatPushEnv, run_episode
-from grpo_probe.envs.boat.env import BOAT_REST_Z_M
+from grpo_probe.envs.boat.simulator import BOAT_REST_Z_M
 
 
 def test_progress_and_best_point_follow_the_distance_trace(env: BoatPushEnv, expert_act) -> None:

@@ -1,9 +1,9 @@
 """The reference environment: a MuJoCo boat-push tabletop stepped in policy action chunks.
 
-One folder holds all of it: the scene (``scene.xml``), its physics and measurements (``env``, ``params``,
-``spawn``, ``record``, ``render``), the scripted expert (``expert``, ``demos``), its declaration under
-the environment protocol (``spec``, ``environment``), its Gymnasium registration (``gym_registration``)
-and the ``grpo-probe sim demo`` command (``demo_command``).
+One folder holds all of it: the scene (``scene.xml``), its physics and measurements (``simulator``,
+``params``, ``spawn``, ``record``, ``render``), the scripted expert (``expert``, ``demos``), its
+declaration under the environment protocol (``spec``, ``environment``), its Gymnasium registration
+(``gym_registration``) and the ``grpo-probe sim demo`` command (``demo_command``).
 
 The names below load on first use, so reading the registered numbers (:mod:`grpo_probe.envs.boat.params`,
 which the prereg needs) does not import MuJoCo. Importing :mod:`grpo_probe.envs`, which this package
@@ -20,10 +20,10 @@ __all__ = ["ACTION_DIMS", "OBS_DIM", "BoatPushEnv", "EnvState", "EpisodeRecord",
 _HOMES = {
     "ACTION_DIMS": "grpo_probe.envs.boat.params",
     "SimParams": "grpo_probe.envs.boat.params",
-    "OBS_DIM": "grpo_probe.envs.boat.env",
-    "BoatPushEnv": "grpo_probe.envs.boat.env",
-    "EnvState": "grpo_probe.envs.boat.env",
-    "run_episode": "grpo_probe.envs.boat.env",
+    "OBS_DIM": "grpo_probe.envs.boat.simulator",
+    "BoatPushEnv": "grpo_probe.envs.boat.simulator",
+    "EnvState": "grpo_probe.envs.boat.simulator",
+    "run_episode": "grpo_probe.envs.boat.simulator",
     "EpisodeRecord": "grpo_probe.envs.boat.record",
 }
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from grpo_probe.envs.boat.env import BoatPushEnv
 from grpo_probe.envs.boat.expert import ScriptedExpert
 from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.boat.record import EpisodeRecord
+from grpo_probe.envs.boat.simulator import BoatPushEnv
 from grpo_probe.envs.demo_set import Demos
 
 __all__ = ["collect_demos"]

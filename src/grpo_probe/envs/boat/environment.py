@@ -8,8 +8,8 @@ code, and the same bytes, as one run on BoatPushEnv directly.
 
 from __future__ import annotations
 
-from grpo_probe.envs.boat.env import BoatPushEnv
 from grpo_probe.envs.boat.params import SimParams
+from grpo_probe.envs.boat.simulator import BoatPushEnv
 from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.protocol import EnvSpec
 
@@ -17,7 +17,8 @@ __all__ = ["BoatPush"]
 
 
 class BoatPush(BoatPushEnv):
-    """The boat-push tabletop as a protocol environment (:class:`~grpo_probe.envs.boat.env.BoatPushEnv`)."""
+    """The boat-push tabletop as a protocol environment (the simulator,
+    :class:`~grpo_probe.envs.boat.simulator.BoatPushEnv`, with its spec)."""
 
     spec: EnvSpec
 

@@ -47,7 +47,8 @@ _INFO_KEYS = (
 
 
 class BoatPushGymEnv(gymnasium.Env[np.ndarray, np.ndarray]):
-    """The boat-push tabletop, one control tick per ``step`` (spaces: :mod:`grpo_probe.envs.boat.env`)."""
+    """The boat-push tabletop, one control tick per ``step`` (its spaces:
+    :mod:`grpo_probe.envs.boat.simulator`)."""
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's class attribute
 

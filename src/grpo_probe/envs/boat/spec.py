@@ -25,7 +25,8 @@ BOAT_EXPERT = "grpo_probe.envs.boat.expert:ScriptedExpert"
 """The scripted expert, called with the params and ``noise=``."""
 
 _OBS_DIM = 17
-"""``grpo_probe.envs.boat.env.OBS_DIM``, restated so the spec loads without MuJoCo (a test pins the two)."""
+"""``grpo_probe.envs.boat.simulator.OBS_DIM``, restated so the spec loads without MuJoCo (a test pins the
+two)."""
 
 
 def boat_guards(params: SimParams) -> tuple[Guard, ...]:
