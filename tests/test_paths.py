@@ -46,8 +46,11 @@ EXAMPLES = {
     "prereg/smooth_plane_gradients.yaml",
     "src/grpo_probe/policies/flow_midpoint.py",
     "tests/policies/test_flow_midpoint.py",
+    "tests/analysis/test_boat_tilted_guard.py",
+    "tests/phase2/test_clip_symmetric.py",
+    "tests/phase2/test_dr_grpo.py",
 }
-"""Files the docs ask the reader to write (a design of their own, a sampler of their own)."""
+"""Files the docs ask the reader to write (a design of their own, docs/extending.md's worked examples)."""
 
 
 def _read_files() -> list[Path]:
