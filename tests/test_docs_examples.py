@@ -174,7 +174,7 @@ def test_an_example_copied_verbatim_passes_its_tests(heading: str, tmp_path: Pat
     for example in _to_apply(section):
         apply_example(copy, example)
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},  # not this run's worker
         "PYTHONPATH": os.pathsep.join(filter(None, [str(copy / "src"), os.environ.get("PYTHONPATH")])),
     }
     where = subprocess.run(
