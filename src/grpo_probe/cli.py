@@ -36,16 +36,6 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "run K keyed rollouts per seed of one arm and write a rollout table",
     ),
     (
-        "check-policy",
-        "grpo_probe.rollout.rollout_command",
-        "check the policy bound to an arm against the act() contract, in seconds, before any rollout",
-    ),
-    (
-        "serve",
-        "grpo_probe.rollout.rollout_command",
-        "serve a checkpoint to arms bound with source: server (docs/serving.md)",
-    ),
-    (
         "decide",
         "grpo_probe.analysis.decide_command",
         "apply the registered decision rule to probe and anchor tables",
@@ -56,6 +46,16 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "size a design from a pilot probe: seeds, K and R for a stable arm and a low false-go rate",
     ),
     ("policy", "grpo_probe.policies.policy_command", "the reference heads (AR and flow)"),
+    (
+        "check-policy",
+        "grpo_probe.policies.policy_command",
+        "check the policy bound to an arm against the act() contract, in seconds, before any rollout",
+    ),
+    (
+        "serve",
+        "grpo_probe.policies.policy_command",
+        "serve a checkpoint to arms bound with source: server (docs/serving.md)",
+    ),
     (
         "estimate",
         "grpo_probe.compute.estimate_command",
