@@ -34,6 +34,7 @@ LONGEST_FIRST = (
     "e2e/test_pusher_workflow.py",
     "envs/test_point_maze_workflow.py",
     "envs/test_reacher.py",
+    "test_docs_examples.py",
     # a minute or more each, reading the shared smoke run
     "e2e/test_generated_unit_tests.py",
     "e2e/test_installed_package.py",

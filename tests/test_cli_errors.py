@@ -47,7 +47,17 @@ def test_rollout_rows_take_the_designs_run_key_by_default(tmp_path: Path) -> Non
     assert default != rows("--run-key", "0")
 
 
-HEAVY_FOR_HELP = ("jsonschema", "matplotlib", "mujoco", "numpy", "pandas", "pyarrow", "scipy", "torch")
+HEAVY_FOR_HELP = (
+    "jinja2",
+    "jsonschema",
+    "matplotlib",
+    "mujoco",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scipy",
+    "torch",
+)
 """What ``grpo-probe --help`` must not import: each costs tens of milliseconds or more to load."""
 LIGHT_FOR_HELP = frozenset(
     {
@@ -59,17 +69,14 @@ LIGHT_FOR_HELP = frozenset(
         "grpo_probe.provenance.environment",
     }
 )
-"""The package's own modules, other than packages and ``*_command`` modules, that building the parser may
-import: each is standard library only (``envs.gl`` picks the headless OpenGL backend on import)."""
+"""The package's own modules, other than packages and ``*_command`` modules, that building a command's
+parser may import: each is standard library only (``envs.gl`` picks the headless OpenGL backend on
+import)."""
 
 
-def test_help_imports_neither_the_analysis_stack_nor_torch() -> None:
-    """Every grpo-probe command builds the whole parser first, so what --help loads, every command pays.
-
-    The command modules register their parsers and import their implementations inside each handler;
-    the packages they live in resolve their names lazily (PEP 562). Run in a fresh interpreter, since
-    this test process has long since loaded everything.
-    """
+def _loaded_after(*argv: str) -> dict[str, bool]:
+    """Every module ``grpo-probe *argv`` loaded (name -> whether it is a package), in a fresh interpreter:
+    this test process has long since loaded everything."""
     import json
     import subprocess
     import sys
@@ -77,18 +84,55 @@ def test_help_imports_neither_the_analysis_stack_nor_torch() -> None:
     code = (
         "import json, sys\n"
         "from grpo_probe.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
+        f"try:\n    main({list(argv)!r})\nexcept SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
         "print(json.dumps({m: hasattr(v, '__path__') for m, v in sorted(sys.modules.items())}))"
     )
     run = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert "usage: grpo-probe" in run.stdout
-    loaded: dict[str, bool] = json.loads(run.stdout.splitlines()[-1])
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def test_help_imports_no_area_neither_the_analysis_stack_nor_torch() -> None:
+    """``grpo-probe --help`` lists the commands from ``cli.COMMANDS``: no area module, no analysis package
+    (nor its pyarrow, matplotlib or jinja2), nothing but the command line module itself."""
+    loaded = _loaded_after("--help")
     assert sorted(m for m in HEAVY_FOR_HELP if m in loaded) == []
+    assert sorted(m for m in loaded if m.startswith("grpo_probe")) == ["grpo_probe", "grpo_probe.cli"]
+
+
+@pytest.mark.parametrize(
+    ("command", "area"),
+    [("sim", "grpo_probe.envs.boat.demo_command"), ("decide", "grpo_probe.analysis.decide_command")],
+)
+def test_a_commands_help_imports_its_own_area_only(command: str, area: str) -> None:
+    """The command modules register their parsers and import their implementations inside each handler;
+    the packages they live in resolve their names lazily (PEP 562)."""
+    loaded = _loaded_after(command, "--help")
+    assert sorted(m for m in HEAVY_FOR_HELP if m in loaded) == []
+    commands = sorted(m for m in loaded if m.endswith("_command"))
+    assert commands == [area]
     modules = {m for m, package in loaded.items() if m.startswith("grpo_probe.") and not package}
     implementation = sorted(m for m in modules - LIGHT_FOR_HELP if not m.endswith("_command"))
-    assert implementation == [], f"grpo-probe --help imports {implementation}"
+    assert implementation == [], f"grpo-probe {command} --help imports {implementation}"
+    assert command == "decide" or "grpo_probe.analysis" not in loaded
+
+
+def test_the_command_table_is_what_the_areas_register() -> None:
+    """``--help`` shows ``cli.COMMANDS``' help lines without importing the areas: they must be the ones
+    each area registers, in the same order, and each command must come from the module the table names."""
+    import argparse
+    import importlib
+
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    registered = [(choice.dest, choice.help) for choice in action._choices_actions]
+    assert registered == [(name, help_line) for name, _, help_line in cli.COMMANDS]
+    for module in cli.COMMAND_MODULES:  # each module adds the commands the table gives it
+        alone = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).register(alone)
+        assert list(alone.choices) == [name for name, m, _ in cli.COMMANDS if m == module], module
 
 
 def test_no_help_text_shows_restructuredtext_markup() -> None:

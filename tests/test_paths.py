@@ -46,8 +46,11 @@ EXAMPLES = {
     "prereg/smooth_plane_gradients.yaml",
     "src/grpo_probe/policies/flow_midpoint.py",
     "tests/policies/test_flow_midpoint.py",
+    "tests/analysis/test_boat_tilted_guard.py",
+    "tests/phase2/test_clip_symmetric.py",
+    "tests/phase2/test_dr_grpo.py",
 }
-"""Files the docs ask the reader to write (a design of their own, a sampler of their own)."""
+"""Files the docs ask the reader to write (a design of their own, docs/extending.md's worked examples)."""
 
 
 def _read_files() -> list[Path]:
@@ -82,3 +85,37 @@ def test_the_pattern_finds_a_stale_path_and_skips_placeholders() -> None:
         "see workflow/schemas/config.schema.yaml, results/<design>/x, prereg/*.yaml and src/grpo_probe/cli.py"
     )
     assert PATH.findall(text) == ["workflow/schemas/config.schema.yaml", "src/grpo_probe/cli.py"]
+
+
+PACKAGE = REPO / "src" / "grpo_probe"
+WRITTEN = {"prereg/check.manifest.json"}
+"""Files the package writes (the root manifest of ``grpo-probe prereg check --manifest``), not cites."""
+
+
+def _stale_in_the_package() -> list[str]:
+    """Each path of the repository the package's own text (comments, docstrings, schemas, templates) names
+    that exists neither from the repository root nor from the package's root (``prereg/design.py`` is
+    ``src/grpo_probe/prereg/design.py``), a file the package writes or one the docs ask a reader to write."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", "src"], cwd=REPO, capture_output=True, check=True
+    ).stdout.decode()
+    stale = []
+    for name in filter(None, listed.split("\0")):
+        try:
+            text = (REPO / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError):  # a figure, a checkpoint
+            continue
+        stale += [
+            f"{name}: {found}"
+            for found in set(PATH.findall(text))
+            if found not in EXAMPLES | WRITTEN
+            and not (REPO / found).exists()
+            and not (PACKAGE / found).exists()
+        ]
+    return sorted(stale)
+
+
+def test_every_path_the_package_names_exists() -> None:
+    """The .md citations are checked in tests/test_docs_site.py; this covers every other file the package
+    points a reader at (a module, a schema, a rule, a tool)."""
+    assert _stale_in_the_package() == []

@@ -1,7 +1,8 @@
 """A package's names imported from their modules on first use (PEP 562), written once for every package.
 
-Why: every ``grpo-probe`` command builds the whole parser first, and a package that imported its
-modules up front would make ``--help`` load numpy, pyarrow or torch. A package lists each exported name
+Why: a ``grpo-probe`` command imports its area's command module (``grpo_probe.cli.COMMANDS``), and so
+that area's package, before it parses; a package that imported its modules up front would make
+``grpo-probe <command> --help`` load numpy, pyarrow or torch. A package lists each exported name
 with the module it comes from and sets ``__getattr__ = lazy_exports(__name__, where, globals())``.
 """
 

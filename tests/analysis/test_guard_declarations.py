@@ -26,12 +26,14 @@ from .rollout_factory import anchor_rows, as_prereg, rollout_row, write_table
 REPO = Path(__file__).resolve().parents[2]
 
 TILTED = Guard(
-    "tilted",
+    "toy_tilted",
     "final_tilt_deg",
     ">",
-    "the boat ended more than {threshold:g} degrees from upright",
+    "the boat ended more than {threshold:g} degrees from upright (toy)",
     threshold=10.0,
 )
+"""A toy guard of the shape of docs/extending.md's ``tilted``, under a name of its own (a reader who adds the
+example keeps this test passing: tests/test_docs_examples.py)."""
 
 
 def _with_tilted() -> EnvSpec:
@@ -51,18 +53,18 @@ def test_a_rule_may_name_a_declared_guards_rates_and_no_other() -> None:
         "criteria": {
             "calm": {
                 "description": "few tilts",
-                "all_of": [{"read": "sampled_tilted_rate", "op": "<=", "threshold": 0.1}],
+                "all_of": [{"read": "sampled_toy_tilted_rate", "op": "<=", "threshold": 0.1}],
             }
         },
         "qualifies": {"ar": ["calm"], "flow": ["calm"]},
-        "arm_choice": {"rank_by": [{"read": "anchor_tilted_rate", "prefer": "min"}]},
+        "arm_choice": {"rank_by": [{"read": "anchor_toy_tilted_rate", "prefer": "min"}]},
     }
     analysis = yaml.safe_load((REPO / "prereg" / "smoke.yaml").read_text())["analysis"]
     _, rule = parse_analysis_sections({"analysis": analysis, "decision_rule": raw}, "toy.yaml")
     assert environment_problems(rule, None, _with_tilted()) == []
     problems = environment_problems(rule, None, boat_spec())
     assert len(problems) == 2 and all(
-        "reads guard 'tilted', which environment 'boat_push'" in p for p in problems
+        "reads guard 'toy_tilted', which environment 'boat_push'" in p for p in problems
     )
 
 
@@ -85,19 +87,20 @@ def test_a_toy_guard_flows_through_counting_reads_glossary_and_the_phase2_reward
     )
     design = as_prereg(prereg)
     rates = {r.guard: r for r in guard_rates(probe, anchor, design.analysis)}
-    assert list(rates) == [*GUARDS, "tilted"]
-    toy = rates["tilted"]
+    assert list(rates) == [*GUARDS, "toy_tilted"]
+    toy = rates["toy_tilted"]
     assert (toy.sampled_count, toy.sampled_n, toy.anchor_count, toy.anchor_n) == (2, 6, 0, 2)
 
-    assert {"term": "tilted", "meaning": "the boat ended more than 10 degrees from upright"} in glossary(
-        design, env=spec
-    )
-    assert "sampled_tilted_rate" in [row.read for row in read_rows(spec.guard_names)]
+    assert {
+        "term": "toy_tilted",
+        "meaning": "the boat ended more than 10 degrees from upright (toy)",
+    } in glossary(design, env=spec)
+    assert "sampled_toy_tilted_rate" in [row.read for row in read_rows(spec.guard_names)]
 
     columns = {"final_tilt_deg": [20.0, 1.0, 12.0]}
     trips = guard_trips(columns, [TILTED], design.analysis.to_dict())
-    assert trips["tilted"].tolist() == [True, False, True]
-    rewards = shaped_rewards(np.array([5.0, 5.0, 5.0]), trips, {"tilted": 3.0})
+    assert trips["toy_tilted"].tolist() == [True, False, True]
+    rewards = shaped_rewards(np.array([5.0, 5.0, 5.0]), trips, {"toy_tilted": 3.0})
     assert rewards.tolist() == [2.0, 5.0, 2.0]
-    assert penalty_problems({"tilted": 3.0}, spec) == []
-    assert penalty_problems({"tilted": 3.0}, boat_spec()) != []  # the boat without it refuses the key
+    assert penalty_problems({"toy_tilted": 3.0}, spec) == []
+    assert penalty_problems({"toy_tilted": 3.0}, boat_spec()) != []  # the boat without it refuses the key

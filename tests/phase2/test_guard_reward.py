@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from grpo_probe.envs.boat.spec import boat_spec
-from grpo_probe.envs.protocol import EnvSpec
+from grpo_probe.envs.protocol import EnvSpec, Guard
 from grpo_probe.envs.pusher.spec import pusher_spec
 from grpo_probe.phase2.reward import guard_trips, shaped_rewards
 from grpo_probe.prereg import PreregError
@@ -34,7 +34,22 @@ PUSHER_COLUMNS = {  # clean, a joint-limit hit and off the table, struck, drifte
 }
 
 
+def _untripped(guard: Guard, episodes: int) -> list:
+    """A column on which ``guard`` never trips: at its threshold, or the boolean that does not trip it."""
+    if guard.trips_when in (">", "<"):
+        return [guard.threshold_value(ANALYSIS)] * episodes
+    return [guard.trips_when == "false"] * episodes
+
+
+def _episodes(spec: EnvSpec, columns: dict) -> dict:
+    """``columns`` with a never-tripping column for each guard of ``spec`` they do not hold: a guard added
+    to the environment's declarations (docs/extending.md) leaves these episodes' rewards as they are."""
+    episodes = len(columns["progress_final_cm"])
+    return {g.column: _untripped(g, episodes) for g in spec.guards} | columns
+
+
 def _rewards(spec: EnvSpec, columns: dict, penalties: dict) -> np.ndarray:
+    columns = _episodes(spec, columns)
     return shaped_rewards(
         columns["progress_final_cm"], guard_trips(columns, spec.guards, ANALYSIS), penalties
     )
@@ -54,8 +69,9 @@ def test_the_pusher_reward_charges_the_pusher_guards() -> None:
 
 
 def test_trips_follow_the_environment_order_and_its_declarations() -> None:
-    trips = guard_trips(BOAT_COLUMNS, boat_spec().guards, ANALYSIS)
+    trips = guard_trips(_episodes(boat_spec(), BOAT_COLUMNS), boat_spec().guards, ANALYSIS)
     assert list(trips) == list(boat_spec().guard_names)
+    assert {"reset_strike", "knocked_off", "not_upright", "away_tail", "swat"} <= set(trips)
     assert trips["reset_strike"].tolist() == [False, True, False, False]
     assert trips["away_tail"].tolist() == [False, False, False, True]  # -4 < analysis.away_tail_cm = -2
 
@@ -88,5 +104,5 @@ def test_a_design_penalising_a_guard_its_environment_lacks_is_refused(tmp_path: 
         write_design(tmp_path / "d.yaml", reward=reward)
     assert str(err.value) == (
         f"{tmp_path / 'd.yaml'}: phase2.reward.penalties.joint_limit: environment 'boat_push' declares no "
-        "guard 'joint_limit' (its guards: reset_strike, knocked_off, not_upright, away_tail, swat)"
+        f"guard 'joint_limit' (its guards: {', '.join(boat_spec().guard_names)})"
     )

@@ -37,7 +37,9 @@ from grpo_probe.sampling import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-TOY = "flow_midpoint"
+TOY = "toy_midpoint"
+"""A toy kind of the shape of docs/extending.md's ``flow_midpoint``, under a name of its own (a reader who
+adds the example keeps this test passing: tests/test_docs_examples.py)."""
 
 
 def _midpoint(
@@ -127,9 +129,11 @@ def test_the_schema_enum_is_the_registry() -> None:
     mode = schema["$defs"]["sampling_mode"]
     assert mode["properties"]["kind"]["enum"] == list(sampling_kinds()) == list(SAMPLING_KINDS)
     required = {rule["if"]["properties"]["kind"]["const"]: rule["then"]["required"] for rule in mode["allOf"]}
-    assert required == {"temperature": ["temperature"], "flow_sde": ["sde_a"]}
+    assert required["temperature"] == ["temperature"] and required["flow_sde"] == ["sde_a"]
+    assert set(required) == {k for k in sampling_kinds() if sampler(k).required}  # one more per kind added
+    assert {"temperature", "flow_ode", "flow_sde"} <= set(schema["$defs"]["cell_kind"]["enum"])
     assert schema["$defs"]["cell_kind"]["enum"] == [k for k in sampling_kinds() if sampler(k).cell]
-    assert schema["$defs"]["cell_kind"]["enum"] == ["temperature", "flow_ode", "flow_sde"]
+    assert "greedy" not in schema["$defs"]["cell_kind"]["enum"]  # cell=False: its K draws are identical
     # the schema file itself lists no kinds: the registry is their one definition
     on_disk = read_yaml(default_schema_dir() / "prereg.schema.yaml")["$defs"]["sampling_mode"]
     assert "enum" not in on_disk["properties"]["kind"] and "allOf" not in on_disk
@@ -153,7 +157,7 @@ def test_the_built_in_kinds_print_as_before() -> None:
 
 
 def test_a_kind_is_registered_once_and_takes_only_known_parameters(toy_kind: SamplerKind) -> None:
-    with pytest.raises(ValueError, match="'flow_midpoint' is already registered"):
+    with pytest.raises(ValueError, match=f"'{TOY}' is already registered"):
         register_sampler(toy_kind)
     with pytest.raises(ValueError, match="takes unknown parameter"):
         SamplerKind("beam", head="ar", takes=("width",), summary="", entry_module=__name__)
@@ -162,7 +166,7 @@ def test_a_kind_is_registered_once_and_takes_only_known_parameters(toy_kind: Sam
 def test_a_registered_kind_is_a_valid_mode_with_its_text_and_record(toy_kind: SamplerKind) -> None:
     mode = SamplingMode(TOY, steps=4)
     assert mode.head == "flow" and sampler(TOY).deterministic
-    assert mode_text(mode) == "flow_midpoint(steps=4)"
+    assert mode_text(mode) == f"{TOY}(steps=4)"
     assert mode_params(mode) == {"steps": 4}
     assert draw0_probe_mode(mode) == mode  # deterministic: its own draw-0 probe
     with pytest.raises(ValueError, match="sde_a is only allowed for kind 'flow_sde'"):
@@ -197,7 +201,7 @@ def test_a_design_uses_a_registered_kind_with_the_same_checks_as_a_built_in(
 
     prereg = load_prereg(_design(tmp_path, anchor_and_cell), require_lock=False)
     cell = prereg.cell("c4_short_midpoint")
-    assert cell.mode == SamplingMode(TOY, steps=4) and cell.mode_text() == "flow_midpoint (steps=4)"
+    assert cell.mode == SamplingMode(TOY, steps=4) and cell.mode_text() == f"{TOY} (steps=4)"
 
     def on_the_ar_arm(raw: dict[str, Any]) -> None:
         raw["cells"][0]["mode"] = {"kind": TOY}

@@ -7,8 +7,8 @@ and :mod:`grpo_probe.prereg.lock`). A command module inside the prereg package t
 would make the two packages import each other; here every import looks down.
 
 The prereg and provenance modules are imported inside each command, not at the top: importing
-:mod:`grpo_probe.prereg` loads the environment registry and pyarrow, which ``grpo-probe --help`` (and
-every other command, which builds the whole parser first) would otherwise pay for.
+:mod:`grpo_probe.prereg` loads the environment registry and pyarrow, which ``grpo-probe prereg --help`` and
+``grpo-probe verify --help`` (each builds this module's parsers first) would otherwise pay for.
 """
 
 from __future__ import annotations

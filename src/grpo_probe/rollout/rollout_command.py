@@ -1,7 +1,8 @@
 """``grpo-probe rollout``: the group runner by hand, for a researcher probing one group outside the workflow.
 
-The engine, torch and the policies are imported by the handlers, not here: every ``grpo-probe`` command
-builds the whole parser, and ``verify`` or ``prereg lock`` should not pay for torch.
+The engine, torch and the policies are imported by the handlers, not here: ``rollout``, ``check-policy``
+and ``serve`` build this module's parsers before they run, and ``grpo-probe rollout --help`` should not
+pay for torch.
 
 The memo's instrument flags: ``--ar-temperature T`` (K draws at temperature T), ``--flow-draws K`` (K
 fresh ODE noises per seed), ``--sde-a A`` (K draws of the SDE sampler). With none of them the command

@@ -2,7 +2,7 @@
 calibrate lock|check|run``: the pilot calibration run before any study.
 
 Each command imports what it runs when it runs: the study's design reads the analysis stack (pyarrow),
-which ``grpo-probe --help`` and every other command, each building the whole parser, need not load.
+which ``grpo-probe study --help`` (it builds this module's parsers) need not load.
 """
 
 from __future__ import annotations
