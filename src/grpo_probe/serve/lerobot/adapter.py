@@ -214,7 +214,7 @@ class LeRobotAdapter:
     def _row(self, obs: Mapping[str, np.ndarray], row: int, key: Any, steps: int) -> np.ndarray:
         batch: dict[str, Any] = {}
         for name, shape in self._vectors.items():
-            value = np.asarray(obs[name][row : row + 1], dtype=np.float32)
+            value = np.array(obs[name][row : row + 1], dtype=np.float32)  # a copy: any strides in
             if value.shape[1:] != shape:
                 raise ValueError(
                     f"{name}: width {list(value.shape[1:])}, the checkpoint expects {list(shape)}"

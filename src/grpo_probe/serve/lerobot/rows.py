@@ -114,7 +114,7 @@ def frame_to_chw(frames: np.ndarray, key: str, shape: Sequence[int]) -> np.ndarr
             f"[H, W, C] = {[*shape[1:], shape[0]] if len(shape) == 3 else list(shape)}: register the "
             "camera at the checkpoint's size"
         )
-    return np.ascontiguousarray(frames.transpose(0, 3, 1, 2), dtype=np.float32) / np.float32(255.0)
+    return np.array(frames.transpose(0, 3, 1, 2), dtype=np.float32) / np.float32(255.0)
 
 
 def cut_chunk(actions: np.ndarray, chunk_length: int, source: str) -> np.ndarray:
