@@ -35,6 +35,7 @@ from grpo_probe.serve.lerobot.rows import (
     row_seed,
     stack_history,
 )
+from grpo_probe.user_code import tree_sha256
 
 STATE = "observation.state"
 IMAGE = "observation.image"
@@ -303,8 +304,10 @@ def test_the_checkpoint_folder_is_read_at_the_edge(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"type": "diffusion"}))
     assert checkpoint_type(tmp_path) == "diffusion"
     (tmp_path / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "lock").write_text("not part of the checkpoint")
     first = checkpoint_sha256(tmp_path)
-    assert first == checkpoint_sha256(tmp_path)
+    assert first == tree_sha256(tmp_path)  # the hash the probe computes of a checkpoint folder
     (tmp_path / "model.safetensors").write_bytes(b"weights, retrained")
     assert checkpoint_sha256(tmp_path) != first
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Sequence
 from importlib import metadata as distributions
 from pathlib import Path
@@ -44,14 +45,23 @@ def checkpoint_type(path: Path) -> str:
 
 
 def checkpoint_sha256(path: Path) -> str:
-    """One hash of the folder's files (weights, config and processors' statistics): SHA-256 over the
-    lines ``<relative path> <file's SHA-256>`` of every file, sorted by path. A design pins it as the
-    arm's ``checkpoint_sha256``."""
+    """One hash of the folder's files (weights, config, the processors' statistics), computed as the
+    probe's ``grpo_probe.user_code.tree_sha256`` computes a checkpoint folder's (SHA-256 of the sorted
+    lines ``<relative path>\\0<file's SHA-256>\\n``, hidden files and ``__pycache__`` left out), so a
+    design pins it as the arm's ``checkpoint_sha256``."""
     lines = []
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest = hashlib.sha256(file.read_bytes()).hexdigest()
-        lines.append(f"{file.relative_to(path).as_posix()} {digest}\n")
-    return hashlib.sha256("".join(lines).encode()).hexdigest()
+    for folder, dirnames, filenames in os.walk(path):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
+        for name in filenames:
+            if name.startswith("."):
+                continue
+            file = Path(folder) / name
+            digest = hashlib.sha256()
+            with file.open("rb") as fh:
+                while block := fh.read(1 << 20):
+                    digest.update(block)
+            lines.append(f"{file.relative_to(path).as_posix()}\0{digest.hexdigest()}\n")
+    return hashlib.sha256("".join(sorted(lines)).encode()).hexdigest()
 
 
 def _version(distribution: str) -> str | None:
