@@ -1,7 +1,8 @@
 """Random-weight LeRobot checkpoints of PushT's keys, built from LeRobot's own config classes.
 
 Run by the LeRobot environment's Python (tests/serve/test_lerobot_venv.py), never imported by the
-suite: ``python lerobot_checkpoints.py OUT_DIR`` writes ``OUT_DIR/diffusion`` and ``OUT_DIR/act``, each
+suite: ``python lerobot_checkpoints.py OUT_DIR`` writes ``OUT_DIR/diffusion``, ``OUT_DIR/act`` and
+``OUT_DIR/diffusion_image`` (LeRobot's single-camera ``observation.image``, 3 x 48 x 64), each
 a folder as LeRobot's ``save_pretrained`` writes it (config.json, model.safetensors, and the pre- and
 post-processors with their normalization statistics), which is what a lab's trained checkpoint holds.
 The weights are random (seeded), the statistics PushT's ranges: positions and the action in 0 to 512
@@ -39,10 +40,18 @@ def _stats(width: int) -> dict[str, torch.Tensor]:
 
 
 STATS = {"observation.state": _stats(2), "observation.environment_state": _stats(16), "action": _stats(2)}
+IMAGE_STATS = {
+    "observation.image": {
+        "mean": torch.full((3, 1, 1), 0.5),
+        "std": torch.full((3, 1, 1), 0.25),
+        "min": torch.zeros(3, 1, 1),
+        "max": torch.ones(3, 1, 1),
+    }
+}
 
 
 def _save(policy: object, config: object, folder: Path) -> None:
-    preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats=STATS)
+    preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats={**STATS, **IMAGE_STATS})
     for part in (policy, preprocessor, postprocessor):
         part.save_pretrained(folder)
 
@@ -74,6 +83,23 @@ def main(out: Path) -> None:
         latent_dim=8,
     )
     _save(ACTPolicy(act), act, out / "act")
+    camera = DiffusionConfig(
+        input_features={
+            "observation.state": INPUTS["observation.state"],
+            "observation.image": PolicyFeature(FeatureType.VISUAL, (3, 48, 64)),
+        },
+        output_features=OUTPUTS,
+        device="cpu",
+        n_obs_steps=2,
+        horizon=16,
+        n_action_steps=8,
+        down_dims=(32, 64),
+        diffusion_step_embed_dim=32,
+        pretrained_backbone_weights=None,  # random weights: nothing to download
+        use_group_norm=True,
+        spatial_softmax_num_keypoints=8,
+    )
+    _save(DiffusionPolicy(camera), camera, out / "diffusion_image")
 
 
 if __name__ == "__main__":

@@ -23,10 +23,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 import workflow_copies
+from grpo_probe.policies.protocol import RowKey, SamplingMode
+from grpo_probe.policies.served import ServedPolicy
+from grpo_probe.user_code import tree_sha256
 from serve_processes import policy_server
 
 OPT_IN = "GRPO_PROBE_LEROBOT_VENV"
@@ -172,12 +176,10 @@ def test_the_hello_names_the_adapter_the_checkpoint_and_its_lerobot(served_run: 
     source = json.loads((served_run["run"] / "arms/flow_teacher/source.json").read_text())
     assert source["policy"] == "grpo_probe.serve.lerobot.adapter:LeRobotAdapter" and source["head"] == "flow"
     assert source["capabilities"]["kinds"] == ["flow_ode"]
-    assert source["input_keys"] == ["observation.state", "observation.environment_state"]
-    text = json.dumps(source)
-    from grpo_probe.user_code import tree_sha256
-
-    assert tree_sha256(served_run["checkpoint"]) in text  # the folder's hash, as the probe computes it
-    assert f'"lerobot_type": "{served_run["kind"]}"' in text and '"lerobot": "0.6.' in text
+    server = source["server"]  # the hello's metadata
+    assert server["checkpoint_sha256"] == tree_sha256(served_run["checkpoint"])  # as the probe hashes it
+    assert server["lerobot_type"] == served_run["kind"] and server["chunk_length"] == 8
+    assert server["versions"]["lerobot"].startswith("0.6.") and server["threads"] == 1
 
 
 def test_check_policy_finds_the_draws_keyed(served_run: dict[str, Any]) -> None:
@@ -185,3 +187,36 @@ def test_check_policy_finds_the_draws_keyed(served_run: dict[str, Any]) -> None:
     assert check.returncode == 0, check.stdout + check.stderr
     assert re.search(r"ok +flow_ode\(steps=10\): draws differ by key", check.stdout), check.stdout
     assert "key-ignored" not in check.stdout + check.stderr
+
+
+def test_a_camera_fed_checkpoint_reads_the_probes_camera_through_the_mapping(
+    lerobot_python: Path, checkpoints: Path, tmp_path: Path
+) -> None:
+    """LeRobot's single-camera key ``observation.image`` fed by the design's camera ``top``
+    (``--camera top=observation.image``), over the wire: keyed, and the frames change the chunk."""
+    command = [
+        str(lerobot_python.parent / "grpo-probe-serve"),
+        "lerobot",
+        str(checkpoints / "diffusion_image"),
+        "--camera",
+        "top=observation.image",
+        "--port",
+        "0",
+    ]
+    rng = np.random.default_rng(0)
+    obs = {
+        "observation.state": rng.uniform(0, 512, (2, 2)).astype(np.float32),
+        "observation.images.top": rng.integers(0, 256, (2, 48, 64, 3), dtype=np.uint8),
+    }
+    keys = [RowKey(13, 1000, 0, 0), RowKey(13, 1000, 0, 1)]
+    mode = SamplingMode("flow_ode", steps=10)
+    with policy_server(command, tmp_path / "server.log", cwd=tmp_path) as address:
+        served = ServedPolicy(address, timeout_s=120)
+        assert served.input_keys == ("observation.state", "observation.images.top")
+        first = served.act(obs, keys, mode).actions
+        assert first.shape == (2, 8, 2) and np.all(np.abs(first) <= 1.0)
+        assert first.tobytes() == served.act(obs, keys, mode).actions.tobytes()
+        assert first[0].tobytes() != first[1].tobytes()  # draws differ by key
+        dark = {**obs, "observation.images.top": obs["observation.images.top"] // 4}
+        assert served.act(dark, keys, mode).actions.tobytes() != first.tobytes()  # the frames are read
+        served.close()
