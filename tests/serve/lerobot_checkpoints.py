@@ -2,7 +2,8 @@
 
 Run by the LeRobot environment's Python (tests/serve/test_lerobot_venv.py), never imported by the
 suite: ``python lerobot_checkpoints.py OUT_DIR`` writes ``OUT_DIR/diffusion``, ``OUT_DIR/act`` and
-``OUT_DIR/diffusion_image`` (LeRobot's single-camera ``observation.image``, 3 x 48 x 64), each
+``OUT_DIR/diffusion_image`` and ``OUT_DIR/vqbet_image`` (LeRobot's single-camera
+``observation.image``, 3 x 48 x 64), each
 a folder as LeRobot's ``save_pretrained`` writes it (config.json, model.safetensors, and the pre- and
 post-processors with their normalization statistics), which is what a lab's trained checkpoint holds.
 The weights are random (seeded), the statistics PushT's ranges: positions and the action in 0 to 512
@@ -21,6 +22,8 @@ from lerobot.policies.act.modeling_act import ACTPolicy
 from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
 from lerobot.policies.diffusion.modeling_diffusion import DiffusionPolicy
 from lerobot.policies.factory import make_pre_post_processors
+from lerobot.policies.vqbet.configuration_vqbet import VQBeTConfig
+from lerobot.policies.vqbet.modeling_vqbet import VQBeTPolicy
 
 INPUTS = {
     "observation.state": PolicyFeature(FeatureType.STATE, (2,)),  # the disk's x, y
@@ -100,6 +103,17 @@ def main(out: Path) -> None:
         spatial_softmax_num_keypoints=8,
     )
     _save(DiffusionPolicy(camera), camera, out / "diffusion_image")
+    vqbet = VQBeTConfig(
+        input_features=camera.input_features,
+        output_features=OUTPUTS,
+        device="cpu",
+        n_obs_steps=2,
+        n_action_pred_token=3,
+        action_chunk_size=8,
+        crop_shape=None,
+        pretrained_backbone_weights=None,
+    )
+    _save(VQBeTPolicy(vqbet), vqbet, out / "vqbet_image")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import deque
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -135,6 +136,29 @@ class FakeGlobalPolicy:
         return 256.0 + 50.0 * torch.randn(1, 2 + self.config.num_inference_steps, 2)
 
 
+class FakeVQBeTPolicy:
+    """LeRobot's VQ-BeT: ``predict_action_chunk`` reads only its queues (which ``select_action`` fills)
+    and samples codes with ``torch.multinomial`` from the global generator."""
+
+    def __init__(self) -> None:
+        self.config = SimpleNamespace(
+            n_obs_steps=3,
+            action_chunk_size=4,
+            image_features={},
+            input_features={STATE: _feature("STATE", 2)},
+        )
+        self._queues: dict[str, deque] = {}
+
+    def reset(self) -> None:
+        self._queues = {STATE: deque(maxlen=3), "action": deque(maxlen=4)}
+
+    def predict_action_chunk(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        history = torch.stack(list(self._queues[STATE]), dim=1)
+        assert history.shape == (1, 3, 2)
+        codes = torch.multinomial(torch.ones(1, 16), num_samples=8, replacement=True).float()
+        return 256.0 + history.mean() / 8 + 10.0 * codes.reshape(1, 4, 2)
+
+
 def _adapter(policy: Any, kind: str, chunk_length: int, cameras: tuple[str, ...] = ()) -> LeRobotAdapter:
     images = [k for k, f in policy.config.input_features.items() if f.type == "VISUAL"]
     return LeRobotAdapter(
@@ -179,7 +203,12 @@ def test_a_rows_seed_is_its_key_and_every_field_counts() -> None:
 
 @pytest.mark.parametrize(
     ("policy", "kind", "length"),
-    [(FakeDiffusionPolicy, "diffusion", 4), (FakeACTPolicy, "act", 3), (FakeGlobalPolicy, "vqbet", 2)],
+    [
+        (FakeDiffusionPolicy, "diffusion", 4),
+        (FakeACTPolicy, "act", 3),
+        (FakeVQBeTPolicy, "vqbet", 4),
+        (FakeGlobalPolicy, "tdmpc", 2),
+    ],
 )
 def test_each_rows_chunk_is_its_key_alone_and_the_global_generator_is_left_alone(
     policy: Any, kind: str, length: int

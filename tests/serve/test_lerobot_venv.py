@@ -189,15 +189,17 @@ def test_check_policy_finds_the_draws_keyed(served_run: dict[str, Any]) -> None:
     assert "key-ignored" not in check.stdout + check.stderr
 
 
+@pytest.mark.parametrize("kind", ["diffusion_image", "vqbet_image"])
 def test_a_camera_fed_checkpoint_reads_the_probes_camera_through_the_mapping(
-    lerobot_python: Path, checkpoints: Path, tmp_path: Path
+    kind: str, lerobot_python: Path, checkpoints: Path, tmp_path: Path
 ) -> None:
     """LeRobot's single-camera key ``observation.image`` fed by the design's camera ``top``
-    (``--camera top=observation.image``), over the wire: keyed, and the frames change the chunk."""
+    (``--camera top=observation.image``), over the wire, for Diffusion and VQ-BeT (whose chunk comes
+    from its queues): keyed, repeatable, and the frames change the chunk."""
     command = [
         str(lerobot_python.parent / "grpo-probe-serve"),
         "lerobot",
-        str(checkpoints / "diffusion_image"),
+        str(checkpoints / kind),
         "--camera",
         "top=observation.image",
         "--port",

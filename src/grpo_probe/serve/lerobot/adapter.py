@@ -8,7 +8,8 @@ Why each piece:
   policies draw from torch's global generator unless handed one, so each type's sampler hands its own:
   Diffusion's initial noise *and* the DDPM scheduler's per-step noise (``conditional_sample(...,
   generator=)``), ACT's latent ``z`` drawn from its prior N(0, I) (LeRobot sets ``z = 0`` at inference,
-  which makes every draw the same), any other type under a forked global generator seeded from the key.
+  which makes every draw the same), VQ-BeT's code sampling and any other type's draws under a forked
+  global generator seeded from the key.
 - **A fresh history per row** (``reset()``, the observation repeated ``n_obs_steps`` times): LeRobot's
   queues would make a row depend on the calls before it.
 - **The chunk cut** to the design's registered length, **the sampling steps** from the mode
@@ -35,7 +36,14 @@ from grpo_probe.serve.lerobot.rows import (
     stack_history,
 )
 
-__all__ = ["ACTSampler", "DiffusionSampler", "LeRobotAdapter", "SeededGlobalSampler", "sampler_for"]
+__all__ = [
+    "ACTSampler",
+    "DiffusionSampler",
+    "LeRobotAdapter",
+    "SeededGlobalSampler",
+    "VQBeTSampler",
+    "sampler_for",
+]
 
 STATE = "observation.state"
 KINDS = ("flow_ode",)
@@ -99,9 +107,9 @@ class ACTSampler:
 
 
 class SeededGlobalSampler:
-    """Any other type that loads offline (VQ-BeT, TD-MPC, ...): its draws from torch's global generator,
-    forked and seeded from the row's key for the call, so the process's own stream is left as it was;
-    ``mode.steps`` as the config's ``num_inference_steps`` where it has one."""
+    """Any other type whose ``predict_action_chunk`` reads the batch it is given: its draws from torch's
+    global generator, forked and seeded from the row's key for the call, so the process's own stream is
+    left as it was; ``mode.steps`` as the config's ``num_inference_steps`` where it has one."""
 
     def history(self, config: Any) -> int | None:
         n = int(getattr(config, "n_obs_steps", 1) or 1)
@@ -113,6 +121,10 @@ class SeededGlobalSampler:
         policy.reset()
         if hasattr(policy.config, "num_inference_steps"):
             policy.config.num_inference_steps = int(steps)
+        return self._seeded(policy, batch, generator)
+
+    @staticmethod
+    def _seeded(policy: Any, batch: dict[str, torch.Tensor], generator: torch.Generator) -> Any:
         devices = [generator.device.index or 0] if generator.device.type != "cpu" else []
         seed = int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
         with torch.random.fork_rng(devices=devices, device_type=generator.device.type):
@@ -120,12 +132,40 @@ class SeededGlobalSampler:
             return policy.predict_action_chunk(batch)
 
 
-_SAMPLERS: Mapping[str, Callable[[], Sampler]] = {"diffusion": DiffusionSampler, "act": ACTSampler}
+class VQBeTSampler(SeededGlobalSampler):
+    """LeRobot's VQ-BeT: its ``predict_action_chunk`` reads only the queues ``select_action`` fills, so
+    the row's observation fills them (``n_obs_steps`` copies, its cameras stacked under
+    ``observation.images``, as ``select_action`` does); its code sampling (``torch.multinomial``) draws
+    from the forked global generator seeded from the row's key."""
+
+    def history(self, config: Any) -> int | None:
+        return None  # the queues hold the history
+
+    def chunk(
+        self, policy: Any, batch: dict[str, torch.Tensor], generator: torch.Generator, steps: int
+    ) -> Any:
+        policy.reset()
+        batch = dict(batch)
+        cameras = list(policy.config.image_features)
+        if cameras:
+            batch["observation.images"] = torch.stack([batch[k] for k in cameras], dim=-4)
+        batch = {k: v for k, v in batch.items() if k.startswith("observation.") and v is not None}
+        for key, queue in policy._queues.items():
+            if key in batch:
+                queue.extend([batch[key]] * queue.maxlen)
+        return self._seeded(policy, batch, generator)
+
+
+_SAMPLERS: Mapping[str, Callable[[], Sampler]] = {
+    "diffusion": DiffusionSampler,
+    "act": ACTSampler,
+    "vqbet": VQBeTSampler,
+}
 
 
 def sampler_for(policy_type: str) -> Sampler:
-    """The sampler for a checkpoint's config ``type``: its own for Diffusion and ACT, the seeded global
-    generator for any other."""
+    """The sampler for a checkpoint's config ``type``: its own for Diffusion, ACT and VQ-BeT, the seeded
+    global generator for any other."""
     return _SAMPLERS.get(policy_type, SeededGlobalSampler)()
 
 

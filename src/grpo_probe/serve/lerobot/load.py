@@ -77,6 +77,19 @@ def _is_image(feature: Any) -> bool:
     return str(getattr(feature.type, "value", feature.type)) == "VISUAL"
 
 
+def _chunk_length(config: Any, given: int | None, path: Path) -> int:
+    """``--chunk-length`` where given, else the actions the type executes per chunk (``n_action_steps``;
+    VQ-BeT's ``action_chunk_size``)."""
+    if given is not None:
+        return int(given)
+    for name in ("n_action_steps", "action_chunk_size"):
+        if isinstance(getattr(config, name, None), int):
+            return int(getattr(config, name))
+    raise ValueError(
+        f"{path / 'config.json'}: no n_action_steps: give the design's chunk with --chunk-length"
+    )
+
+
 def _identity(value: Any) -> Any:
     return value
 
@@ -133,7 +146,7 @@ def load_checkpoint(
         postprocess=postprocess,
         cameras=CameraMap.build(image_features, cameras),
         bounds=bounds,
-        chunk_length=int(chunk_length if chunk_length is not None else config.n_action_steps),
+        chunk_length=_chunk_length(config, chunk_length, path),
         device=device,
         source=f"LeRobot {kind} checkpoint {path}",
     )
