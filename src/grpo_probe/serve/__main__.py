@@ -1,5 +1,8 @@
 """``python -m grpo_probe.serve module:factory``: build a policy as an arm's adapter is built and serve it.
 
+``grpo-probe-serve`` (the distribution's command) is the same, and ``grpo-probe-serve lerobot CKPT_DIR``
+serves a LeRobot checkpoint folder with no adapter written (:mod:`grpo_probe.serve.lerobot.cli`).
+
 The factory is called as ``factory(checkpoint=PATH, device=DEVICE)`` (each only when given), the call an
 arm bound with ``source: checkpoint`` makes, so the adapter a lab already wrote serves unchanged when it
 builds on this package's types (:mod:`grpo_probe.serve.contract`).
@@ -17,6 +20,11 @@ from grpo_probe.serve.server import serve_policy
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line, build the policy and serve it until interrupted."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["lerobot"]:
+        from grpo_probe.serve.lerobot.cli import main as lerobot_main
+
+        return lerobot_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m grpo_probe.serve", description=__doc__.splitlines()[0])
     parser.add_argument("factory", help="'package.module:function' returning the policy")
     parser.add_argument(
