@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 sim=${1:-metaworld}
 case $sim in
-  metaworld) packages=("metaworld==3.1.1" "mujoco==3.3.0" "gymnasium>=1.1,<2") ;;
+  metaworld) packages=("metaworld==3.1.1" "mujoco==3.3.0" "gymnasium>=1.1,<2" packaging) ;;
   *) echo "tools/make_sim_venv.sh: unknown simulator '$sim' (known: metaworld)" >&2; exit 2 ;;
 esac
 python=${SIM_PYTHON:-}
