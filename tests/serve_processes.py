@@ -116,11 +116,17 @@ def lab_environment(root: Path) -> tuple[Path | None, str]:
 
 @contextlib.contextmanager
 def env_server_process(
-    python: str | Path, factory: str, log: Path, *, scene: str | None = None, extra_path: Sequence[Path] = ()
+    python: str | Path,
+    factory: str,
+    log: Path,
+    *,
+    scene: str | None = None,
+    extra_path: Sequence[Path] = (),
+    port: int = 0,
 ) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``python -m grpo_probe.serve env FACTORY`` on a free port by ``python`` (the project's or a
-    simulator's own); yields its address and process (a test may kill it), stopped on exit. ``extra_path``
-    goes on the server's ``PYTHONPATH`` (where a scene module of the tests lies)."""
+    """``python -m grpo_probe.serve env FACTORY`` on ``port`` (0: a free one) by ``python`` (the project's
+    or a simulator's own); yields its address and process (a test may kill it), stopped on exit.
+    ``extra_path`` goes on the server's ``PYTHONPATH`` (where a scene module of the tests lies)."""
     import os
 
     env = dict(os.environ)
@@ -128,7 +134,7 @@ def env_server_process(
         env["PYTHONPATH"] = os.pathsep.join([*map(str, extra_path), env.get("PYTHONPATH", "")]).rstrip(
             os.pathsep
         )
-    command = [str(python), "-m", "grpo_probe.serve", "env", factory, "--port", "0"]
+    command = [str(python), "-m", "grpo_probe.serve", "env", factory, "--port", str(port)]
     if scene is not None:
         command += ["--scene", scene]
     with log.open("wb") as stderr:
