@@ -62,7 +62,7 @@ def test_metaworld_reach_served_runs_to_decision_with_every_oracle_passing(
         run = workflow_tools.run_design(repo, DESIGN, timeout=1500)
     decision = json.loads((run / "decision.json").read_text())
     version = decision["env"]["version"]
-    assert decision["env"]["id"] == "grpo_probe.envs.served:served_env"
+    assert decision["env"]["id"] == "reach-v3"
     assert version.startswith("reach-v3/1 (served: metaworld.envs.sawyer_reach_v3:SawyerReachEnvV3")
     assert "metaworld 3.1.1, mujoco 3.3.0" in version and "sha256 " in version
     reports = workflow_tools.oracle_reports(run)
