@@ -14,14 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from envs.scene_envs import callable_name
 from envs.served_scenes import PusherScene
 from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams
-from grpo_probe.envs.served import ServedEnvError, served_env, served_env_config
+from grpo_probe.envs.served import SERVED_FACTORY, ServedEnvError, served_env, served_env_config
+from grpo_probe.prereg.design import load_prereg
+from grpo_probe.serve.metaworld_env import expert_policy_name
 from serve_processes import env_server_process
 
 TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
 SCENE = "envs.served_scenes:PusherScene"
 FACTORY = "grpo_probe.serve.env_server:gymnasium_make"
 PARAMS = {
@@ -133,3 +137,42 @@ def test_design_fields_are_checked_with_their_names():
         )
     with pytest.raises(ValueError, match=r"env: unknown field\(s\) port"):
         served_env_config({"source": "server", "address": "ws://h:1", "port": 1, "params": PARAMS}, where)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"adress": "ws://127.0.0.1:18766"},
+            r"x\.yaml: env: 'adress' was unexpected; did you mean 'address'\?",
+        ),
+        ({"address": "http://127.0.0.1:1"}, r"x\.yaml: env\.address: 'http://127\.0\.0\.1:1' does not match"),
+        ({"timeout_s": -1}, r"x\.yaml: env\.timeout_s: -1 is less than or equal to the minimum of 0"),
+        ({"sha256": "abc"}, r"x\.yaml: env\.sha256: 'abc' does not match"),
+    ],
+)
+def test_a_served_design_is_refused_naming_its_file_and_field(tmp_path: Path, change, message):
+    raw = yaml.safe_load((REPO / "prereg/metaworld_reach_smoke.yaml").read_text())
+    if "adress" in change:
+        del raw["env"]["address"]
+    raw["env"].update(change)
+    design = tmp_path / "x.yaml"
+    design.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(ValueError, match=message):
+        load_prereg(design, require_lock=False)
+
+
+def test_the_shipped_metaworld_designs_read_as_the_served_factory():
+    for name in ("reach", "push", "door_open"):
+        prereg = load_prereg(REPO / f"prereg/metaworld_{name}_smoke.yaml")
+        assert prereg.env.id == SERVED_FACTORY
+        assert prereg.env.params["server"] == {
+            "address": "ws://127.0.0.1:18766",
+            "timeout_s": 60.0,
+            "sha256": None,
+        }
+
+
+def test_metaworld_experts_are_named_by_task():
+    assert expert_policy_name("reach-v3") == "SawyerReachV3Policy"
+    assert expert_policy_name("door-open-v3") == "SawyerDoorOpenV3Policy"
