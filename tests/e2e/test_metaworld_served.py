@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,43 @@ def test_metaworld_reach_served_runs_to_decision_with_every_oracle_passing(
     assert demos["env"]["id"] == "grpo_probe.envs.served:served_env"
     verify = grpo_probe(repo, "verify", f"results/{DESIGN}/decision.manifest.json")
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_a_server_killed_mid_run_is_named_and_the_rerun_gives_the_same_decision(
+    sim_python: str, tmp_path: Path, workflow_tools
+):
+    """The server dies once the first rollouts ran: the run stops naming its address, and once it is
+    back the rerun finishes with the decision.json of a run the server never left."""
+    repo = workflow_tools.copy_repo(tmp_path / "repo")
+    results = repo / "results" / DESIGN
+    server = {
+        "scene": "grpo_probe.serve.metaworld_env:scene",
+        "port": PORT,
+    }
+    with env_server_process(
+        sim_python, "grpo_probe.serve.metaworld_env:make", tmp_path / "server1.log", **server
+    ) as (_, proc):
+        run = workflow_tools.start_snakemake(
+            repo, f"results/{DESIGN}/decision.md", "--cores", "2", "--config", f"prereg=prereg/{DESIGN}.yaml"
+        )
+        deadline = time.monotonic() + 900
+        while not (results / "anchors/ar.parquet").exists() and run.poll() is None:
+            assert time.monotonic() < deadline, "the anchors never came"
+            time.sleep(0.5)
+        proc.kill()
+        proc.wait()
+        output, _ = run.communicate(timeout=900)
+    assert run.returncode != 0, output[-3000:]
+    assert f"environment server ws://127.0.0.1:{PORT}" in output, output[-3000:]
+    assert not (results / "decision.json").exists()
+    with env_server_process(
+        sim_python, "grpo_probe.serve.metaworld_env:make", tmp_path / "server2.log", **server
+    ):
+        rerun = workflow_tools.run_design(repo, DESIGN, timeout=1500)
+    clean = REPO / "results" / DESIGN / "decision.json"
+    fresh = json.loads((rerun / "decision.json").read_text())
+    for report in workflow_tools.oracle_reports(rerun):
+        assert json.loads(report.read_text())["pass"] is True, report
+    assert fresh["env"]["id"] == "reach-v3"
+    if clean.exists():  # a run of this checkout, where one was made, gives the same record
+        assert json.loads(clean.read_text()) == fresh

@@ -23,11 +23,17 @@ and a design binds it as ``env: {source: server, address: ws://127.0.0.1:8766, p
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 
 __all__ = ["expert_policy_name", "make", "scene"]
+
+_BUILD = threading.Lock()
+"""MetaWorld builds a benchmark's task vectors under NumPy's global generator (seeded, then restored), so
+two connections building at once on the server's threads can draw each other's numbers (MetaWorld then
+fails: "Only generated 49 unique goals, not 50"); one build at a time."""
 
 
 def expert_policy_name(task: str) -> str:
@@ -46,9 +52,10 @@ def make(gym_id: str, max_episode_steps: int | None = None) -> Any:
     if gym_id not in metaworld.ALL_V3_ENVIRONMENTS:
         known = ", ".join(sorted(metaworld.ALL_V3_ENVIRONMENTS)[:6])
         raise ValueError(f"env.params.gym_id: MetaWorld has no task {gym_id!r} (e.g. {known}, ...)")
-    benchmark = metaworld.MT1(gym_id, seed=0)
-    env = benchmark.train_classes[gym_id]()
-    env.set_task(benchmark.train_tasks[0])  # sets the task up; its frozen vector is then released
+    with _BUILD:
+        benchmark = metaworld.MT1(gym_id, seed=0)
+        env = benchmark.train_classes[gym_id]()
+        env.set_task(benchmark.train_tasks[0])  # sets the task up; its frozen vector is then released
     env._freeze_rand_vec = False
     env.seeded_rand_vec = True
     env.grpo_probe_task = gym_id  # the scene's expert is this task's scripted policy
