@@ -112,3 +112,52 @@ def lab_environment(root: Path) -> tuple[Path | None, str]:
     if own.returncode != 0:
         raise RuntimeError(f"grpo-probe-serve did not install under {found}: {own.stderr}")
     return lab, found
+
+
+@contextlib.contextmanager
+def env_server_process(
+    python: str | Path,
+    factory: str,
+    log: Path,
+    *,
+    scene: str | None = None,
+    extra_path: Sequence[Path] = (),
+    port: int = 0,
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``python -m grpo_probe.serve env FACTORY`` on ``port`` (0: a free one) by ``python`` (the project's
+    or a simulator's own); yields its address and process (a test may kill it), stopped on exit.
+    ``extra_path`` goes on the server's ``PYTHONPATH`` (where a scene module of the tests lies)."""
+    import os
+
+    env = dict(os.environ)
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, extra_path), env.get("PYTHONPATH", "")]).rstrip(
+            os.pathsep
+        )
+    command = [str(python), "-m", "grpo_probe.serve", "env", factory, "--port", str(port)]
+    if scene is not None:
+        command += ["--scene", scene]
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env)
+    timer = threading.Timer(READY_TIMEOUT_S, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        timer.cancel()
+        if not line.startswith("serving environment at "):
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"environment server {command} did not start:\n{line}{log.read_text()}")
+        yield line.removeprefix("serving environment at ").strip(), proc
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

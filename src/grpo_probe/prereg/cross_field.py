@@ -227,13 +227,19 @@ def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
 
 
 def design_environment(raw: Mapping[str, Any], where: str | os.PathLike[str] = "") -> EnvConfig:
-    """The design's environment: ``env: {id, params}``, or the boat scene its ``sim:`` section describes.
+    """The design's environment: ``env: {id, params}``, ``env: {source: server, address, params}`` (a
+    simulator served from its own environment, :mod:`grpo_probe.envs.served`), or the boat scene its
+    ``sim:`` section describes.
 
     ``where`` (the prereg's path) prefixes the field in errors. Raises ``ValueError`` on invalid params.
     """
     prefix = f"{where}: " if str(where) else ""
     if "env" in raw:
         env = raw["env"]
+        if env.get("source") == "server":  # a simulator served from its own environment
+            from grpo_probe.envs.served import SERVED_FACTORY, served_env_config
+
+            return env_config(SERVED_FACTORY, served_env_config(env, f"{prefix}env"), f"{prefix}env")
         return env_config(env["id"], env["params"], f"{prefix}env")
     return EnvConfig(BOAT_ID, SimParams.from_dict(raw["sim"]), f"{prefix}sim")
 

@@ -25,6 +25,10 @@ This package imports nothing of grpo-probe but itself, and nothing but numpy, we
 Python 3.10 to 3.13. It ships inside grpo-probe and, for an environment without the probe, as its own
 distribution ``grpo-probe-serve`` built from the same files (``pip install ./serve`` in the repository).
 docs/serving.md describes the protocol.
+
+A simulator is served the same way, from its own environment (``python -m grpo_probe.serve env FACTORY
+--scene SCENE --port N``: :mod:`grpo_probe.serve.env_server`, protocol ``grpo-probe-env/1``,
+docs/your-simulator-served.md); MetaWorld's tasks are :mod:`grpo_probe.serve.metaworld_env`.
 """
 
 from __future__ import annotations

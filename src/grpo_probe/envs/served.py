@@ -1,0 +1,457 @@
+"""A simulator served from its own environment: the probe's side of ``env: {source: server, address}``.
+
+Why: a simulator may pin what the probe's environment cannot hold (MetaWorld 3.1.1 pins
+``mujoco==3.3.0``; the probe pins 4.0.0 for its registered bytes). It then runs in its own Python
+environment behind ``python -m grpo_probe.serve env FACTORY --scene SCENE --port N``
+(:mod:`grpo_probe.serve.env_server`), and here the probe's own Gymnasium adapter measures it exactly as
+it measures an environment in process: :class:`ServedGymEnv` stands where ``gymnasium.make`` would put the
+environment (its spaces, ``reset(seed=)``, ``step``), and the server's scene function stands where the
+adapter would call one in process (:class:`ServedScene`: positions, the state shift, engagement). Arrays
+and floats cross the wire bit for bit, so a served environment's rows are the bytes the same environment
+gives in process (tests/envs/test_served_env.py holds Pusher-v5 to that).
+
+Each chunk's ticks go in one request (the actions are computed here exactly as the adapter computes
+them, then the adapter steps through the replies), so a replan costs one round trip, not one per tick.
+
+The server's hello names the simulator: every installed distribution's version and a sha256 over them
+and the factory's and scene's source. The environment's version (what every manifest records) carries the
+key packages and that sha256; a design may pin it (``env.sha256``), and a client refuses a server that
+says another at its first connection or at any later one. A server that refuses the connection, dies or
+does not answer within ``timeout_s`` is a :class:`ServedEnvError` naming its address; the rollout job
+fails without writing a row, and its rerun recomputes the job's rows from their seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.sync.client import ClientConnection, connect
+
+from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams, _import_gymnasium
+from grpo_probe.envs.protocol import Expert, check_chunk, normalized_to_bounds
+from grpo_probe.envs.scene import ScenePositions
+from grpo_probe.serve import env_wire, wire
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "SERVED_FACTORY",
+    "SERVED_SCENE",
+    "ServedEnvError",
+    "ServedGymEnv",
+    "ServedGymnasiumAdapter",
+    "ServedScene",
+    "served_env",
+    "served_env_config",
+    "served_scene",
+]
+
+SERVED_FACTORY = "grpo_probe.envs.served:served_env"
+"""The factory a design's ``env: {source: server, ...}`` section is read as (``env.id`` of its config)."""
+SERVED_SCENE = "grpo_probe.envs.served:served_scene"
+"""The scene function the adapter calls on a served environment whose server runs a scene."""
+DEFAULT_TIMEOUT_S = 60.0
+"""Seconds to wait for the connection and for each reply (``env.timeout_s``): a chunk of ticks on a busy
+simulator takes well under a second; a dead or hung server stops the job within a minute."""
+SERVER_FIELDS = ("address", "timeout_s", "sha256")
+"""The fields of ``env: {source: server, ...}`` beside ``source`` and ``params``."""
+
+_DIRECT: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
+"""websockets 17 asks ``connect`` to be a context manager unless ``legacy=True`` (as the served policy)."""
+
+
+class ServedEnvError(RuntimeError):
+    """The environment server could not be reached, did not answer in time, refused a request, or is not
+    the simulator this client connected to first (or the design pins)."""
+
+
+def served_env_config(section: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The factory params of a design's ``env: {source: server, address, timeout_s, sha256, params}``:
+    the adapter's params with the server's fields under ``server``. Checked here, each error naming
+    ``where`` (the design file and ``env``) and the field."""
+    from grpo_probe.serve import parse_address
+
+    known = {"source", "params", *SERVER_FIELDS}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
+    if section.get("source") != "server":
+        raise ValueError(f"{where}.source must be 'server', got {section.get('source')!r}")
+    address = section.get("address")
+    try:
+        parse_address(address if isinstance(address, str) else "")
+    except ValueError:
+        raise ValueError(
+            f"{where}.address: {address!r} is not ws://HOST:PORT of the environment server "
+            "(python -m grpo_probe.serve env FACTORY --port N prints it)"
+        ) from None
+    timeout = section.get("timeout_s", DEFAULT_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"{where}.timeout_s must be a number of seconds > 0, got {timeout!r}")
+    digest = section.get("sha256")
+    if digest is not None and (
+        not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest)
+    ):
+        raise ValueError(f"{where}.sha256 must be 64 lowercase hex digits (the server's hello) or null")
+    params = section.get("params")
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{where}.params must be a mapping (the adapter's params: gym_id, replans, ...)")
+    if "server" in params:
+        raise ValueError(f"{where}.params.server: the server's fields sit beside params, not in it")
+    for name in ("wrappers", "scene", "expert"):
+        if name in params:
+            raise ValueError(
+                f"{where}.params.{name}: a served environment's {name} run on the server (its factory and "
+                "--scene); leave it out here"
+            )
+    _check_params(params, f"{where}.params")
+    server = {"address": address, "timeout_s": float(timeout), "sha256": digest}
+    return {"server": server, **dict(params)}
+
+
+def _check_params(params: Mapping[str, Any], where: str) -> None:
+    """The adapter's params, checked as far as they can be without the server (the object and the goal
+    may come from the server's scene, so a stand-in scene fills that part)."""
+    probe = dict(params)
+    probe.pop("gym_kwargs", None)
+    if not any(
+        f"{role}_{place}" in probe for role in ("object", "goal") for place in ("body", "site", "obs_key")
+    ):
+        probe["scene"] = SERVED_SCENE
+    try:
+        GymnasiumParams.from_dict(probe, where)
+    except ValueError as exc:
+        raise ValueError(
+            str(exc).replace("env.params", where, 1) if where not in str(exc) else str(exc)
+        ) from None
+
+
+class _Link:
+    """One WebSocket connection to the environment server: the hello checked, requests answered."""
+
+    def __init__(self, address: str, timeout_s: float, pinned: str | None) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self._pinned = pinned
+        self._first: dict[str, Any] | None = None
+        self._connection: ClientConnection | None = None
+        self.hello = self.connect()
+
+    @property
+    def where(self) -> str:
+        return f"environment server {self.address}"
+
+    def connect(self) -> dict[str, Any]:
+        """Open a connection and read the hello: the sha256 must be the pinned one, and the first one
+        this client saw."""
+        try:
+            connection = connect(
+                self.address,
+                open_timeout=self.timeout_s,
+                close_timeout=min(self.timeout_s, 10.0),
+                max_size=None,
+                compression=None,
+                **_DIRECT,
+            )
+        except ConnectionRefusedError:
+            raise ServedEnvError(
+                f"{self.where}: connection refused: no server listens there (start it with python -m "
+                "grpo_probe.serve env FACTORY --port N in the simulator's environment, and check env.address)"
+            ) from None
+        except TimeoutError:
+            raise ServedEnvError(
+                f"{self.where}: no connection within timeout_s = {self.timeout_s:g} s"
+            ) from None
+        except (OSError, InvalidHandshake, InvalidURI) as exc:
+            raise ServedEnvError(f"{self.where}: cannot connect ({type(exc).__name__}: {exc})") from None
+        try:
+            hello = env_wire.read_hello(self._receive(connection, "the hello"))
+        except wire.ProtocolError as exc:
+            connection.close()
+            raise ServedEnvError(f"{self.where}: {exc}") from None
+        except ServedEnvError:
+            connection.close()
+            raise
+        digest = hello["sha256"]
+        if self._pinned is not None and digest != self._pinned:
+            connection.close()
+            raise ServedEnvError(
+                f"{self.where}: the server's simulator has sha256 {digest}, the design pins {self._pinned} "
+                f"(env.sha256); refused: it serves {hello['factory']} with {_key_packages(hello)}"
+            )
+        if self._first is not None and digest != self._first["sha256"]:
+            connection.close()
+            changed = _changed_packages(self._first["packages"], hello["packages"])
+            raise ServedEnvError(
+                f"{self.where}: the server now serves another simulator (sha256 {digest}, was "
+                f"{self._first['sha256']}; {changed}); refused: a run must not change its environment"
+            )
+        self._first = self._first or hello
+        self._connection = connection
+        return hello
+
+    def _receive(self, connection: ClientConnection, what: str) -> Any:
+        try:
+            data = connection.recv(timeout=self.timeout_s)
+        except TimeoutError:
+            raise ServedEnvError(
+                f"{self.where}: no reply to {what} within timeout_s = {self.timeout_s:g} s"
+            ) from None
+        except ConnectionClosed as exc:
+            raise ServedEnvError(
+                f"{self.where}: the server closed the connection before {what} ({exc}); is it still running?"
+            ) from None
+        if not isinstance(data, bytes):
+            raise ServedEnvError(f"{self.where}: {what} came as a text frame, not a msgpack message")
+        return wire.unpackb(data)
+
+    def request(self, message: Mapping[str, Any], what: str) -> dict[str, Any]:
+        """Send one request and return its reply; the environment's own error is quoted."""
+        if self._connection is None:
+            raise ServedEnvError(
+                f"{self.where}: the connection broke earlier in this episode; reset to reconnect"
+            )
+        connection = self._connection
+        try:
+            connection.send(wire.packb(dict(message)))
+            reply = self._receive(connection, what)
+        except ConnectionClosed as exc:
+            self.close()
+            raise ServedEnvError(f"{self.where}: the connection closed during {what} ({exc})") from None
+        except (ServedEnvError, wire.ProtocolError) as exc:
+            self.close()
+            raise ServedEnvError(
+                str(exc) if isinstance(exc, ServedEnvError) else f"{self.where}: {exc}"
+            ) from None
+        if not isinstance(reply, dict):
+            self.close()
+            raise ServedEnvError(f"{self.where}: the reply to {what} is a {type(reply).__name__}, not a map")
+        if "error" in reply:
+            raise ServedEnvError(
+                f"{self.where}: the served environment raised {reply['error']} during {what}\n"
+                f"server traceback:\n{reply.get('traceback', '')}"
+            )
+        return reply
+
+    @property
+    def connected(self) -> bool:
+        return self._connection is not None
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
+def _key_packages(hello: Mapping[str, Any]) -> str:
+    """The simulator's packages worth naming in a version: the factory's, MuJoCo, Gymnasium, NumPy."""
+    packages = hello["packages"]
+    top = str(hello["factory"]).partition(":")[0].split(".")[0].replace("_", "-")
+    names = [n for n in dict.fromkeys((top, "metaworld", "mujoco", "gymnasium", "numpy")) if n in packages]
+    return ", ".join(f"{n} {packages[n]}" for n in names) or "no packages named"
+
+
+def _changed_packages(was: Mapping[str, str], now: Mapping[str, str]) -> str:
+    changed = [
+        f"{n} {was.get(n, '-')} -> {now.get(n, '-')}"
+        for n in sorted(set(was) | set(now))
+        if was.get(n) != now.get(n)
+    ]
+    return "packages changed: " + (", ".join(changed[:8]) if changed else "none (its source changed)")
+
+
+def _xy(value: Any) -> tuple[float, float] | None:
+    return None if value is None else (float(value[0]), float(value[1]))
+
+
+class ServedGymEnv:
+    """The served environment where the adapter expects a Gymnasium one: spaces, ``reset(seed=)``,
+    ``step(action)``, ``close()``. It is its own ``unwrapped`` (the wrappers are on the server)."""
+
+    def __init__(self, link: _Link, gym_id: str, kwargs: Mapping[str, Any]) -> None:
+        self._link = link
+        self._gym_id = gym_id
+        self._kwargs = dict(kwargs)
+        self.described = self._make()
+        gymnasium = _import_gymnasium()
+        self.action_space = env_wire.read_space(self.described["action_space"], gymnasium)
+        self.observation_space = env_wire.read_space(self.described["observation_space"], gymnasium)
+        self.dt = self.described["dt"] if self.described["dt"] is not None else float("nan")
+        self.positions: dict[str, Any] | None = None
+        self.engaged: bool | None = None
+        self._ticks: list[dict[str, Any]] = []
+        self._planned: np.ndarray | None = None
+        self.scene = ServedScene(self, self.described)
+
+    def _make(self) -> dict[str, Any]:
+        return self._link.request({"type": "make", "gym_id": self._gym_id, "kwargs": self._kwargs}, "make")
+
+    @property
+    def unwrapped(self) -> ServedGymEnv:
+        return self
+
+    def reset(self, *, seed: int) -> tuple[Any, dict[str, Any]]:
+        if not self._link.connected:  # broken earlier: a new connection, the same simulator, a new env
+            self._link.connect()
+            self._make()
+        self._ticks, self._planned = [], None
+        reply = self._link.request({"type": "reset", "seed": int(seed)}, f"reset(seed={seed})")
+        self.positions, self.engaged = reply["positions"], None
+        return reply["obs"], dict(reply["info"])
+
+    def plan(self, actions: np.ndarray) -> None:
+        """Step ``actions`` on the server in one request; :meth:`step` then returns each tick's reply."""
+        reply = self._link.request({"type": "step", "actions": actions}, f"a chunk of {len(actions)} ticks")
+        self._ticks = list(reply["ticks"])
+        self._planned = actions
+
+    def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        planned = self._planned
+        if self._ticks and planned is not None:
+            index = len(planned) - len(self._ticks)
+            if not np.array_equal(planned[index], action) or planned.dtype != np.asarray(action).dtype:
+                raise RuntimeError(f"{self._gym_id}: a step's action is not the one planned for tick {index}")
+            tick = self._ticks.pop(0)
+        else:
+            tick = self.plan_one(action)
+        self.positions, self.engaged = tick["positions"], tick["engaged"]
+        return tick["obs"], tick["reward"], tick["terminated"], tick["truncated"], dict(tick["info"])
+
+    def plan_one(self, action: np.ndarray) -> dict[str, Any]:
+        reply = self._link.request({"type": "step", "actions": np.asarray(action)[None]}, "a tick")
+        ticks = reply["ticks"]
+        if len(ticks) != 1:
+            raise ServedEnvError(f"{self._link.where}: one tick asked, {len(ticks)} answered")
+        return dict(ticks[0])
+
+    def perturb(self, rng: np.random.Generator, scale: float) -> Any:
+        reply = self._link.request(
+            {"type": "perturb", "rng": env_wire.rng_state(rng), "scale": float(scale)}, "perturb"
+        )
+        env_wire.set_rng_state(rng, reply["rng"])
+        self.positions = reply["positions"]
+        return reply["obs"]
+
+    def expert_chunk(
+        self, obs: np.ndarray, key: tuple[int, ...], noise: float, chunk_length: int
+    ) -> np.ndarray:
+        reply = self._link.request(
+            {
+                "type": "expert",
+                "obs": np.asarray(obs),
+                "key": [int(k) for k in key],
+                "noise": float(noise),
+                "chunk_length": int(chunk_length),
+            },
+            "the expert's chunk",
+        )
+        chunk: np.ndarray = reply["chunk"]
+        return chunk
+
+    def close(self) -> None:
+        self._link.close()
+
+
+class ServedScene:
+    """The scene function of a served environment, as the adapter calls one: the server's positions,
+    and its state shift and engagement where its scene offers them."""
+
+    def __init__(self, env: ServedGymEnv, described: Mapping[str, Any]) -> None:
+        self._env = env
+        self.traces_effector = bool(described["traces_effector"])
+        if described["perturb"]:
+            self.state_perturbation = described["state_perturbation"]
+            self.perturb = env.perturb
+        if described["engaged"]:
+            self.engaged = self._engaged
+
+    def positions(self) -> ScenePositions:
+        found = self._env.positions
+        if found is None:
+            raise ValueError("the server sent no positions (is its --scene set?)")
+        return ScenePositions(
+            object_xy=_xy(found["object_xy"]),  # type: ignore[arg-type]
+            goal_xy=_xy(found["goal_xy"]),  # type: ignore[arg-type]
+            effector_xy=_xy(found.get("effector_xy")),
+        )
+
+    def _engaged(self, info: Mapping[str, Any]) -> bool:
+        return bool(self._env.engaged)
+
+
+def served_scene(env: ServedGymEnv) -> ServedScene:
+    """The scene function the adapter is given for a served environment (``scene(env)``)."""
+    return env.scene
+
+
+class _ServedExpert:
+    """The server scene's scripted expert as the probe's :class:`~grpo_probe.envs.protocol.Expert`."""
+
+    def __init__(self, env: ServedGymEnv, noise: float, chunk_length: int) -> None:
+        self._env, self._noise, self._chunk_length = env, noise, chunk_length
+
+    def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
+        return self._env.expert_chunk(obs, key, self._noise, self._chunk_length)
+
+
+class ServedGymnasiumAdapter(GymnasiumAdapter):
+    """The Gymnasium adapter on a served environment: the version names the server's simulator, a chunk's
+    ticks go in one request, and the server scene's expert is the environment's expert."""
+
+    def __init__(self, params: GymnasiumParams, env: ServedGymEnv, hello: Mapping[str, Any]) -> None:
+        self._hello = dict(hello)
+        self._served = env
+        super().__init__(params, env=env)
+        if env.described["expert"]:
+            self.expert = self._served_expert
+
+    def _version(self) -> str:
+        hello, described = self._hello, self._served.described
+        return (
+            f"{self.params.gym_id}/{self.params.version} (served: {described['env_class']} from "
+            f"{hello['factory']}, scene {hello['scene']}; Python {hello['python']}, {_key_packages(hello)}; "
+            f"sha256 {hello['sha256']})"
+        )
+
+    def _served_expert(self, noise: float) -> Expert:
+        return _ServedExpert(self._served, noise, self.params.chunk_length)
+
+    def execute(self, chunk: np.ndarray, n_executed: int) -> np.ndarray:
+        """The adapter's own ``execute``, its ticks stepped on the server in one request beforehand."""
+        if self._seed is not None and not self.done:
+            where = f"{self.spec.id} seed {self._seed}"
+            checked = check_chunk(chunk, self.spec, n_executed, where)
+            low, high = self.action_bounds
+            actions = normalized_to_bounds(checked[:n_executed], low, high, self.replan_index, where)
+            self._served.plan(actions.astype(self._action_dtype))
+        return super().execute(chunk, n_executed)
+
+
+def served_env(server: Mapping[str, Any], **params: Any) -> ServedGymnasiumAdapter:
+    """The factory a design's ``env: {source: server, ...}`` is read as: connect, build the environment
+    there with ``factory(gym_id, **gym_kwargs)`` and bind the adapter to it."""
+    address = str(server["address"])
+    link = _Link(address, float(server.get("timeout_s") or DEFAULT_TIMEOUT_S), server.get("sha256"))
+    values = dict(params)
+    kwargs = dict(values.pop("gym_kwargs", {}) or {})
+    typed = GymnasiumParams.from_dict({**values, "scene": SERVED_SCENE} if _needs_scene(values) else values)
+    kwargs.setdefault("max_episode_steps", typed.episode_ticks)
+    env = ServedGymEnv(link, typed.gym_id, kwargs)
+    if typed.scene is not None and not env.described["scene"]:
+        link.close()
+        raise ValueError(
+            f"env.params: the environment server {address} runs no scene function (start it with --scene "
+            "module:callable), so name where the object and the goal are read (object_obs_key, goal_obs_key "
+            "or distance_info_key)"
+        )
+    return ServedGymnasiumAdapter(dataclasses.replace(typed, gym_kwargs=()), env, link.hello)
+
+
+def _needs_scene(params: Mapping[str, Any]) -> bool:
+    return not any(f"{role}_obs_key" in params for role in ("object", "goal"))

@@ -1,0 +1,122 @@
+"""MetaWorld's reach-v3, served from its own environment, runs the whole chain to decision.md.
+
+Why: MetaWorld 3.1.1 pins ``mujoco==3.3.0`` and cannot live in the probe's environment (mujoco 4.0.0).
+This test builds its venv with the script a lab runs (``tools/make_sim_venv.sh metaworld``, cached under
+.venvs/), starts ``python -m grpo_probe.serve env grpo_probe.serve.metaworld_env:make`` from it at the
+design's address, and runs ``prereg/metaworld_reach_smoke.yaml`` in a fresh copy of the repository:
+demonstrations from MetaWorld's shipped scripted expert, both arms cloned, every oracle passing, and
+every manifest recording the served simulator's packages and sha256.
+
+Opt-in (``GRPO_PROBE_SIM_VENV=1``, which `.ci/run` sets): the first build downloads MetaWorld, MuJoCo
+3.3.0 and Gymnasium from the package index (about two minutes); it skips, with the reason, when not asked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from serve_processes import env_server_process
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+DESIGN = "metaworld_reach_smoke"
+PORT = 18766
+"""The design's env.address port."""
+
+
+@pytest.fixture(scope="module")
+def sim_python() -> str:
+    if os.environ.get("GRPO_PROBE_SIM_VENV") != "1":
+        pytest.skip(
+            "the served-simulator test runs when asked: GRPO_PROBE_SIM_VENV=1 (builds MetaWorld's own venv "
+            "with tools/make_sim_venv.sh metaworld)"
+        )
+    proc = subprocess.run(
+        ["bash", str(REPO / "tools/make_sim_venv.sh"), "metaworld"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def clean_run(sim_python: str, tmp_path_factory: pytest.TempPathFactory, workflow_tools) -> Path:
+    """A fresh copy of the repository in which the design ran to decision.md, the server up throughout."""
+    folder = tmp_path_factory.mktemp("metaworld")
+    repo = workflow_tools.copy_repo(folder / "repo")
+    with env_server_process(
+        sim_python,
+        "grpo_probe.serve.metaworld_env:make",
+        folder / "server.log",
+        scene="grpo_probe.serve.metaworld_env:scene",
+        port=PORT,
+    ):
+        return workflow_tools.run_design(repo, DESIGN, timeout=1500)
+
+
+def test_metaworld_reach_served_runs_to_decision_with_every_oracle_passing(
+    clean_run: Path, workflow_tools, grpo_probe
+):
+    run = clean_run
+    repo = run.parents[1]
+    decision = json.loads((run / "decision.json").read_text())
+    version = decision["env"]["version"]
+    assert decision["env"]["id"] == "reach-v3"
+    assert version.startswith("reach-v3/1 (served: metaworld.envs.sawyer_reach_v3:SawyerReachEnvV3")
+    assert "metaworld 3.1.1, mujoco 3.3.0" in version and "sha256 " in version
+    reports = workflow_tools.oracle_reports(run)
+    assert len(reports) == 3
+    for report in reports:
+        assert json.loads(report.read_text())["pass"] is True, report
+    for manifest in ("prereg/check.manifest.json", "demos/demos.manifest.json", "anchors/ar.manifest.json"):
+        assert json.loads((run / manifest).read_text())["env"]["version"] == version
+    demos = json.loads((run / "demos/demos.manifest.json").read_text())
+    assert demos["env"]["id"] == "grpo_probe.envs.served:served_env"
+    verify = grpo_probe(repo, "verify", f"results/{DESIGN}/decision.manifest.json")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_a_server_killed_mid_run_is_named_and_the_rerun_gives_the_same_decision(
+    sim_python: str, clean_run: Path, tmp_path: Path, workflow_tools
+):
+    """The server dies once the first rollouts ran: the run stops naming its address, and once it is
+    back the rerun finishes with the decision.json of a run the server never left."""
+    repo = workflow_tools.copy_repo(tmp_path / "repo")
+    results = repo / "results" / DESIGN
+    server = {
+        "scene": "grpo_probe.serve.metaworld_env:scene",
+        "port": PORT,
+    }
+    with env_server_process(
+        sim_python, "grpo_probe.serve.metaworld_env:make", tmp_path / "server1.log", **server
+    ) as (_, proc):
+        run = workflow_tools.start_snakemake(
+            repo, f"results/{DESIGN}/decision.md", "--cores", "2", "--config", f"prereg=prereg/{DESIGN}.yaml"
+        )
+        deadline = time.monotonic() + 900
+        while not (results / "anchors/ar.parquet").exists() and run.poll() is None:
+            assert time.monotonic() < deadline, "the anchors never came"
+            time.sleep(0.5)
+        proc.kill()
+        proc.wait()
+        output, _ = run.communicate(timeout=900)
+    assert run.returncode != 0, output[-3000:]
+    assert f"environment server ws://127.0.0.1:{PORT}" in output, output[-3000:]
+    assert not (results / "decision.json").exists()
+    with env_server_process(
+        sim_python, "grpo_probe.serve.metaworld_env:make", tmp_path / "server2.log", **server
+    ):
+        rerun = workflow_tools.run_design(repo, DESIGN, timeout=1500)
+    for report in workflow_tools.oracle_reports(rerun):
+        assert json.loads(report.read_text())["pass"] is True, report
+    assert (rerun / "decision.json").read_bytes() == (clean_run / "decision.json").read_bytes()
