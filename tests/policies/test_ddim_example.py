@@ -164,7 +164,7 @@ def test_the_guide_shows_the_example_as_it_is() -> None:
     docstring, and its step is the example's ddim_sigma and ddim_step, verbatim."""
     guide = (REPO / "docs/extending.md").read_text()
     section = guide.split("## A sampler of your own, without editing the package", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    blocks = re.findall(r"```python[^\n]*\n(.*?)```", section, flags=re.S)
     declaration = (EXAMPLES / "labpolicies/ddim.py").read_text().split('"""', 2)[2].lstrip("\n")
     math_source = (EXAMPLES / "labpolicies/ddim_flow.py").read_text()
     step = math_source[math_source.index("def ddim_sigma") : math_source.index("@register_sampler_entry")]

@@ -32,7 +32,8 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
-from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams, _import_gymnasium
+from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams
+from grpo_probe.envs.gym_setup import import_gymnasium
 from grpo_probe.envs.protocol import Expert, check_chunk, normalized_to_bounds
 from grpo_probe.envs.scene import ScenePositions
 from grpo_probe.serve import env_wire, wire
@@ -279,7 +280,7 @@ class ServedGymEnv:
         self._gym_id = gym_id
         self._kwargs = dict(kwargs)
         self.described = self._make()
-        gymnasium = _import_gymnasium()
+        gymnasium = import_gymnasium()
         self.action_space = env_wire.read_space(self.described["action_space"], gymnasium)
         self.observation_space = env_wire.read_space(self.described["observation_space"], gymnasium)
         self.dt = self.described["dt"] if self.described["dt"] is not None else float("nan")
