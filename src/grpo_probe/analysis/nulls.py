@@ -129,5 +129,4 @@ def boundaries(rule: DecisionRule, cell: Cell, measured: Levels) -> list[Levels]
 
 def simulated(condition: Condition) -> bool:
     """Whether every read the condition compares is one the simulation recomputes."""
-    keys = [condition.ref.name] + ([condition.threshold_read.name] if condition.threshold_read else [])
-    return all(key in SIMULATED_READS for key in keys)
+    return all(name in SIMULATED_READS for name in condition.read_names)

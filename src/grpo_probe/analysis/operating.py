@@ -71,7 +71,7 @@ from grpo_probe.analysis.reads import compute_reads
 from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.prereg import AnalysisNumbers, Cell
-from grpo_probe.prereg.rule import HEADS, Condition, DecisionRule, OperatingSpec
+from grpo_probe.prereg.rule import HEADS, DecisionRule, OperatingSpec
 from grpo_probe.prereg.vocabulary import read_spec
 
 __all__ = [
@@ -262,13 +262,6 @@ def _simulated_reads(
     return out
 
 
-def _names(condition: Condition) -> list[str]:
-    keys = [condition.key]
-    if condition.threshold_read is not None:
-        keys.append(condition.threshold_read.key)
-    return keys
-
-
 def simulate_cell(
     rule: DecisionRule,
     cell: Cell,
@@ -302,7 +295,7 @@ def simulate_cell(
     rng = numpy_generator(spec.seed, tag("operating"), tag(scenario), tag(cell.id))
     y = _simulated_rewards(size, levels, rng, runs, pool)
     columns = _simulated_columns(cell, size, y, analysis, runs)
-    names = {key for condition in modelled for key in _names(condition)}
+    names = {key for condition in modelled for key in condition.keys}
     reads = _simulated_reads(columns, size, names, analysis, runs)
     for condition in modelled:
         passes &= condition.passes(reads)

@@ -111,10 +111,8 @@ def rule_reads(rule: DecisionRule) -> tuple[str, ...]:
     """Every read the rule's conditions and rank keys name, in first-use order."""
     names = []
     for criterion in rule.criteria:
-        for c in criterion.all_of:
-            names.append(c.key)
-            if c.threshold_read is not None:
-                names.append(c.threshold_read.key)
+        for condition in criterion.all_of:
+            names += condition.keys
     names += [k.read for k in rule.rank_by]
     return tuple(dict.fromkeys(names))
 

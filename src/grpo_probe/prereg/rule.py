@@ -250,6 +250,19 @@ class Condition:
         """The name the cell's reads hold the value under."""
         return self.ref.key
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The keys of every read the condition compares: its own, and the read its threshold is relative
+        to (``chaos_std_cm`` in ``choice_std_cm.lower >= 0.5 x chaos_std_cm``)."""
+        relative = self.threshold_read
+        return (self.key,) if relative is None else (self.key, relative.key)
+
+    @property
+    def read_names(self) -> tuple[str, ...]:
+        """The reads of :attr:`keys`, an end of an interval taken as its read (``chaos_share``)."""
+        relative = self.threshold_read
+        return (self.ref.name,) if relative is None else (self.ref.name, relative.name)
+
     def threshold_on(self, reads: Mapping[str, Any]) -> Any:
         """The threshold on one cell's reads (a float, or an array of them on resampled reads); None where
         the read it is relative to is undefined for the cell."""
