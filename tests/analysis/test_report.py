@@ -12,6 +12,7 @@ import pytest
 from grpo_probe.analysis.glossary import number
 from grpo_probe.analysis.reads import read_rows
 from grpo_probe.analysis.report import build_decision, decision_record
+from grpo_probe.envs.boat.spec import boat_spec
 
 from .rollout_factory import anchor_rows, as_prereg, probe_rows, write_table
 
@@ -122,7 +123,7 @@ def test_each_outcome_from_constructed_tables_and_every_md_number_is_in_json(
     assert _numbers_not_in_json(md, decision) == []
     # the reads table, cell by cell, equals decision.json's reads
     table = _reads_table(md)
-    for row in read_rows(replay=decision["replay"] is not None):
+    for row in read_rows(boat_spec().guard_names, replay=decision["replay"] is not None):
         label = row.label + (" (primary)" if row.primary else "")
         for cell, text in zip(decision["cells"], table[label], strict=True):
             value = cell["reads"][row.read]

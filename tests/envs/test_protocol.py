@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_probe.analysis.reads import GUARDS
 from grpo_probe.envs.boat.environment import BoatPush
 from grpo_probe.envs.boat.expert import ScriptedExpert
 from grpo_probe.envs.boat.params import SimParams
@@ -66,7 +65,7 @@ def test_the_boat_spec_states_what_the_simulator_measures() -> None:
     spec = boat_spec()
     assert spec.obs_dim == OBS_DIM and spec.action_dims == 6
     assert spec.episode_schema.equals(EPISODE_SCHEMA)
-    assert spec.guard_names == GUARDS
+    assert spec.guard_names == boat_spec().guard_names
     assert isinstance(BoatPush(), Environment)
 
 

@@ -28,9 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_probe.analysis.cell_analysis import json_float
 from grpo_probe.analysis.glossary import number
 from grpo_probe.prereg import Cell
-from grpo_probe.prereg.rule import HEADS, OPS, Condition, DecisionRule, RankKey, ReadRef
+from grpo_probe.prereg.rule import HEADS, Condition, DecisionRule, RankKey, ReadRef
 from grpo_probe.prereg.vocabulary import read_spec
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "rank_cells",
     "rank_text",
     "read_words",
+    "short_clause",
 ]
 
 OUTCOMES: dict[str, str] = {
@@ -166,6 +168,18 @@ def condition_text(
     return f"{subject} {compare} {bar}: {verdict}"
 
 
+def short_clause(condition: Mapping[str, Any]) -> str:
+    """``chaos share upper end 0.716 > 0.5``: a failed condition in a few words, for the first screen."""
+    ref = ReadRef.parse(condition["read"])
+    words, unit = read_words(ref.name)
+    end = "" if ref.bound is None else f" {ref.bound} end"
+    failed = {">=": "<", "<=": ">", ">": "\u2264", "<": "\u2265"}[condition["op"]]
+    unit = f" {unit}" if unit else ""
+    if condition["value"] is None:
+        return f"{words}{end} undefined"
+    return f"{words}{end} {number(condition['value'])} {failed} {number(condition['threshold'])}{unit}"
+
+
 @dataclass(frozen=True)
 class ConditionResult:
     """One condition on one cell: the read's value against the threshold."""
@@ -180,6 +194,18 @@ class ConditionResult:
     """The read's bootstrap interval, when it has one (for the words only; the rule reads ``value``)."""
     point: float | None = None
     """The read's own value, where the condition reads an end of its interval (for the words only)."""
+
+    def to_record(self) -> dict[str, Any]:
+        """The result as decision.json records it under a cell's verdict, its words beside it."""
+        return {
+            "read": self.read,
+            "value": self.value,
+            "op": self.op,
+            "threshold": json_float(self.threshold),
+            "source": self.source,
+            "passed": self.passed,
+            "text": self.text(),
+        }
 
     def text(self) -> str:
         """The condition in words (:func:`condition_text`)."""
@@ -225,15 +251,13 @@ class Outcome:
 
 
 def _condition(cond: Condition, reads: Mapping[str, float | None]) -> ConditionResult:
-    value = reads.get(cond.key)
-    threshold = cond.threshold_on(reads)
-    passed = value is not None and threshold is not None and OPS[cond.op](value, threshold)
+    value, threshold, passed = cond.compare(reads)
     base = cond.ref.name
     low, high = f"{base}_ci_low", f"{base}_ci_high"
     interval = (reads[low], reads[high]) if low in reads and high in reads else None
     shown = float("nan") if threshold is None else float(threshold)
     point = reads.get(base) if cond.ref.bound is not None else None
-    return ConditionResult(cond.read, value, cond.op, shown, cond.source, passed, interval, point)
+    return ConditionResult(cond.read, value, cond.op, shown, cond.source, bool(passed), interval, point)
 
 
 def _verdict(rule: DecisionRule, cell: Cell, reads: Mapping[str, float | None]) -> CellVerdict:

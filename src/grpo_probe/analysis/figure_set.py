@@ -40,7 +40,7 @@ from grpo_probe.analysis.tables import RolloutTable
 from grpo_probe.envs.boat.spec import BOAT_ID
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.prereg import AnalysisNumbers, Cell
-from grpo_probe.prereg.rule import ReadRef
+from grpo_probe.prereg.rule import Condition, ReadRef
 
 __all__ = ["draw_figures", "draw_rule_figure", "table_outline"]
 
@@ -179,11 +179,7 @@ def _clause_title(criterion: str, condition: Mapping[str, Any]) -> str:
     ref = ReadRef.parse(condition["read"])
     words, unit = read_words(ref.name)
     end = "" if ref.bound is None else f", {ref.bound} end"
-    if condition.get("threshold_read") is None:
-        bar = number(condition["threshold"]) + (f" {unit}" if unit else "")
-    else:
-        other = read_words(condition["threshold_read"])[0]
-        bar = other if condition["scale"] == 1.0 else f"{number(condition['scale'])} x {other}"
+    bar = Condition.from_record(condition).bar_text(number, lambda read: read_words(read)[0], unit)
     return f"{criterion}: {words}{end} {_OPS.get(condition['op'], condition['op'])} {bar}"
 
 
@@ -206,16 +202,8 @@ def draw_rule_figure(
             for cell in cells:
                 verdict = cell["verdict"]["criteria"][name]["conditions"][index]
                 reads = cell["reads"]
-                rows.append(
-                    ClauseRow(
-                        cell=cell["id"],
-                        estimate=_interval(reads, ref.name),
-                        compared=verdict["value"],
-                        threshold=verdict["threshold"],
-                        passed=verdict["passed"],
-                        needed=name in rule["qualifies"].get(cell["head"], []),
-                    )
-                )
+                needed = name in rule["qualifies"].get(cell["head"], [])
+                rows.append(ClauseRow.of(cell["id"], _interval(reads, ref.name), verdict, needed))
             panels.append(
                 ClausePanel(
                     _clause_title(name, condition), read_words(ref.name)[1], condition["op"], tuple(rows)

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from grpo_probe.analysis.variance_components import COMPONENT_READS
 from grpo_probe.prereg import Cell
-from grpo_probe.prereg.rule import HEADS, Condition, DecisionRule
+from grpo_probe.prereg.rule import Condition, DecisionRule
 
 __all__ = ["SIMULATED_READS", "Levels", "ResidualPool", "boundaries", "simulated"]
 
@@ -108,33 +108,25 @@ def boundaries(rule: DecisionRule, cell: Cell, measured: Levels) -> list[Levels]
     simulation models and that bounds the choice, the chaos or the chaos share, the levels at which
     the true value sits exactly at the condition's threshold, the other level kept as measured (the
     module docstring). Empty where no such condition exists."""
-    if cell.head not in HEADS:
-        return []
-    needed = set(rule.criteria_for(cell.head))
     total = measured.choice_std_cm**2 + measured.chaos_std_cm**2
     found: list[Levels] = []
-    for criterion in rule.criteria:
-        if criterion.name not in needed:
+    for condition in rule.conditions_for(cell.head):
+        if not simulated(condition):
             continue
-        for cond in criterion.all_of:
-            if not simulated(cond):
-                continue
-            name, relative = cond.ref.name, cond.threshold_read
-            bar = cond.threshold
-            if relative is not None and name in _CHOICE_READS and relative.name in _CHAOS_READS:
-                found.append(Levels(cond.scale * measured.chaos_std_cm, measured.chaos_std_cm))
-            elif bar is None:
-                continue
-            elif name in _SHARE_READS and cond.op in ("<=", "<") and 0.0 < bar < 1.0:
-                found.append(Levels(float(np.sqrt((1.0 - bar) * total)), float(np.sqrt(bar * total))))
-            elif name in _CHOICE_READS and cond.op in (">=", ">") and bar > 0.0:
-                found.append(Levels(bar, measured.chaos_std_cm))
-            elif name in _CHAOS_READS and cond.op in ("<=", "<") and bar > 0.0:
-                found.append(Levels(measured.choice_std_cm, bar))
+        name, relative, threshold = condition.ref.name, condition.threshold_read, condition.threshold
+        if relative is not None and name in _CHOICE_READS and relative.name in _CHAOS_READS:
+            found.append(Levels(condition.scale * measured.chaos_std_cm, measured.chaos_std_cm))
+        elif threshold is None:
+            continue
+        elif name in _SHARE_READS and condition.op in ("<=", "<") and 0.0 < threshold < 1.0:
+            found.append(Levels(float(np.sqrt((1.0 - threshold) * total)), float(np.sqrt(threshold * total))))
+        elif name in _CHOICE_READS and condition.op in (">=", ">") and threshold > 0.0:
+            found.append(Levels(threshold, measured.chaos_std_cm))
+        elif name in _CHAOS_READS and condition.op in ("<=", "<") and threshold > 0.0:
+            found.append(Levels(measured.choice_std_cm, threshold))
     return list(dict.fromkeys(found))
 
 
 def simulated(condition: Condition) -> bool:
     """Whether every read the condition compares is one the simulation recomputes."""
-    keys = [condition.ref.name] + ([condition.threshold_read.name] if condition.threshold_read else [])
-    return all(key in SIMULATED_READS for key in keys)
+    return all(name in SIMULATED_READS for name in condition.read_names)

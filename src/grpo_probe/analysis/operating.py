@@ -71,7 +71,7 @@ from grpo_probe.analysis.reads import compute_reads
 from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.prereg import AnalysisNumbers, Cell
-from grpo_probe.prereg.rule import HEADS, OPS, Condition, DecisionRule, OperatingSpec
+from grpo_probe.prereg.rule import HEADS, DecisionRule, OperatingSpec
 from grpo_probe.prereg.vocabulary import read_spec
 
 __all__ = [
@@ -262,13 +262,6 @@ def _simulated_reads(
     return out
 
 
-def _names(condition: Condition) -> list[str]:
-    keys = [condition.key]
-    if condition.threshold_read is not None:
-        keys.append(condition.threshold_read.key)
-    return keys
-
-
 def simulate_cell(
     rule: DecisionRule,
     cell: Cell,
@@ -291,28 +284,21 @@ def simulate_cell(
     runs = spec.simulations
     if cell.head not in HEADS:
         return np.zeros(runs, dtype=bool)
-    needed = set(rule.criteria_for(cell.head))
-    conditions = [c for criterion in rule.criteria if criterion.name in needed for c in criterion.all_of]
+    conditions = rule.conditions_for(cell.head)
     modelled = [c for c in conditions if simulated(c)]
     passes = np.ones(runs, dtype=bool)
-    for cond in conditions:
-        if cond in modelled:
-            continue
-        if measured is not None:
-            value, threshold = measured.get(cond.key), cond.threshold_on(measured)
-            ok = value is not None and threshold is not None and bool(OPS[cond.op](value, threshold))
-            passes &= ok
+    for condition in conditions:
+        if condition not in modelled and measured is not None:
+            passes &= bool(condition.passes(measured))
     if not modelled or not passes.any():
         return passes
     rng = numpy_generator(spec.seed, tag("operating"), tag(scenario), tag(cell.id))
     y = _simulated_rewards(size, levels, rng, runs, pool)
     columns = _simulated_columns(cell, size, y, analysis, runs)
-    names = {key for cond in modelled for key in _names(cond)}
+    names = {key for condition in modelled for key in condition.keys}
     reads = _simulated_reads(columns, size, names, analysis, runs)
-    for cond in modelled:
-        threshold = cond.threshold_on(reads)
-        with np.errstate(invalid="ignore"):
-            passes &= OPS[cond.op](reads[cond.key], np.nan if threshold is None else threshold)
+    for condition in modelled:
+        passes &= condition.passes(reads)
     return passes
 
 

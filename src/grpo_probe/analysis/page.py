@@ -20,11 +20,11 @@ from typing import Any
 
 import jinja2
 
-from grpo_probe.analysis.decision_rule import rank_text, read_words
+from grpo_probe.analysis.decision_rule import rank_text, short_clause
 from grpo_probe.analysis.glossary import count_words, flagged_guards, number
 from grpo_probe.analysis.gradient_page import gradient_section
 from grpo_probe.analysis.reads import read_rows
-from grpo_probe.prereg.rule import ReadRef
+from grpo_probe.prereg.rule import Condition
 
 __all__ = ["HEADS", "SCREEN_COLUMNS", "default_template", "reads_tsv_text", "render_decision_md", "wrap"]
 
@@ -148,18 +148,6 @@ _TRAINS_UNDER = {"ar": ("temperature", "temperature sampling"), "flow": ("flow_s
 _SAMPLER_WORDS = {"flow_ode": "ODE sampler", "temperature": "temperature sampler", "flow_sde": "SDE sampler"}
 
 
-def _short_clause(condition: Mapping[str, Any]) -> str:
-    """``chaos share upper end 0.716 > 0.5``: a failed condition in a few words, for the first screen."""
-    ref = ReadRef.parse(condition["read"])
-    words, unit = read_words(ref.name)
-    end = "" if ref.bound is None else f" {ref.bound} end"
-    failed = {">=": "<", "<=": ">", ">": "\u2264", "<": "\u2265"}[condition["op"]]
-    unit = f" {unit}" if unit else ""
-    if condition["value"] is None:
-        return f"{words}{end} undefined"
-    return f"{words}{end} {number(condition['value'])} {failed} {number(condition['threshold'])}{unit}"
-
-
 def _short_flags(cell: Mapping[str, Any]) -> str:
     """`` Flags (sampled, anchor): swat 120/120, 0/15.``: the guards the page flags for a cell, with the
     episodes behind each rate (the flag's full sentence is below the fold)."""
@@ -203,7 +191,7 @@ def _cell_lines(decision: Mapping[str, Any]) -> list[str]:
         for name in need:
             criterion = verdict["criteria"][name]
             if not criterion["passed"]:
-                why = "; ".join(_short_clause(x) for x in criterion["conditions"] if not x["passed"])
+                why = "; ".join(short_clause(x) for x in criterion["conditions"] if not x["passed"])
                 failing.append(f"`{name}` fails ({why})")
         if verdict["qualifies"]:
             text = f"qualifies: {_names([f'`{n}`' for n in need])} {'holds' if len(need) == 1 else 'hold'}"
@@ -369,13 +357,13 @@ def _versions_line(decision: Mapping[str, Any]) -> str | None:
     return f"Not every registered version agrees: {'; '.join(other)}." if other else None
 
 
-def _conditions(criterion: Mapping[str, Any]) -> str:
-    def bar(x: Mapping[str, Any]) -> str:
-        if x.get("threshold_read") is None:
-            return number(x["threshold"])
-        return x["threshold_read"] if x["scale"] == 1.0 else f"{number(x['scale'])} x {x['threshold_read']}"
+def _bar(condition: Mapping[str, Any]) -> str:
+    """A recorded condition's threshold as the page prints it: ``0.25``, or ``0.5 x chaos_std_cm``."""
+    return Condition.from_record(condition).bar_text(number)
 
-    return " and ".join(f"`{x['read']} {x['op']} {bar(x)}`" for x in criterion["all_of"])
+
+def _conditions(criterion: Mapping[str, Any]) -> str:
+    return " and ".join(f"`{x['read']} {x['op']} {_bar(x)}`" for x in criterion["all_of"])
 
 
 def _rank_keys(rule: Mapping[str, Any]) -> str:
@@ -560,6 +548,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         autoescape=False,
     )
     env.filters["num"] = number
+    env.filters["bar"] = _bar
     env.filters["wrap"] = wrap
     env.filters["cellsafe"] = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
     return env.get_template(path.name).render(

@@ -24,12 +24,10 @@ from grpo_probe.analysis.bootstrap import bootstrap_generator
 from grpo_probe.analysis.chaos import chaos_statistics
 from grpo_probe.analysis.gradient_noise import gradient_statistics
 from grpo_probe.analysis.seed_columns import SeedColumns
-from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.prereg import AnalysisNumbers, vocabulary
 from grpo_probe.prereg.vocabulary import BOUND_SUFFIXES, READS, ReadSpec, guard_reads, read_names, read_spec
 
 __all__ = [
-    "GUARDS",
     "READ_NAMES",
     "STATISTICS",
     "ReadRow",
@@ -237,15 +235,8 @@ class ReadRow:
         return cls(spec.name, spec.label, spec.interval, spec.primary, spec.versus)
 
 
-GUARDS: tuple[str, ...] = boat_spec().guard_names
-"""The boat scene's guard channels, in the order decision.md lists them, read off their declarations
-(:func:`grpo_probe.envs.boat.spec.boat_guards`; another environment's are its spec's ``guard_names``)."""
-
-
-def read_rows(
-    guards: tuple[str, ...] = GUARDS, replay: bool = True, earlier: bool = True
-) -> tuple[ReadRow, ...]:
-    """decision.md's reads table for an environment with these guard channels (the boat's by default),
+def read_rows(guards: tuple[str, ...], replay: bool = True, earlier: bool = True) -> tuple[ReadRow, ...]:
+    """decision.md's reads table for an environment with these guard channels (its spec's ``guard_names``),
     with the replay reads when the design registers replays (and the first ones with ``earlier``): the
     vocabulary's order, a guard's rates after the engagement rows."""
     rows: list[ReadRow] = []

@@ -36,7 +36,7 @@ from grpo_probe.analysis.operating import operating_record
 from grpo_probe.analysis.page import reads_tsv_text, render_decision_md
 from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
-from grpo_probe.analysis.versions import outcome_record, rule_record, version_records
+from grpo_probe.analysis.versions import outcome_record, version_records
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import AnalysisNumbers, Prereg
@@ -260,18 +260,7 @@ def decision_record(
             "criteria": {
                 name: {
                     "passed": ok,
-                    "conditions": [
-                        {
-                            "read": c.read,
-                            "value": c.value,
-                            "op": c.op,
-                            "threshold": json_float(c.threshold),
-                            "source": c.source,
-                            "passed": c.passed,
-                            "text": c.text(),
-                        }
-                        for c in conditions
-                    ],
+                    "conditions": [c.to_record() for c in conditions],
                 }
                 for name, ok, conditions in verdict.criteria
             },
@@ -294,7 +283,7 @@ def decision_record(
         },
         "analysis": analysis.to_dict(),
         "replay": None if prereg.replay is None else prereg.replay.to_dict(),
-        "decision_rule": rule_record(rule),
+        "decision_rule": rule.to_record(),
         "glossary": glossary(prereg, env),
         "cells": cells_out,
         "outcome": outcome_record(outcome),
@@ -305,7 +294,7 @@ def decision_record(
             # Named <kind>_all-cells.png like the others, so Snakemake's report files it beside them.
             "rule": draw_rule_figure(
                 cells_out,
-                rule_record(rule),
+                rule.to_record(),
                 Path(figures_dir) / "rule_all-cells.png",
                 Path(page_dir),
                 analysis.bootstrap.interval_confidence,

@@ -32,7 +32,7 @@ from grpo_probe.analysis.reads import compute_reads, interval_seeds
 from grpo_probe.analysis.seed_columns import SeedColumns
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.prereg import Cell
-from grpo_probe.prereg.rule import HEADS, OPS, BootstrapSpec, DecisionRule, ReadRef
+from grpo_probe.prereg.rule import HEADS, BootstrapSpec, DecisionRule, ReadRef
 
 __all__ = [
     "KINDS",
@@ -111,10 +111,8 @@ def rule_reads(rule: DecisionRule) -> tuple[str, ...]:
     """Every read the rule's conditions and rank keys name, in first-use order."""
     names = []
     for criterion in rule.criteria:
-        for c in criterion.all_of:
-            names.append(c.key)
-            if c.threshold_read is not None:
-                names.append(c.threshold_read.key)
+        for condition in criterion.all_of:
+            names += condition.keys
     names += [k.read for k in rule.rank_by]
     return tuple(dict.fromkeys(names))
 
@@ -174,18 +172,10 @@ def resampled_outcomes(
     arms: dict[str, list[str | None]] = {}
     for bit, head in enumerate(HEADS):
         members = [c for c in cells if c.head == head]
-        needed = set(rule.criteria_for(head))
         qualifies = np.ones((len(members), resamples), dtype=bool)
         for j, cell in enumerate(members):
-            for criterion in rule.criteria:
-                if criterion.name not in needed:
-                    continue
-                for cond in criterion.all_of:
-                    mine = reads[cell.id]
-                    values = mine.get(cond.key, np.full(resamples, np.nan))
-                    threshold = cond.threshold_on(mine)
-                    with np.errstate(invalid="ignore"):
-                        qualifies[j] &= OPS[cond.op](values, np.nan if threshold is None else threshold)
+            for condition in rule.conditions_for(head):
+                qualifies[j] &= condition.passes(reads[cell.id])
         best = _pick(rule, members, qualifies, [reads[c.id] for c in members], resamples)
         kind |= (best >= 0).astype(np.int64) << bit
         arms[head] = [members[b].arm if b >= 0 else None for b in best.tolist()]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib.lines
 import matplotlib.style
@@ -87,6 +88,11 @@ class ClauseRow:
     needed: bool
     """Whether the cell's head needs this clause's criterion: a clause a cell need not pass is drawn
     hollow, so it does not read as deciding."""
+
+    @classmethod
+    def of(cls, cell: str, estimate: Interval, verdict: Mapping[str, Any], needed: bool) -> ClauseRow:
+        """The row from the cell's recorded result of the clause (decision.json's verdict condition)."""
+        return cls(cell, estimate, verdict["value"], verdict["threshold"], verdict["passed"], needed)
 
 
 @dataclass(frozen=True)

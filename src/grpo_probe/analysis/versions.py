@@ -22,42 +22,12 @@ from grpo_probe.analysis.stability import resample_indices, stability
 from grpo_probe.prereg import AnalysisNumbers, Cell, DecisionRule, Prereg
 from grpo_probe.prereg.amendments import Amendment, RegisteredVersion
 
-__all__ = ["ReadsFor", "outcome_record", "rule_record", "version_records"]
+__all__ = ["ReadsFor", "outcome_record", "version_records"]
 
 ReadsFor = Callable[
     [AnalysisNumbers], tuple[Mapping[str, Mapping[str, float | None]], Mapping[str, SeedColumns]]
 ]
 """analysis numbers -> (every cell's reads, every cell's per-seed columns) under those numbers."""
-
-
-def rule_record(rule: DecisionRule) -> dict[str, Any]:
-    """The rule as decision.json records it: each condition's read, operator and threshold (a number, or
-    ``threshold_read`` times ``scale`` for a bar relative to another read)."""
-    return {
-        "criteria": [
-            {
-                "name": c.name,
-                "description": c.description,
-                "all_of": [
-                    {
-                        "read": x.read,
-                        "op": x.op,
-                        "threshold": x.threshold,
-                        "source": x.source,
-                        **(
-                            {}
-                            if x.threshold_read is None
-                            else {"threshold_read": str(x.threshold_read), "scale": x.scale}
-                        ),
-                    }
-                    for x in c.all_of
-                ],
-            }
-            for c in rule.criteria
-        ],
-        "qualifies": {head: list(names) for head, names in rule.qualifies},
-        "rank_by": [{"read": k.read, "prefer": k.prefer} for k in rule.rank_by],
-    }
 
 
 def outcome_record(outcome: Outcome) -> dict[str, Any]:
@@ -176,7 +146,7 @@ def version_records(
             records.append(record)
             continue
         record["analysis_recomputed"] = analysis != prereg.analysis
-        record["rule"] = rule_record(rule)
+        record["rule"] = rule.to_record()
         record["outcome"] = outcome_record(outcome)
         record["stability"] = _stability_record(rule, cells, columns, outcome, analysis)
         records.append(record)

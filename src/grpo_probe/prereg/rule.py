@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.schema import analysis_fragment_path, validate_against, with_read_vocabulary
 from grpo_probe.prereg.vocabulary import BOUND_SUFFIXES
@@ -248,6 +250,19 @@ class Condition:
         """The name the cell's reads hold the value under."""
         return self.ref.key
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The keys of every read the condition compares: its own, and the read its threshold is relative
+        to (``chaos_std_cm`` in ``choice_std_cm.lower >= 0.5 x chaos_std_cm``)."""
+        relative = self.threshold_read
+        return (self.key,) if relative is None else (self.key, relative.key)
+
+    @property
+    def read_names(self) -> tuple[str, ...]:
+        """The reads of :attr:`keys`, an end of an interval taken as its read (``chaos_share``)."""
+        relative = self.threshold_read
+        return (self.ref.name,) if relative is None else (self.ref.name, relative.name)
+
     def threshold_on(self, reads: Mapping[str, Any]) -> Any:
         """The threshold on one cell's reads (a float, or an array of them on resampled reads); None where
         the read it is relative to is undefined for the cell."""
@@ -255,6 +270,61 @@ class Condition:
             return self.threshold
         value = reads.get(self.threshold_read.key)
         return None if value is None else self.scale * value
+
+    def compare(self, reads: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+        """(value, threshold, passed) of the condition on one cell's reads.
+
+        The one place a read meets its threshold: the rule on the run's reads, the stability resampling
+        on [B] arrays of resampled reads and the operating simulation on [R] arrays of simulated ones all
+        call it. An undefined read or threshold (None, or NaN in an array) fails.
+        """
+        value = reads.get(self.key)
+        threshold = self.threshold_on(reads)
+        if value is None or threshold is None:
+            return value, threshold, False
+        with np.errstate(invalid="ignore"):
+            return value, threshold, OPS[self.op](value, threshold)
+
+    def passes(self, reads: Mapping[str, Any]) -> Any:
+        """Whether the condition holds on ``reads`` (a bool, or an array of them): :meth:`compare`."""
+        return self.compare(reads)[2]
+
+    def bar_text(
+        self, number: Callable[[float], str], read_name: Callable[[str], str] = str, unit: str = ""
+    ) -> str:
+        """The threshold as a clause prints it: ``0.5`` (with ``unit``), or ``[scale x ]read`` for a bar
+        relative to another read, that read named by ``read_name``."""
+        if self.threshold_read is None:
+            assert self.threshold is not None
+            return number(self.threshold) + (f" {unit}" if unit else "")
+        other = read_name(str(self.threshold_read))
+        return other if self.scale == 1.0 else f"{number(self.scale)} x {other}"
+
+    def to_record(self) -> dict[str, Any]:
+        """The condition as decision.json records it: read, operator, threshold (a number, or None beside
+        ``threshold_read`` times ``scale`` for a bar relative to another read) and its source."""
+        record: dict[str, Any] = {
+            "read": self.read,
+            "op": self.op,
+            "threshold": self.threshold,
+            "source": self.source,
+        }
+        if self.threshold_read is not None:
+            record |= {"threshold_read": str(self.threshold_read), "scale": self.scale}
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Condition:
+        """The condition back from :meth:`to_record`'s mapping (a page drawn from decision.json alone)."""
+        relative = record.get("threshold_read")
+        return cls(
+            record["read"],
+            record["op"],
+            record.get("threshold"),
+            record.get("source", "registered value"),
+            None if relative is None else ReadRef.parse(relative),
+            float(record.get("scale", 1.0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -285,6 +355,26 @@ class DecisionRule:
     def criteria_for(self, head: str) -> tuple[str, ...]:
         """Names of the criteria a cell of ``head`` must pass to qualify."""
         return dict(self.qualifies)[head]
+
+    def conditions_for(self, head: str) -> tuple[Condition, ...]:
+        """Every condition a cell of ``head`` must pass to qualify, in registered order (none for a head
+        the rule does not route)."""
+        if head not in HEADS:
+            return ()
+        needed = set(self.criteria_for(head))
+        return tuple(c for criterion in self.criteria if criterion.name in needed for c in criterion.all_of)
+
+    def to_record(self) -> dict[str, Any]:
+        """The rule as decision.json records it: each criterion's conditions (:meth:`Condition.to_record`),
+        the criteria each head needs and the ranking that names an arm."""
+        return {
+            "criteria": [
+                {"name": c.name, "description": c.description, "all_of": [x.to_record() for x in c.all_of]}
+                for c in self.criteria
+            ],
+            "qualifies": {head: list(names) for head, names in self.qualifies},
+            "rank_by": [{"read": k.read, "prefer": k.prefer} for k in self.rank_by],
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], analysis: Mapping[str, Any], where: str) -> DecisionRule:
