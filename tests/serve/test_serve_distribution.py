@@ -12,7 +12,6 @@ import re
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 

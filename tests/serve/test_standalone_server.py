@@ -69,7 +69,8 @@ def test_the_keyed_streams_import_alone_and_draw_the_in_process_bytes(lab_python
     script = (
         "import sys, grpo_probe, grpo_probe.keyed_rng as k\n"
         "assert getattr(grpo_probe, '__file__', None) is None, grpo_probe.__file__\n"
-        "sys.stdout.write(k.numpy_generator(k.tag('lab-noise'), 7, 0, 2, 3).standard_normal(5).tobytes().hex())\n"
+        "draws = k.numpy_generator(k.tag('lab-noise'), 7, 0, 2, 3).standard_normal(5)\n"
+        "sys.stdout.write(draws.tobytes().hex())\n"
         "sys.stdout.write(' %d' % k.key_seed(7, 0, 2, 3))\n"
     )
     done = subprocess.run([str(lab_python), "-c", script], capture_output=True, text=True, check=True)
