@@ -12,6 +12,7 @@ from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.compute import compute_report
+from grpo_probe.compute.servers import read_server_bindings, server_compute
 from grpo_probe.envs.episode_table import write_episode_table
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import load_prereg
@@ -129,7 +130,8 @@ def decision(
 def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_json: PathLike) -> None:
     """Compute per stage against the registered gate (a report that varies by run, so not in the chain)."""
     prereg = load_prereg(prereg_path)
-    compute_report(prereg, benchmarks, out_md, out_json)
+    servers = server_compute(read_server_bindings(Path(benchmarks).parent))  # the servers bound in this run
+    compute_report(prereg, benchmarks, out_md, out_json, servers=servers)
 
 
 # -- decision.md's file paths, and its copy at the repository root ---------------------------------------

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.compute.servers import server_reading
 from grpo_probe.envs.demo_set import Demos
 from grpo_probe.envs.demos import collect_env_demos
 from grpo_probe.envs.observation import camera_of
 from grpo_probe.envs.registry import env_spec
+from grpo_probe.envs.served import SERVED_FACTORY
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.env_check import check_built_environment
 from grpo_probe.probe_jobs.binding import check_pin
@@ -37,7 +39,12 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
         from grpo_probe.phase2.pilot_choices import check_pilot_choices
 
         check_pilot_choices(prereg)
-    write_design_manifest(prereg, manifest, "prereg_check", [prereg.path, Path(f"{prereg.path}.lock")], [])
+    extra = None
+    if prereg.env.id == SERVED_FACTORY:  # compute.md counts the simulator server's CPU from here
+        server = prereg.env.params["server"]
+        extra = {"server_cpu": server_reading("environment", server["address"], server["timeout_s"])}
+    outputs = [prereg.path, Path(f"{prereg.path}.lock")]
+    write_design_manifest(prereg, manifest, "prereg_check", outputs, [], extra)
 
 
 def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, manifest: PathLike) -> None:
