@@ -151,3 +151,39 @@ def test_a_malformed_binding_record_names_its_manifest(tmp_path: Path) -> None:
     path.write_text(json.dumps({"extra": {"server_cpu": record}}))
     with pytest.raises(ValueError, match=r"arm\.manifest\.json: extra\.server_cpu\.stats\.cpu_s must be"):
         read_server_bindings(tmp_path)
+
+
+def test_the_workflows_first_rule_records_a_served_simulators_cpu_reading(tmp_path: Path) -> None:
+    """The prereg_check rule builds a served design's environment and records the environment server's
+    reading (``extra.server_cpu``) that compute.md counts from; the server is a process of its own."""
+    import yaml
+
+    from grpo_probe.prereg.design import lock_prereg
+    from grpo_probe.probe_jobs.prepare import prereg_check
+    from serve_processes import env_server_process
+
+    log = tmp_path / "env_server.log"
+    factory, scene = "grpo_probe.serve.env_server:gymnasium_make", "envs.served_scenes:PusherScene"
+    with env_server_process(sys.executable, factory, log, scene=scene, extra_path=[HERE.parent]) as (
+        address,
+        proc,
+    ):
+        raw = yaml.safe_load((REPO / "prereg/metaworld_reach_smoke.yaml").read_text())
+        params = {"gym_id": "Pusher-v5", "replans": 3, "chunk_length": 6, "executed_actions": 4}
+        raw["env"] = {"source": "server", "address": address, "params": {**params, "success_radius_m": 0.05}}
+        raw.pop("observation", None)
+        design = tmp_path / "prereg" / "served.yaml"
+        design.parent.mkdir()
+        design.write_text(yaml.safe_dump(raw, sort_keys=False))
+        (tmp_path / "prereg" / "rules").mkdir()
+        for rule in (REPO / "prereg" / "rules").glob("*.yaml"):
+            (tmp_path / "prereg" / "rules" / rule.name).write_text(rule.read_text())
+        lock_prereg(design)
+        manifest = tmp_path / "results" / "prereg.manifest.json"
+        manifest.parent.mkdir()
+        prereg_check(design, manifest)
+        (binding,) = read_server_bindings(tmp_path / "results")
+        assert (binding["role"], binding["address"], binding["why"]) == ("environment", address, None)
+        assert binding["stats"]["pid"] == proc.pid
+        (line,) = server_compute([binding])
+    assert line.role == "environment" and line.cpu_s is not None and line.cpu_s >= 0 and line.note == ""
