@@ -83,6 +83,24 @@ def other_python() -> tuple[str, str] | tuple[None, str]:
     return None, "no Python 3.12 or 3.13 found (~/.pyenv/versions, python3.13, python3.12 on PATH)"
 
 
+SERVE_SOURCES = ("src/grpo_probe/serve", "src/grpo_probe/keyed_rng.py")
+"""What serve/pyproject.toml packages, beside serve/ itself: the served package and the keyed streams."""
+
+
+def copy_serve_sources(tree: Path) -> Path:
+    """serve/ and the sources it packages, copied under ``tree`` (so a build writes nothing in the
+    checkout); the copy's serve/ folder, ready for ``pip install`` or ``pip wheel``."""
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(REPO / "serve", tree / "serve", ignore=ignore)
+    for source in SERVE_SOURCES:
+        if (REPO / source).is_dir():
+            shutil.copytree(REPO / source, tree / source, ignore=ignore)
+        else:
+            (tree / source).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / source, tree / source)
+    return tree / "serve"
+
+
 def lab_environment(root: Path) -> tuple[Path | None, str]:
     """A virtual environment of another Python under ``root`` with grpo-probe-serve and its three
     dependencies only (no dependency resolution, so torch cannot come in): its python and its version,
@@ -90,11 +108,7 @@ def lab_environment(root: Path) -> tuple[Path | None, str]:
     python, found = other_python()
     if python is None:
         return None, found
-    # the distribution reads ../src/grpo_probe/serve: copy both, so the build writes nothing in the checkout
-    shutil.copytree(
-        REPO / "serve", root / "tree" / "serve", ignore=shutil.ignore_patterns("build", "*.egg-info")
-    )
-    shutil.copytree(REPO / "src" / "grpo_probe" / "serve", root / "tree" / "src" / "grpo_probe" / "serve")
+    copy_serve_sources(root / "tree")
     subprocess.run([python, "-m", "venv", str(root / "venv")], check=True, capture_output=True)
     lab = root / "venv" / "bin" / "python"
     pip = [str(lab), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]

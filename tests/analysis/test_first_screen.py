@@ -61,3 +61,44 @@ def test_a_go_on_a_cell_read_with_the_training_sampler_says_nothing_more(referen
     top = " ".join(_top(_go_on(reference, sde["id"])).split())
     assert f"Phase 2 trains the flow arm `{sde['arm']}`" in top
     assert "The probe read it with" not in top
+
+
+def _served(decision: dict, arm: str, capabilities: dict | None) -> dict:
+    """The record as the workflow's decision step leaves it when ``arm`` is bound to a policy server."""
+    return {**decision, "served_arms": {arm: {"capabilities": capabilities}}}
+
+
+def test_a_go_on_a_served_ode_only_arm_recommends_no_sde_sampler_it_does_not_declare(reference: dict) -> None:
+    """A served arm that declares only ``flow_ode`` cannot be sampled with the SDE sampler, and phase 2
+    trains only checkpoints it holds: the page says both instead of recommending Flow-GRPO's sampler."""
+    ode = next(c for c in reference["cells"] if c["mode"]["kind"] == "flow_ode")
+    declared = {"kinds": ["flow_ode"], "logprobs": None, "trainable": False}
+    page = _top(_served(_go_on(reference, ode["id"]), ode["arm"], declared))
+    top = " ".join(page.split())
+    assert f"The rule names the flow arm `{ode['arm']}`" in top
+    assert "Phase 2 trains the flow arm" not in top and "phase 2 samples it with" not in top
+    assert (
+        "The probe read it with the ODE sampler. It is served and declares `flow_ode` only; GRPO's ratio "
+        "needs the SDE sampler (`flow_sde`) with per-step log-probs, which it does not declare."
+    ) in top
+    assert (
+        "Phase 2 trains only checkpoints it holds, not a served arm" in top and "`source: checkpoint`" in top
+    )
+    assert max(len(line) for line in page.splitlines()) <= 80
+
+
+def test_a_served_arm_declaring_the_sde_sampler_or_nothing_is_said_so(reference: dict) -> None:
+    sde = next(c for c in reference["cells"] if c["mode"]["kind"] == "flow_sde")
+    full = {"kinds": ["flow_ode", "flow_sde"], "logprobs": "per_step", "trainable": False}
+    top = " ".join(_top(_served(_go_on(reference, sde["id"]), sde["arm"], full)).split())
+    assert "It is served and declares the SDE sampler (`flow_sde`) with per-step log-probs, which" in top
+    assert "Phase 2 trains only checkpoints it holds, not a served arm" in top
+    silent = " ".join(_top(_served(_go_on(reference, sde["id"]), sde["arm"], None)).split())
+    assert "It is served and declares no capabilities; GRPO's ratio needs the SDE sampler" in silent
+
+
+def test_an_arm_bound_in_process_keeps_the_page_it_had(reference: dict) -> None:
+    """Only a served arm changes the words: another arm served beside it leaves this arm's line alone."""
+    ode = next(c for c in reference["cells"] if c["mode"]["kind"] == "flow_ode")
+    go = _go_on(reference, ode["id"])
+    assert render_decision_md(_served(go, "some_other_arm", None)) == render_decision_md(go)

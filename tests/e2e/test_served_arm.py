@@ -38,3 +38,9 @@ def test_the_smoke_design_decides_the_same_with_its_ar_arm_served(
     trained = json.loads((smoke_run / "results/smoke/decision.json").read_text())
     assert served["cells"] == trained["cells"]
     assert served["outcome"] == trained["outcome"]
+    # the server's own CPU (which no benchmark sees) is a line of compute.md, counted in the total
+    compute = json.loads((results / "compute.json").read_text())
+    (server,) = compute["servers"]
+    assert (server["role"], server["address"], server["note"]) == ("policy of arm ar", address, "")
+    assert server["cpu_s"] > 0
+    assert f"| server: policy of arm ar ({address}) |" in (results / "compute.md").read_text()

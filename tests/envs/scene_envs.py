@@ -107,6 +107,21 @@ class CountingEngagementScene(PuckScene):
         return 1
 
 
+class CameraWithoutRenderScene(PuckScene):
+    """Names a camera but cannot draw it."""
+
+    cameras = ("top",)
+
+
+class FloatFrameScene(PuckScene):
+    """Draws its camera as floats in [0, 1] instead of uint8 RGB."""
+
+    cameras = ("top",)
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        return np.zeros((height, width, 3), dtype=np.float32)
+
+
 class _Physics:
     """What dm_control's ``Physics`` looks like from outside: ``named``, ``step``, no ``model``/``data``."""
 

@@ -136,7 +136,8 @@ def test_frames_are_bit_identical_across_envs_and_fresh_processes_and_follow_the
 def test_check_policy_refuses_a_camera_a_users_gymnasium_env_lacks_before_noise_frames(
     tmp_path: Path,
 ) -> None:
-    """``prereg check`` does not build a user's environment, so the arm's check must: its frames are noise."""
+    """Reading the design does not build a user's environment, so the arm's check must (its frames would be
+    noise), and ``prereg check``, which builds it as the workflow's first rule does, refuses it too."""
     import yaml
 
     from grpo_probe.policies.check.arm import check_arm
@@ -165,3 +166,11 @@ def test_check_policy_refuses_a_camera_a_users_gymnasium_env_lacks_before_noise_
         check_arm(prereg, None, "flow_camera")
     assert f"{path}: arms.flow_camera.inputs reads 'observation.images.wrist'" in str(info.value)
     assert "renders no camera 'wrist' (its cameras: front, top, default)" in str(info.value)
+    from grpo_probe.prereg.env_check import check_built_environment
+
+    with pytest.raises(ValueError) as built:
+        check_built_environment(prereg)
+    assert (
+        f"{path}: observation.cameras.wrist: the environment renders no camera 'wrist' "
+        "(its cameras: front, top, default)"
+    ) in str(built.value).splitlines()

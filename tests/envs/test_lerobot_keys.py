@@ -139,6 +139,30 @@ def test_asking_for_lerobot_keys_without_saying_which_entries_are_whose_is_refus
     assert "entry 'observation' of environment" in message  # named in neither part
 
 
+def test_prereg_check_refuses_an_unknown_state_entry_with_the_workflows_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``grpo-probe prereg check`` builds the environment as the workflow's first rule does: it must not say
+    "valid" for a split the workflow then refuses, and its words (file, field) must be the rule's."""
+    from grpo_probe.cli import main
+
+    path = _variant(tmp_path, {**LEROBOT, "state": ["velocity"]})
+    lock_prereg(path)
+    with pytest.raises(ValueError) as caught:
+        prereg_check(path, tmp_path / "check.manifest.json")
+    capsys.readouterr()
+    assert main(["prereg", "check", str(path)]) == 2
+    printed = capsys.readouterr()
+    assert "valid" not in printed.out
+    assert printed.err == f"grpo-probe: error: {caught.value}\n"
+    assert f"{path}: observation.state: environment " in printed.err
+    assert "has no state entry 'velocity'" in printed.err
+    good = _variant(tmp_path / "good")
+    lock_prereg(good)
+    assert main(["prereg", "check", str(good)]) == 0
+    assert "valid and locked" in capsys.readouterr().out
+
+
 def test_the_policy_sees_the_three_keys_cut_from_the_state_and_the_digest_covers_them(
     tmp_path: Path, headless_gl: None
 ) -> None:

@@ -25,7 +25,9 @@ from grpo_probe.rollout import GroupJob, PolicySource, run_parallel_oracle
 from .scene_envs import (
     GOAL_PX,
     PIXEL_M,
+    CameraWithoutRenderScene,
     CountingEngagementScene,
+    FloatFrameScene,
     PuckScene,
     SceneWithoutPositions,
     ThreeNumberScene,
@@ -135,6 +137,24 @@ def test_a_scene_that_breaks_the_contract_is_named_with_the_field_and_the_functi
         env.execute(np.ones((6, 2), np.float32), 3)
     if scene is SceneWithoutPositions:  # refused while the design's environment is built: the file is named
         assert str(caught.value).startswith("prereg/p.yaml: env.params.scene: ")
+
+
+@pytest.mark.parametrize(
+    ("scene", "message"),
+    [
+        (CameraWithoutRenderScene, r"CameraWithoutRenderScene names cameras \['top'\] but has no render"),
+        (FloatFrameScene, r"render\('top', 8, 6\) of .*FloatFrameScene\(env\) returned float32 \[8, 6, 3\]"),
+    ],
+)
+def test_a_scene_camera_that_breaks_the_contract_is_named_with_the_field_and_the_function(
+    scene: type, message: str
+) -> None:
+    """A scene's camera (the path a simulator that draws itself takes) is checked as its positions are."""
+    with pytest.raises(ValueError, match=r"env\.params\.scene: '.*" + message):
+        env = make_puck(**GEOMETRY, scene=callable_name(scene))
+        assert env.spec.cameras == ("top",)
+        env.reset(0)
+        env.render("top", 8, 6)
 
 
 @pytest.mark.parametrize(

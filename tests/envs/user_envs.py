@@ -111,3 +111,29 @@ def load_global_rng_policy(checkpoint: str, device: str = "cpu") -> GlobalRngPol
     """An adapter factory (``checkpoint`` is ignored) for a boat arm that breaks the act() contract."""
     del checkpoint, device
     return GlobalRngPolicy(17, 50, 6)
+
+
+class FrameNoisePolicy(KeyedNoisePolicy):
+    """The keyed noise policy, steered by a camera frame too (``observation.images.<camera>``): each row's
+    chunk shifts with its frame's mean brightness, so a frame that differed between processes would
+    change the chunk and the oracles' digests would disagree."""
+
+    def __init__(self, obs_dim: int, chunk_length: int, action_dims: int, camera: str) -> None:
+        super().__init__(obs_dim, chunk_length, action_dims)
+        self.image_key = f"observation.images.{camera}"
+        self.input_keys = ("observation.state", self.image_key)
+
+    def act(self, obs: Any, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
+        frames = np.asarray(obs[self.image_key])
+        output = super().act(np.asarray(obs["observation.state"]), keys, mode)
+        shift = (frames.reshape(len(keys), -1).mean(axis=1) / 255.0 - 0.5).astype(np.float32)
+        actions = np.clip(output.actions + shift[:, None, None], -1.0, 1.0).astype(np.float32)
+        return PolicyOutput(actions=actions, diagnostics=output.diagnostics)
+
+
+def make_frame_policy(
+    device: str = "cpu", obs_dim: int = 5, chunk_length: int = 20, action_dims: int = 2, camera: str = "top"
+) -> FrameNoisePolicy:
+    """Factory for :class:`grpo_probe.rollout.PolicySource` (``device`` is ignored: numpy only)."""
+    del device
+    return FrameNoisePolicy(obs_dim, chunk_length, action_dims, camera)

@@ -58,3 +58,22 @@ def test_the_helper_installs_alone_and_serves_the_in_process_bytes(lab_python: P
             assert [d.logprob for d in remote.diagnostics] == [d.logprob for d in local.diagnostics]
         served.close()
     assert sys.version_info[:2] == (3, 11)  # the probe's side stays on its own Python
+
+
+@pytest.mark.slow
+def test_the_keyed_streams_import_alone_and_draw_the_in_process_bytes(lab_python: Path) -> None:
+    """check-policy's fix sends a served policy to grpo_probe.keyed_rng: it imports from grpo-probe-serve
+    alone (no grpo_probe/__init__.py there) and draws the bytes it draws here."""
+    from grpo_probe.keyed_rng import key_seed, numpy_generator, tag
+
+    script = (
+        "import sys, grpo_probe, grpo_probe.keyed_rng as k\n"
+        "assert getattr(grpo_probe, '__file__', None) is None, grpo_probe.__file__\n"
+        "draws = k.numpy_generator(k.tag('lab-noise'), 7, 0, 2, 3).standard_normal(5)\n"
+        "sys.stdout.write(draws.tobytes().hex())\n"
+        "sys.stdout.write(' %d' % k.key_seed(7, 0, 2, 3))\n"
+    )
+    done = subprocess.run([str(lab_python), "-c", script], capture_output=True, text=True, check=True)
+    draws, seed = done.stdout.split()
+    assert draws == numpy_generator(tag("lab-noise"), 7, 0, 2, 3).standard_normal(5).tobytes().hex()
+    assert int(seed) == key_seed(7, 0, 2, 3)

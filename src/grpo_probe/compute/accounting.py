@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from grpo_probe.atomic_io import atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:  # annotations only: the prereg package loads pyarrow, which `grpo-probe --help` never needs
+    from grpo_probe.compute.servers import ServerCompute
     from grpo_probe.prereg import Prereg
 
 __all__ = [
@@ -269,9 +271,12 @@ class GateVerdict:
         return f"Total: {cpu}; {gpu}: **{overall}**."
 
 
-def gate_verdict(stages: list[StageCompute], cpu_gate: float, gpu_gate: float) -> GateVerdict:
-    """Totals of ``stages`` against the gate; a policy stage without GPU seconds leaves GPU unverified."""
-    cpu_hours = sum(s.cpu_s for s in stages) / 3600.0
+def gate_verdict(
+    stages: list[StageCompute], cpu_gate: float, gpu_gate: float, server_cpu_s: float = 0.0
+) -> GateVerdict:
+    """Totals of ``stages`` (plus ``server_cpu_s``, the CPU seconds of the servers the run talked to)
+    against the gate; a policy stage without GPU seconds leaves GPU unverified."""
+    cpu_hours = (sum(s.cpu_s for s in stages) + server_cpu_s) / 3600.0
     unmeasured = tuple(s.stage for s in stages if s.stage in POLICY_STAGES and s.gpu_s is None)
     if unmeasured or not any(s.stage in POLICY_STAGES for s in stages):
         gpu_hours = None
@@ -294,20 +299,26 @@ def compute_report(
     out_json: str | os.PathLike[str],
     decision_md: str = "decision.md",
     results_dir: str | os.PathLike[str] | None = None,
+    servers: Sequence[ServerCompute] = (),
 ) -> dict[str, Any]:
     """Write compute per stage against the registered gate, as markdown and JSON.
 
     ``results_dir`` (default: the folder holding ``bench_dir``) is searched for the manifests that record
-    GPU seconds.
+    GPU seconds. ``servers``: the CPU seconds of each server the run talked to (a served policy, a served
+    simulator; :func:`grpo_probe.compute.servers.server_compute`), each a line of its own, counted in the
+    total: the benchmarks see only the probe's side of each call.
     """
     gpu = read_gpu_seconds(Path(bench_dir).parent if results_dir is None else results_dir)
     stages = [replace(s, gpu_s=gpu.get(s.stage)) for s in read_benchmarks(bench_dir)]
     gate = prereg.compute_gate
-    verdict = gate_verdict(stages, gate.cpu_hours, gate.gpu_hours)
+    server_cpu_s = sum(s.cpu_s or 0.0 for s in servers)
+    verdict = gate_verdict(stages, gate.cpu_hours, gate.gpu_hours, server_cpu_s)
     record = {
         "prereg": prereg.name,
         "prereg_sha256": prereg.sha256,
         "stages": [asdict(s) for s in stages],
+        "servers": [asdict(s) for s in servers],
+        "servers_cpu_s": server_cpu_s,
         "total_cpu_hours": verdict.cpu_hours,
         "total_gpu_hours": verdict.gpu_hours,
         "gpu_unmeasured_stages": list(verdict.unmeasured),
@@ -333,7 +344,17 @@ def compute_report(
         lines.append(
             f"| {s.stage} | {s.jobs} | {s.wall_s:.1f} | {s.cpu_s:.1f} | {gpu_cell} | {s.max_rss_mb:.0f} |"
         )
+    for server in servers:
+        cpu_cell = "not measured" if server.cpu_s is None else f"{server.cpu_s:.1f}"
+        lines.append(f"| server: {server.role} ({server.address}) | - | - | {cpu_cell} | - | - |")
     lines += ["", verdict.text(gate.cpu_hours, gate.gpu_hours), ""]
+    if servers:
+        lines += [
+            "A server's CPU is its process's own, read from the server when it was bound and again for "
+            "this page (every client it answered in between counts), and is in the total above."
+            + "".join(f" {s.role}: {s.note}." for s in servers if s.note),
+            "",
+        ]
     ratio = replay_cost_ratio(stages)
     if ratio is not None:
         record["replay_cpu_over_probe_cpu"] = ratio

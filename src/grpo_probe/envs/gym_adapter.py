@@ -39,8 +39,9 @@ MuJoCo cameras by name (every named ``<camera>`` of the model, in model order) a
 own viewpoint as the camera ``default`` (MuJoCo's free camera with the environment's
 ``default_camera_config``, the view Gymnasium's ``render()`` opens on), at the size the design
 registers (``observation.cameras``), with :func:`grpo_probe.envs.gl.make_renderer` offscreen on the CPU,
-as the boat scene renders its overhead camera. ``spec.cameras`` lists them; a design that registers
-another name is refused at ``prereg check`` (built-ins) or before the first rollout. The free camera's
+as the boat scene renders its overhead camera; a scene function's ``cameras`` (a simulator that draws
+itself, as gym-pusht's pygame view) come first and are drawn by its ``render``. ``spec.cameras`` lists
+them; a design that registers another name is refused at ``prereg check``. The free camera's
 pose is fixed by the model alone: Gymnasium centres its viewer on the geoms at the first ``render()``
 call, which would make a frame depend on when rendering started. Frames are a pure function of the
 MuJoCo state (shadows and multisampling off), so the oracles' frame digests match across processes.
@@ -168,7 +169,7 @@ class GymnasiumAdapter:
             ),
             engagement=self._engagement_text(),
             state_perturbation=self._state_perturbation_text(),
-            cameras=camera_names(self._sim),
+            cameras=self._camera_names(),
             state_entries=() if self.state_layout[0][0] == "" else self.state_layout,
         )
         self._renderers: dict[tuple[int, int], Any] = {}
@@ -458,6 +459,11 @@ class GymnasiumAdapter:
         )
 
     # -- cameras ---------------------------------------------------------------------------------------
+    def _camera_names(self) -> tuple[str, ...]:
+        """The scene function's cameras (drawn by the simulator itself), then the MuJoCo model's."""
+        drawn = self._scene.cameras if self._scene is not None else ()
+        return (*drawn, *(c for c in camera_names(self._sim) if c not in drawn))
+
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """The current frame of ``camera`` (one of ``spec.cameras``), uint8 [height, width, 3].
 
@@ -468,6 +474,8 @@ class GymnasiumAdapter:
         if camera not in self.spec.cameras:
             cameras = ", ".join(self.spec.cameras) or "none"
             raise ValueError(f"{self.spec.id}: no camera {camera!r} (its cameras: {cameras})")
+        if self._scene is not None and camera in self._scene.cameras:
+            return self._scene.render(camera, height, width)
         renderer = self._renderers.get((height, width))
         if renderer is None:
             renderer = self._renderers[(height, width)] = make_renderer(self._sim.model, height, width)

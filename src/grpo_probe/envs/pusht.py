@@ -20,6 +20,13 @@ orientation aside. The effector is the disk. Engagement: the disk touches the T 
 (pymunk's point query, within half a pixel). A replay's state shift moves the T's spawn by ``scale``
 metres in a direction drawn from the replay's keyed generator.
 
+The camera: ``top``, PushT's own top view (the one LeRobot's PushT datasets record as
+``observation.image``: the goal pose in light green, the T and the disk as pymunk draws them), drawn by
+gym-pusht's pygame code into a 512 x 512 surface and resized with OpenCV to the registered size. A design
+registers it as ``observation.cameras: {top: {height: 96, width: 96}}`` and a camera-fed arm reads
+``observation.images.top``; a frame is a pure function of the T's, the disk's and the goal's poses (no
+action marker is drawn), so the same seed and actions give the same bytes.
+
 PushT's own ``dt`` is its 10 ms physics step; one ``step`` runs ten of them under the disk's PD control
 (10 Hz), so a design registers ``tick_s: 0.1``.
 
@@ -108,6 +115,7 @@ class PushTScene:
 
     traces_effector = True
     state_perturbation = "the T block's spawn position in the plane"
+    cameras = ("top",)
 
     def __init__(self, env: Any) -> None:
         self._sim = env.unwrapped
@@ -134,6 +142,14 @@ class PushTScene:
             block.position = (float(x + shift[0]), float(y + shift[1]))
             self._sim.space.reindex_shapes_for_body(block)
         return self._sim.get_obs()
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """PushT's top view now, uint8 [height, width, 3]: gym-pusht's own drawing, without the action
+        marker its visualisation adds (a frame reads the state, not the last command)."""
+        if camera != "top":
+            raise ValueError(f"PushT draws one camera, 'top', not {camera!r}")
+        frame = self._sim._get_img(self._sim._draw(), width=width, height=height, render_action=False)
+        return np.ascontiguousarray(frame, dtype=np.uint8)
 
     def engaged(self, info: Mapping[str, Any]) -> bool:
         """The disk touches the T at the end of the tick."""

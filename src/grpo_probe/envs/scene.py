@@ -21,7 +21,12 @@ The contract, exactly (:data:`SCENE_SIGNATURE`): the name is called once per env
   (``info`` is the step's); without it, engagement is the adapter's (``engaged_info_key`` or the
   distance moving);
 - ``traces_effector`` (optional, default False): ``positions()`` also returns ``effector_xy``, drawn in
-  the top-down figure.
+  the top-down figure;
+- ``cameras`` (optional, default none) and ``render(camera, height, width) -> uint8 [height, width, 3]``:
+  the named views the simulator draws itself (gym-pusht's pygame top view, a dm_control camera), for a
+  camera-fed policy (``observation.images.<camera>``); the adapter lists them in ``spec.cameras``, so a
+  design registers them by name (``observation.cameras``), and asks ``render`` for the current state's
+  frame at the registered size. A frame must be a pure function of the simulator's state.
 
 Everything the scene returns is checked where it enters (:class:`BoundScene`): a missing method, a wrong
 type or shape, a non-finite number, each an error naming ``env.params.scene`` and the function. The
@@ -51,7 +56,8 @@ SCENE_FIELD = "env.params.scene"
 """The design field that names a scene function."""
 SCENE_SIGNATURE = (
     "scene(env) -> an object with positions() -> grpo_probe.envs.scene.ScenePositions(object_xy=(x, y), "
-    "goal_xy=(x, y)) in metres, and optionally perturb(rng, scale) -> observation and engaged(info) -> bool"
+    "goal_xy=(x, y)) in metres, and optionally perturb(rng, scale) -> observation, engaged(info) -> bool, "
+    "and cameras (names) with render(camera, height, width) -> uint8 [height, width, 3]"
 )
 """The contract in one line, as the adapter's refusals print it."""
 SCENE_DOCS = 'docs/your-simulator.md, "Any simulator: the scene function"'
@@ -120,13 +126,20 @@ class BoundScene:
                 f"{where} returned {type(scene).__name__}, which has no positions() method; the scene "
                 f"contract: {SCENE_SIGNATURE} ({SCENE_DOCS})"
             )
-        for optional in ("perturb", "engaged"):
+        for optional in ("perturb", "engaged", "render"):
             member = getattr(scene, optional, None)
             if member is not None and not callable(member):
                 raise ValueError(
                     f"{where}: {type(scene).__name__}.{optional} must be a method, got {member!r}"
                 )
         self._scene = scene
+        self.cameras = _camera_names(getattr(scene, "cameras", ()), f"{where}: {type(scene).__name__}")
+        """The cameras the scene draws itself (``render``); none by default."""
+        if self.cameras and not callable(getattr(scene, "render", None)):
+            raise ValueError(
+                f"{where}: {type(scene).__name__} names cameras {list(self.cameras)} but has no "
+                "render(camera, height, width) method to draw them"
+            )
         self.traces_effector = bool(getattr(scene, "traces_effector", False))
         self.offers_perturbation = callable(getattr(scene, "perturb", None))
         self.offers_engagement = callable(getattr(scene, "engaged", None))
@@ -181,3 +194,40 @@ class BoundScene:
                 f"{found!r}; it must return a bool"
             )
         return bool(found)
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """The scene's frame of ``camera`` (one of :attr:`cameras`) now, uint8 [height, width, 3], C-ordered;
+        a failure or a frame of another type, shape or dtype names the field and the function."""
+        if camera not in self.cameras:
+            raise ValueError(
+                f"{self._where}: {self._label} draws no camera {camera!r} (its cameras: "
+                f"{', '.join(self.cameras) or 'none'})"
+            )
+        call = f"render({camera!r}, {height}, {width}) of {self._label}"
+        try:
+            frame = self._scene.render(camera, height, width)
+        except Exception as exc:
+            raise ValueError(f"{self._where}: {call} failed: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.shape != (height, width, 3):
+            found = (
+                f"{frame.dtype} {list(frame.shape)}"
+                if isinstance(frame, np.ndarray)
+                else type(frame).__name__
+            )
+            raise ValueError(
+                f"{self._where}: {call} returned {found}; it must return a numpy uint8 array "
+                f"[{height}, {width}, 3] (RGB)"
+            )
+        return np.ascontiguousarray(frame)
+
+
+def _camera_names(value: Any, where: str) -> tuple[str, ...]:
+    """A scene's ``cameras``: distinct non-empty names, as a tuple; else a ``ValueError`` naming ``where``."""
+    if isinstance(value, str) or not isinstance(value, (tuple, list)):
+        raise ValueError(f"{where}.cameras must be a list of camera names, got {value!r}")
+    names = tuple(value)
+    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise ValueError(
+            f"{where}.cameras must name distinct cameras by non-empty strings, got {list(names)}"
+        )
+    return names

@@ -173,6 +173,16 @@ def design_problems(
 _ENGAGEMENT_READS = ("sampled_engagement_rate", "anchor_engagement_rate")
 
 
+def camera_problems(observation: ObservationConfig, env_cameras: Sequence[str]) -> list[str]:
+    """Each registered camera (``observation.cameras.<name>``) the environment does not render."""
+    return [
+        f"observation.cameras.{camera.name}: the environment renders no camera {camera.name!r} "
+        f"(its cameras: {', '.join(env_cameras) or 'none'})"
+        for camera in observation.cameras
+        if camera.name not in env_cameras
+    ]
+
+
 def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
     """Each registered camera and each arm's inputs: keys the design registers and, for a built-in
     environment (whose cameras are known without building it), ones it renders."""
@@ -191,12 +201,7 @@ def _observation_problems(raw: Mapping[str, Any]) -> list[str]:
     except (KeyError, ValueError):
         pass  # the environment section's own check names the problem
     if env_cameras is not None:
-        for camera in observation.cameras:
-            if camera.name not in env_cameras:
-                problems.append(
-                    f"observation.cameras.{camera.name}: the environment renders no camera {camera.name!r} "
-                    f"(its cameras: {', '.join(env_cameras) or 'none'})"
-                )
+        problems += camera_problems(observation, env_cameras)
     for arm_id, arm in raw["arms"].items():
         inputs = arm.get("inputs", [OBSERVATION_STATE])
         cameras = env_cameras if env_cameras is not None else [c.name for c in observation.cameras]

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.compute.servers import server_reading
 from grpo_probe.policies.protocol import declared_capabilities, policy_name
 from grpo_probe.prereg import ArmBinding, Prereg, load_prereg
 from grpo_probe.probe_jobs.sources import PathLike
@@ -121,6 +122,8 @@ def bind_server(
         "checkpoint_sha256": declared_sha,
         "policy_check": {"passed": report.passed, "checks": len(report.checks)},
         **bound,
+        # the server's CPU so far: compute.md counts the server's own CPU from here to its report
+        "server_cpu": server_reading(f"policy of arm {arm}", address, timeout_s),
     }
     write_design_manifest(prereg, manifest, "bind_server", [source], upstream, extra)
 

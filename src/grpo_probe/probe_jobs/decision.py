@@ -12,14 +12,16 @@ from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.compute import compute_report
+from grpo_probe.compute.servers import read_server_bindings, server_compute
 from grpo_probe.envs.episode_table import write_episode_table
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import load_prereg
 from grpo_probe.probe_jobs.sources import PathLike
 from grpo_probe.provenance import file_sha256, write_design_manifest
+from grpo_probe.provenance.manifest import read_manifest
 from grpo_probe.rollout import merge_shards
 
-__all__ = ["compute", "decision", "join", "root_decision"]
+__all__ = ["compute", "decision", "join", "root_decision", "served_arms"]
 
 
 def join(
@@ -109,6 +111,9 @@ def decision(
     # to the page: they live outside the results folder, so these bytes do not depend on where it is.
     design = [prereg.path, Path(f"{prereg.path}.lock")]
     record = {**record, "design_files": [{"path": str(p), "sha256": file_sha256(p)} for p in design]}
+    served = served_arms(upstream)
+    if served:  # only then: an in-process design's record (and its pinned bytes) is as it was
+        record["served_arms"] = served
     write_decision(_decision_paths(record, _relative_to(Path(out_md).parent), str), out_md, out_json)
     outputs: list[PathLike] = [out_md, out_json]
     if out_tsv is not None:
@@ -126,10 +131,36 @@ def decision(
     write_design_manifest(prereg, manifest, "decision", [*outputs, *drawn], upstream)
 
 
+def served_arms(upstream: Sequence[PathLike]) -> dict[str, dict[str, Any]]:
+    """The arms bound to a policy server, each with what its server declares (``capabilities``, None when
+    it declares none): read from the ``bind_server`` manifests up the chain from ``upstream``, whose paths
+    are relative to the working directory, as the workflow writes them.
+
+    Why: decision.md's recommendation for an arm depends on whether phase 2 can train it, and phase 2
+    trains only checkpoints it holds; a served arm's page says what its server declares instead. Neither
+    the address nor anything else that changes between runs is kept, so a rerun's bytes are the same.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    seen: set[Path] = set()
+    stack = [Path(p) for p in upstream]
+    while stack:
+        path = stack.pop()
+        if path.resolve() in seen or not path.is_file():
+            continue
+        seen.add(path.resolve())
+        manifest = read_manifest(path)
+        if manifest["rule"] == "bind_server":
+            extra = manifest["extra"]
+            found[extra["arm"]] = {"capabilities": extra.get("capabilities")}
+        stack += [Path(entry["path"]) for entry in manifest.get("inputs", ())]
+    return dict(sorted(found.items()))
+
+
 def compute(prereg_path: PathLike, benchmarks: PathLike, out_md: PathLike, out_json: PathLike) -> None:
     """Compute per stage against the registered gate (a report that varies by run, so not in the chain)."""
     prereg = load_prereg(prereg_path)
-    compute_report(prereg, benchmarks, out_md, out_json)
+    servers = server_compute(read_server_bindings(Path(benchmarks).parent))  # the servers bound in this run
+    compute_report(prereg, benchmarks, out_md, out_json, servers=servers)
 
 
 # -- decision.md's file paths, and its copy at the repository root ---------------------------------------

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.compute.servers import server_reading
 from grpo_probe.envs.demo_set import Demos
 from grpo_probe.envs.demos import collect_env_demos
-from grpo_probe.envs.observation import camera_of, split_problems
+from grpo_probe.envs.observation import camera_of
 from grpo_probe.envs.registry import env_spec
-from grpo_probe.prereg import Prereg, PreregError, environment_problems, load_prereg
+from grpo_probe.envs.served import SERVED_FACTORY
+from grpo_probe.prereg import Prereg, load_prereg
+from grpo_probe.prereg.env_check import check_built_environment
 from grpo_probe.probe_jobs.binding import check_pin
 from grpo_probe.probe_jobs.sources import PathLike
 from grpo_probe.provenance import write_design_manifest
@@ -31,17 +34,17 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     design's split of the state into LeRobot's keys is checked against the entries the environment names.
     """
     prereg = load_prereg(prereg_path)
-    penalties = prereg.phase2.penalties if prereg.phase2 is not None else None
-    spec = env_spec(prereg.env)
-    problems = environment_problems(prereg.decision_rule, penalties, spec, prereg.replay)
-    problems += split_problems(prereg.observation, spec.state_entries, prereg.env.id)
-    if problems:
-        raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
+    check_built_environment(prereg)  # the same check as `grpo-probe prereg check`
     if prereg.phase2 is not None:  # the losses import torch: only a design with a pilot pays for it
         from grpo_probe.phase2.pilot_choices import check_pilot_choices
 
         check_pilot_choices(prereg)
-    write_design_manifest(prereg, manifest, "prereg_check", [prereg.path, Path(f"{prereg.path}.lock")], [])
+    extra = None
+    if prereg.env.id == SERVED_FACTORY:  # compute.md counts the simulator server's CPU from here
+        server = prereg.env.params["server"]
+        extra = {"server_cpu": server_reading("environment", server["address"], server["timeout_s"])}
+    outputs = [prereg.path, Path(f"{prereg.path}.lock")]
+    write_design_manifest(prereg, manifest, "prereg_check", outputs, [], extra)
 
 
 def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, manifest: PathLike) -> None:

@@ -55,11 +55,18 @@ def _lock(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from grpo_probe.envs.served import ServedEnvError
     from grpo_probe.prereg.design import load_prereg
+    from grpo_probe.prereg.env_check import check_built_environment
     from grpo_probe.prereg.lock import lock_path
     from grpo_probe.provenance.manifest import write_manifest
 
     prereg = load_prereg(args.file, require_lock=True)
+    try:
+        check_built_environment(prereg)  # what the workflow's first rule refuses, refused here too
+    except ServedEnvError as exc:  # a served simulator must answer here, as it must for the workflow
+        built = "prereg check builds the design's environment, as the workflow does"
+        raise ValueError(f"{exc} ({built})") from None
     if args.manifest:
         write_manifest(
             args.manifest,

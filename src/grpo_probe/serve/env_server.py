@@ -43,6 +43,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from grpo_probe.serve import env_wire, wire
 from grpo_probe.serve.server import parse_address
+from grpo_probe.serve.stats import is_stats_request, stats_reply
 
 __all__ = ["EnvServer", "gymnasium_make", "load_callable", "serve_env", "simulator_fingerprint"]
 
@@ -275,7 +276,9 @@ class EnvServer:
             if not isinstance(request, Mapping):
                 raise wire.ProtocolError("a request must be a map")
             kind = request.get("type")
-            if kind == "make":
+            if is_stats_request(request):
+                reply = stats_reply()
+            elif kind == "make":
                 reply = session.make(str(request["gym_id"]), dict(request.get("kwargs") or {}))
             elif kind == "reset":
                 reply = session.reset(int(request["seed"]))
@@ -292,7 +295,7 @@ class EnvServer:
                 )
             else:
                 raise wire.ProtocolError(
-                    f"unknown request type {kind!r} (known: make, reset, step, perturb, expert)"
+                    f"unknown request type {kind!r} (known: make, reset, step, perturb, expert, stats)"
                 )
             return wire.packb(reply)
         except Exception as exc:

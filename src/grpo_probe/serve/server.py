@@ -24,6 +24,7 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from grpo_probe.serve import wire
 from grpo_probe.serve.contract import RowKey, SamplingMode
+from grpo_probe.serve.stats import is_stats_request, stats_reply
 
 __all__ = ["PolicyServer", "parse_address", "serve_policy"]
 
@@ -114,7 +115,10 @@ class PolicyServer:
         try:
             if not isinstance(data, bytes):
                 raise wire.ProtocolError("a request must be a binary msgpack frame")
-            obs, keys, mode = wire.read_act_request(wire.unpackb(data))
+            message = wire.unpackb(data)
+            if is_stats_request(message):
+                return wire.packb(stats_reply())
+            obs, keys, mode = wire.read_act_request(message)
             row_keys = [self._row_key(**k) for k in keys]
             sampling_mode = self._sampling_mode(**mode)
             with self._lock:

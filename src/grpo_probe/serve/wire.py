@@ -205,7 +205,7 @@ def read_act_request(message: Any) -> tuple[Any, list[dict[str, int]], dict[str,
     :data:`KEY_FIELDS` per row) and mode fields."""
     kind = _field(message, "type", "the request")
     if kind != "act":
-        raise ProtocolError(f"unknown request type {kind!r} (known: 'act')")
+        raise ProtocolError(f"unknown request type {kind!r} (known: 'act', 'stats')")
     obs = _field(message, "obs", "the act request")
     keys = _field(message, "keys", "the act request")
     mode = _field(message, "mode", "the act request")

@@ -45,9 +45,11 @@ FINDING_CODES: dict[str, str] = {
     "action-range": "return normalized actions in [-1, 1] (clip them); the environment maps [-1, 1] onto its "
     "own action bounds",
     "diagnostics": "return a list of exactly one RowDiagnostics per row, in row order",
-    "not-repeatable": "draw every random number from a generator keyed by the row's RowKey "
-    "(grpo_probe.keyed_rng.numpy_generator, grpo_probe.policies.keyed_torch.torch_generator); no unseeded "
-    "generators, clocks or os.urandom, and deterministic kernels on a GPU",
+    "not-repeatable": "draw every random number from a generator keyed by the row's RowKey: "
+    "grpo_probe.keyed_rng.numpy_generator(tag('my-noise'), run_key, seed, replan, draw), or for torch "
+    "torch.Generator().manual_seed(grpo_probe.keyed_rng.key_seed(...)) (grpo_probe.keyed_rng ships in "
+    "grpo-probe-serve too, so a served policy imports it the same way); no unseeded generators, clocks or "
+    "os.urandom, and deterministic kernels on a GPU",
     "global-rng": "never draw from torch's, numpy's or Python's global RNG (torch.randn without generator=, "
     "np.random.*, random.*, dropout left on); draw from a generator keyed by the row's "
     "(run_key, seed, replan, draw)",
