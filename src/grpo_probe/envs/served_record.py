@@ -122,9 +122,9 @@ def refusal(where: str, address: str, hello: Mapping[str, Any], pinned: str | No
         if recorded["sha256"] != digest:
             return (
                 f"{where}: the server's simulator is not the one {record} records for this results "
-                f"folder ({'; '.join(_differences(recorded, hello))}; recorded -> now); refused: a run must "
-                "not change its environment (serve the recorded simulator again, or run the workflow into "
-                "a new results folder)"
+                f"folder (recorded -> now: {'; '.join(_differences(recorded, hello))}); refused: a run must "
+                "not change its environment (serve the recorded simulator again, or delete the record to "
+                "rerun the prereg check and every job after it on the new one)"
             )
     first = _FIRST.get(address)
     if first is not None and first["sha256"] != digest:
