@@ -15,10 +15,12 @@ them, then the adapter steps through the replies), so a replan costs one round t
 
 The server's hello names the simulator: every installed distribution's version and a sha256 over them
 and the factory's and scene's source. The environment's version (what every manifest records) carries the
-key packages and that sha256; a design may pin it (``env.sha256``), and a client refuses a server that
-says another at its first connection or at any later one. A server that refuses the connection, dies or
-does not answer within ``timeout_s`` is a :class:`ServedEnvError` naming its address; the rollout job
-fails without writing a row, and its rerun recomputes the job's rows from their seeds.
+key packages and that sha256. Every connection is held to the design's pin (``env.sha256``), the results
+folder's record of the first hello (``prereg/served_env.json``) and this process's first hello, so a
+restart with another simulator is refused at connect (:mod:`grpo_probe.envs.served_record`). A server
+that refuses the connection, dies or does not answer within ``timeout_s`` is a :class:`ServedEnvError`
+naming its address; the rollout job fails without writing a row, and its rerun recomputes the job's rows
+from their seeds.
 """
 
 from __future__ import annotations

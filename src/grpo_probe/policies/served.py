@@ -12,7 +12,10 @@ Every rollout process builds its own client from the arm's picklable
 :class:`~grpo_probe.policies.policy_source.PolicySource` and opens its own connection; the server answers
 one ``act`` at a time. A refused connection, a reply that does not come within ``timeout_s`` and a
 reply that breaks the protocol are each a :class:`ServedPolicyError` naming the address and what
-happened; after one, the next ``act`` opens a new connection.
+happened; after one, the next ``act`` opens a new connection. A connection whose hello declares another
+policy, or another ``checkpoint_sha256``, than the client's first one or the one the arm's binding
+recorded (:class:`RecordedCheckpoint`) is refused: a different checkpoint restarted behind the address
+stops the job at connect, before a row is computed.
 """
 
 from __future__ import annotations
