@@ -9,6 +9,9 @@ same rows again; a server of another simulator is refused at connect.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,9 +21,11 @@ import yaml
 
 from envs.scene_envs import callable_name
 from envs.served_scenes import PusherScene
+from grpo_probe.envs import served_record
 from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams
 from grpo_probe.envs.served import SERVED_FACTORY, ServedEnvError, served_env, served_env_config
 from grpo_probe.prereg.design import load_prereg
+from grpo_probe.provenance.inputs import refuse_changed_inputs
 from grpo_probe.serve.metaworld_env import expert_policy_name
 from serve_processes import env_server_process
 
@@ -176,3 +181,106 @@ def test_the_shipped_metaworld_designs_read_as_the_served_factory():
 def test_metaworld_experts_are_named_by_task():
     assert expert_policy_name("reach-v3") == "SawyerReachV3Policy"
     assert expert_policy_name("door-open-v3") == "SawyerDoorOpenV3Policy"
+
+
+def _another_version(fingerprint: dict, mujoco: str = "3.3.0") -> dict:
+    """The hello of the same simulator after a restart with another MuJoCo in its environment."""
+    packages = {**fingerprint["packages"], "mujoco": mujoco}
+    return {
+        **fingerprint,
+        "packages": packages,
+        "sha256": hashlib.sha256(repr(packages).encode()).hexdigest(),
+    }
+
+
+@pytest.fixture
+def fresh_process(monkeypatch):
+    """This process as a new job sees it: no hello read yet, no record to hold to."""
+    monkeypatch.setattr(served_record, "_FIRST", {})
+    monkeypatch.delenv(served_record.RECORD_VARIABLE, raising=False)
+
+
+def test_a_restart_with_another_simulator_version_is_refused_naming_both(fresh_process, monkeypatch):
+    from grpo_probe.serve import env_server
+
+    with env_server.EnvServer(FACTORY, SCENE, "127.0.0.1", 0) as first:
+        address, fingerprint = first.address, first.fingerprint
+        env = _served(address)
+        env.reset(1)
+    env.wrapped.close()
+    other = _another_version(fingerprint)
+    monkeypatch.setattr(env_server, "simulator_fingerprint", lambda factory, scene: other)
+    port = int(address.rsplit(":", 1)[1])
+    was, now = fingerprint["packages"]["mujoco"], "3.3.0"
+    with env_server.EnvServer(FACTORY, SCENE, "127.0.0.1", port):
+        with pytest.raises(
+            ServedEnvError,
+            match=rf"now serves another simulator \(sha256 {other['sha256']}, was {fingerprint['sha256']}; "
+            rf"packages.mujoco {was} -> {now}\); refused",
+        ):
+            env.reset(1)
+        with pytest.raises(ServedEnvError, match="now serves another simulator"):  # a new env, same process
+            _served(address)
+
+
+def test_a_later_job_is_held_to_the_simulator_its_results_folder_recorded(
+    fresh_process, tmp_path, monkeypatch
+):
+    from grpo_probe.serve import env_server
+
+    record = tmp_path / "results" / "prereg" / served_record.RECORD_NAME
+    with env_server.EnvServer(FACTORY, SCENE, "127.0.0.1", 0) as first:
+        address, fingerprint = first.address, first.fingerprint
+        _served(address)  # the prereg check's connection, then its record
+        served_record.write_record(record, address, served_record.first_hello(address))
+    recorded = json.loads(record.read_text())
+    assert recorded == {"address": address, "hello": {k: fingerprint[k] for k in served_record.COMPARED}}
+    # a later job: its declared inputs hold it (and its workers, through the environment) to the record
+    monkeypatch.setattr(served_record, "_FIRST", {})
+    monkeypatch.setenv(served_record.RECORD_VARIABLE, "")
+    refuse_changed_inputs([str(record)])
+    assert os.environ[served_record.RECORD_VARIABLE] == str(record.resolve())
+    port = int(address.rsplit(":", 1)[1])
+    with env_server.EnvServer(FACTORY, SCENE, "127.0.0.1", port):
+        assert "sha256 " + fingerprint["sha256"] in _served(address).spec.version  # the same simulator
+    monkeypatch.setattr(served_record, "_FIRST", {})
+    other = _another_version(fingerprint, mujoco="3.2.7")
+    monkeypatch.setattr(env_server, "simulator_fingerprint", lambda factory, scene: other)
+    with env_server.EnvServer(FACTORY, SCENE, "127.0.0.1", port), pytest.raises(ServedEnvError) as refused:
+        _served(address)
+    message = str(refused.value)
+    assert message.startswith(
+        f"environment server {address}: the server's simulator is not the one {record.resolve()}"
+    )
+    assert f"sha256 {fingerprint['sha256']} -> {other['sha256']}" in message
+    assert f"packages.mujoco {fingerprint['packages']['mujoco']} -> 3.2.7" in message
+
+
+def test_a_damaged_record_is_named_with_its_field(fresh_process, tmp_path, monkeypatch, server):
+    address, _ = server
+    record = tmp_path / served_record.RECORD_NAME
+    record.write_text(json.dumps({"address": address, "hello": {"sha256": "0" * 64}}))
+    monkeypatch.setenv(served_record.RECORD_VARIABLE, str(record))
+    with pytest.raises(ServedEnvError, match=rf"{record}: field hello.protocol is missing"):
+        _served(address)
+
+
+def test_the_prereg_check_records_the_served_simulator(fresh_process, tmp_path):
+    from grpo_probe.prereg import lock_prereg
+    from grpo_probe.probe_jobs.prepare import prereg_check
+    from grpo_probe.serve.env_server import EnvServer
+
+    with EnvServer(FACTORY, SCENE, "127.0.0.1", 0) as running:
+        raw = yaml.safe_load((REPO / "prereg/metaworld_reach_smoke.yaml").read_text())
+        raw["env"].update(address=running.address, params=PARAMS)
+        design = tmp_path / "pusher_served.yaml"
+        design.write_text(yaml.safe_dump({**raw, "name": "pusher_served"}, sort_keys=False))
+        lock_prereg(design)
+        record, manifest = (
+            tmp_path / "prereg" / "served_env.json",
+            tmp_path / "prereg" / "check.manifest.json",
+        )
+        prereg_check(design, manifest, served_env=record)
+    assert json.loads(record.read_text())["hello"]["sha256"] == running.fingerprint["sha256"]
+    outputs = {Path(o["path"]).name for o in json.loads(manifest.read_text())["outputs"]}
+    assert served_record.RECORD_NAME in outputs

@@ -2,6 +2,8 @@
 import sys
 
 from grpo_probe.analysis.figure_names import figure_files
+from grpo_probe.envs.served import SERVED_FACTORY
+from grpo_probe.envs.served_record import RECORD_NAME
 from grpo_probe.prereg import arm_bindings, split_seeds
 from grpo_probe.prereg.run_config import config_sources, load_config
 from grpo_probe.prereg.run_design import load_run_design
@@ -67,17 +69,24 @@ ENV_CODE = [str(p) for p in env_code_files(PREREG.env.id, PREREG.env.params)]
 # The design's own sampling kinds (samplers: ["labpolicies.ddim"]): every step imports their modules
 # when it loads the design, so an edit to the lab's sampler plans every step again, as for its scene.
 SAMPLER_CODE = [str(p) for p in module_files(PREREG.sampler_modules)]
+# A simulator served from its own environment (env: {source: server}): the prereg check records the
+# server's hello here, and every later step declares it and refuses a server that says another simulator.
+SERVED_ENV_RECORD = (
+    [f"{R}/prereg/{RECORD_NAME}"] if PREREG.env.id == SERVED_FACTORY else []
+)
 
 
-def prereg_files():
+def prereg_files(record=True):
     """The prereg, its lock, the shared rule files it extends, a user environment's code and the design's
-    own samplers: every step loads the design through them."""
+    own samplers: every step loads the design through them. ``record``: with the served simulator's
+    record (every step but the prereg check, which writes it)."""
     return {
         "prereg": str(RUN.prereg),
         "lock": f"{RUN.prereg}.lock",
         "extends": [str(shared.path) for shared in PREREG.extends],
         "env_code": ENV_CODE,
         "sampler_code": SAMPLER_CODE,
+        "served_env": SERVED_ENV_RECORD if record else [],
     }
 
 

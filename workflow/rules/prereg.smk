@@ -1,8 +1,9 @@
 rule prereg_check:
     input:
-        **prereg_files(),
+        **prereg_files(record=False),
     output:
         manifest=prereg_manifest(),
+        served_env=SERVED_ENV_RECORD,
     log:
         f"{R}/logs/prereg_check.log",
     benchmark:

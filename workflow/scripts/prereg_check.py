@@ -5,4 +5,9 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
 
     from grpo_probe.probe_jobs.prepare import prereg_check
 
-    prereg_check(prereg_path=snakemake.input.prereg, manifest=snakemake.output.manifest)
+    record = list(snakemake.output.served_env)  # a served simulator's record, or none
+    prereg_check(
+        prereg_path=snakemake.input.prereg,
+        manifest=snakemake.output.manifest,
+        served_env=record[0] if record else None,
+    )

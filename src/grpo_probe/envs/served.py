@@ -15,28 +15,29 @@ them, then the adapter steps through the replies), so a replan costs one round t
 
 The server's hello names the simulator: every installed distribution's version and a sha256 over them
 and the factory's and scene's source. The environment's version (what every manifest records) carries the
-key packages and that sha256; a design may pin it (``env.sha256``), and a client refuses a server that
-says another at its first connection or at any later one. A server that refuses the connection, dies or
-does not answer within ``timeout_s`` is a :class:`ServedEnvError` naming its address; the rollout job
-fails without writing a row, and its rerun recomputes the job's rows from their seeds.
+key packages and that sha256. Every connection is held to the design's pin (``env.sha256``), the results
+folder's record of the first hello (``prereg/served_env.json``) and this process's first hello, so a
+restart with another simulator is refused at connect (:mod:`grpo_probe.envs.served_record`). A server
+that refuses the connection, dies or does not answer within ``timeout_s`` is a :class:`ServedEnvError`
+naming its address; the rollout job fails without writing a row, and its rerun recomputes the job's rows
+from their seeds.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-from websockets.sync.client import ClientConnection, connect
 
 from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams
 from grpo_probe.envs.gym_setup import import_gymnasium
 from grpo_probe.envs.protocol import Expert, check_chunk, normalized_to_bounds
 from grpo_probe.envs.scene import ScenePositions
+from grpo_probe.envs.served_record import key_packages, refusal
 from grpo_probe.serve import env_wire, wire
+from grpo_probe.serve.link import ClientLink
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -60,9 +61,6 @@ DEFAULT_TIMEOUT_S = 60.0
 simulator takes well under a second; a dead or hung server stops the job within a minute."""
 SERVER_FIELDS = ("address", "timeout_s", "sha256")
 """The fields of ``env: {source: server, ...}`` beside ``source`` and ``params``."""
-
-_DIRECT: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
-"""websockets 17 asks ``connect`` to be a context manager unless ``legacy=True`` (as the served policy)."""
 
 
 class ServedEnvError(RuntimeError):
@@ -140,96 +138,38 @@ class _Link:
         self.address = address
         self.timeout_s = timeout_s
         self._pinned = pinned
-        self._first: dict[str, Any] | None = None
-        self._connection: ClientConnection | None = None
+        self._link = ClientLink(
+            address,
+            timeout_s,
+            where=f"environment server {address}",
+            error=ServedEnvError,
+            start_hint="start it with python -m grpo_probe.serve env FACTORY --port N in the simulator's "
+            "environment, and check env.address",
+        )
         self.hello = self.connect()
 
     @property
     def where(self) -> str:
-        return f"environment server {self.address}"
+        return self._link.where
 
     def connect(self) -> dict[str, Any]:
-        """Open a connection and read the hello: the sha256 must be the pinned one, and the first one
-        this client saw."""
-        try:
-            connection = connect(
-                self.address,
-                open_timeout=self.timeout_s,
-                close_timeout=min(self.timeout_s, 10.0),
-                max_size=None,
-                compression=None,
-                **_DIRECT,
-            )
-        except ConnectionRefusedError:
-            raise ServedEnvError(
-                f"{self.where}: connection refused: no server listens there (start it with python -m "
-                "grpo_probe.serve env FACTORY --port N in the simulator's environment, and check env.address)"
-            ) from None
-        except TimeoutError:
-            raise ServedEnvError(
-                f"{self.where}: no connection within timeout_s = {self.timeout_s:g} s"
-            ) from None
-        except (OSError, InvalidHandshake, InvalidURI) as exc:
-            raise ServedEnvError(f"{self.where}: cannot connect ({type(exc).__name__}: {exc})") from None
-        try:
-            hello = env_wire.read_hello(self._receive(connection, "the hello"))
-        except wire.ProtocolError as exc:
-            connection.close()
-            raise ServedEnvError(f"{self.where}: {exc}") from None
-        except ServedEnvError:
-            connection.close()
-            raise
-        digest = hello["sha256"]
-        if self._pinned is not None and digest != self._pinned:
-            connection.close()
-            raise ServedEnvError(
-                f"{self.where}: the server's simulator has sha256 {digest}, the design pins {self._pinned} "
-                f"(env.sha256); refused: it serves {hello['factory']} with {_key_packages(hello)}"
-            )
-        if self._first is not None and digest != self._first["sha256"]:
-            connection.close()
-            changed = _changed_packages(self._first["packages"], hello["packages"])
-            raise ServedEnvError(
-                f"{self.where}: the server now serves another simulator (sha256 {digest}, was "
-                f"{self._first['sha256']}; {changed}); refused: a run must not change its environment"
-            )
-        self._first = self._first or hello
-        self._connection = connection
+        """Open a connection and read the hello: the simulator must be the one the design pins, the one
+        the results folder recorded and the first one this process saw there
+        (:func:`~grpo_probe.envs.served_record.refusal`)."""
+        hello = self._link.open(env_wire.read_hello)
+        refused = refusal(self.where, self.address, hello, self._pinned)
+        if refused is not None:
+            self._link.close()
+            raise ServedEnvError(refused)
         return hello
-
-    def _receive(self, connection: ClientConnection, what: str) -> Any:
-        try:
-            data = connection.recv(timeout=self.timeout_s)
-        except TimeoutError:
-            raise ServedEnvError(
-                f"{self.where}: no reply to {what} within timeout_s = {self.timeout_s:g} s"
-            ) from None
-        except ConnectionClosed as exc:
-            raise ServedEnvError(
-                f"{self.where}: the server closed the connection before {what} ({exc}); is it still running?"
-            ) from None
-        if not isinstance(data, bytes):
-            raise ServedEnvError(f"{self.where}: {what} came as a text frame, not a msgpack message")
-        return wire.unpackb(data)
 
     def request(self, message: Mapping[str, Any], what: str) -> dict[str, Any]:
         """Send one request and return its reply; the environment's own error is quoted."""
-        if self._connection is None:
+        if not self._link.connected:
             raise ServedEnvError(
                 f"{self.where}: the connection broke earlier in this episode; reset to reconnect"
             )
-        connection = self._connection
-        try:
-            connection.send(wire.packb(dict(message)))
-            reply = self._receive(connection, what)
-        except ConnectionClosed as exc:
-            self.close()
-            raise ServedEnvError(f"{self.where}: the connection closed during {what} ({exc})") from None
-        except (ServedEnvError, wire.ProtocolError) as exc:
-            self.close()
-            raise ServedEnvError(
-                str(exc) if isinstance(exc, ServedEnvError) else f"{self.where}: {exc}"
-            ) from None
+        reply = self._link.exchange(wire.packb(dict(message)), what)
         if not isinstance(reply, dict):
             self.close()
             raise ServedEnvError(f"{self.where}: the reply to {what} is a {type(reply).__name__}, not a map")
@@ -242,29 +182,10 @@ class _Link:
 
     @property
     def connected(self) -> bool:
-        return self._connection is not None
+        return self._link.connected
 
     def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
-
-def _key_packages(hello: Mapping[str, Any]) -> str:
-    """The simulator's packages worth naming in a version: the factory's, MuJoCo, Gymnasium, NumPy."""
-    packages = hello["packages"]
-    top = str(hello["factory"]).partition(":")[0].split(".")[0].replace("_", "-")
-    names = [n for n in dict.fromkeys((top, "metaworld", "mujoco", "gymnasium", "numpy")) if n in packages]
-    return ", ".join(f"{n} {packages[n]}" for n in names) or "no packages named"
-
-
-def _changed_packages(was: Mapping[str, str], now: Mapping[str, str]) -> str:
-    changed = [
-        f"{n} {was.get(n, '-')} -> {now.get(n, '-')}"
-        for n in sorted(set(was) | set(now))
-        if was.get(n) != now.get(n)
-    ]
-    return "packages changed: " + (", ".join(changed[:8]) if changed else "none (its source changed)")
+        self._link.close()
 
 
 def _xy(value: Any) -> tuple[float, float] | None:
@@ -416,7 +337,7 @@ class ServedGymnasiumAdapter(GymnasiumAdapter):
         hello, described = self._hello, self._served.described
         return (
             f"{self.params.gym_id}/{self.params.version} (served: {described['env_class']} from "
-            f"{hello['factory']}, scene {hello['scene']}; Python {hello['python']}, {_key_packages(hello)}; "
+            f"{hello['factory']}, scene {hello['scene']}; Python {hello['python']}, {key_packages(hello)}; "
             f"sha256 {hello['sha256']})"
         )
 

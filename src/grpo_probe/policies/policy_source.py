@@ -14,11 +14,14 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from grpo_probe.policies.protocol import Policy
+
+if TYPE_CHECKING:
+    from grpo_probe.policies.served import RecordedCheckpoint
 
 __all__ = ["PolicySource", "resolve_device"]
 
@@ -73,6 +76,9 @@ class PolicySource:
     checkpoints (no factory); a user's adapter computes its rows its own way and never receives it."""
     address: str | None = None
     timeout_s: float | None = None
+    recorded: RecordedCheckpoint | None = None
+    """A served policy's checkpoint sha256 as the arm's binding recorded it: a server declaring another
+    is refused at connect."""
 
     def __post_init__(self) -> None:
         if self.address is not None:
@@ -90,8 +96,8 @@ class PolicySource:
                     "or device: the server loads and places its own model"
                 )
             return
-        if self.timeout_s is not None:
-            raise ValueError("policy source: timeout_s is for a served policy (address=...)")
+        if self.timeout_s is not None or self.recorded is not None:
+            raise ValueError("policy source: timeout_s and recorded are for a served policy (address=...)")
         if self.checkpoint is None and self.factory is None:
             raise ValueError(
                 "policy source: give a checkpoint path, a factory 'module:function' or a server address"
@@ -118,7 +124,7 @@ class PolicySource:
             from grpo_probe.policies.served import DEFAULT_TIMEOUT_S, ServedPolicy
 
             timeout = DEFAULT_TIMEOUT_S if self.timeout_s is None else self.timeout_s
-            return ServedPolicy(self.address, timeout)
+            return ServedPolicy(self.address, timeout, self.recorded)
         device = resolve_device(self.device)
         if self.factory is None:
             from grpo_probe.policies.checkpoint import load_policy

@@ -12,33 +12,36 @@ Every rollout process builds its own client from the arm's picklable
 :class:`~grpo_probe.policies.policy_source.PolicySource` and opens its own connection; the server answers
 one ``act`` at a time. A refused connection, a reply that does not come within ``timeout_s`` and a
 reply that breaks the protocol are each a :class:`ServedPolicyError` naming the address and what
-happened; after one, the next ``act`` opens a new connection.
+happened; after one, the next ``act`` opens a new connection. A connection whose hello declares another
+policy, or another ``checkpoint_sha256``, than the client's first one or the one the arm's binding
+recorded (:class:`RecordedCheckpoint`) is refused: a different checkpoint restarted behind the address
+stops the job at connect, before a row is computed.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-from websockets.sync.client import ClientConnection, connect
 
 from grpo_probe.policies.protocol import PolicyCapabilities, PolicyOutput, RowDiagnostics, RowKey
 from grpo_probe.sampling import SamplingMode
 from grpo_probe.serve import wire
+from grpo_probe.serve.link import ClientLink
 
-__all__ = ["DEFAULT_TIMEOUT_S", "ServedPolicy", "ServedPolicyError", "ServedPolicyRaised", "check_address"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "RecordedCheckpoint",
+    "ServedPolicy",
+    "ServedPolicyError",
+    "ServedPolicyRaised",
+    "check_address",
+]
 
 DEFAULT_TIMEOUT_S = 120.0
 """Seconds to wait for the server to accept a connection, and for each ``act`` reply (config:
 ``arms.<id>.timeout_s``): long enough for a large batch on a busy GPU, short enough that a hung server
 stops a job within minutes."""
-
-
-_DIRECT: dict[str, Any] = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
-"""websockets 17 asks ``connect`` to be a context manager unless ``legacy=True``; a client holds its
-connection across ``act`` calls, so it opts in where the flag exists (older versions connect directly)."""
 
 
 class ServedPolicyError(RuntimeError):
@@ -62,17 +65,45 @@ def check_address(address: str) -> str:
     return address
 
 
+@dataclass(frozen=True)
+class RecordedCheckpoint:
+    """The checkpoint sha256 a served arm's binding read from the server's hello, and the file that
+    records it (the arm's source.json): every later connection must declare the same."""
+
+    sha256: str
+    where: str
+
+
+def _checkpoint_sha256(hello: Mapping[str, Any]) -> str | None:
+    found = hello["metadata"].get("checkpoint_sha256")
+    return None if found is None else str(found)
+
+
 class ServedPolicy:
     """The policy served at ``address``; its ``head``, ``obs_dim``, ``input_keys`` and ``capabilities``
-    are what the server's hello declares (read when the client connects, on construction)."""
+    are what the server's hello declares (read when the client connects, on construction).
 
-    def __init__(self, address: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    ``recorded``: the checkpoint the arm was bound to; a server declaring another is refused at connect.
+    """
+
+    def __init__(
+        self, address: str, timeout_s: float = DEFAULT_TIMEOUT_S, recorded: RecordedCheckpoint | None = None
+    ) -> None:
         self.address = check_address(address)
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ValueError(f"policy server {address}: timeout_s must be a number > 0, got {timeout_s!r}")
         self.timeout_s = float(timeout_s)
-        self._connection: ClientConnection | None = None
+        self.recorded = recorded
+        self._link = ClientLink(
+            self.address,
+            self.timeout_s,
+            where=f"policy server {self.address}",
+            error=ServedPolicyError,
+            start_hint="start it with grpo_probe.serve, or `grpo-probe serve` for a checkpoint, and check "
+            "the address",
+        )
         self._hello: dict[str, Any] | None = None
+        self._checkpoint: str | None = None
         hello = self._connect()
         self.head: str = hello["head"]
         self.obs_dim: int = hello["obs_dim"]
@@ -95,70 +126,44 @@ class ServedPolicy:
         return f"ServedPolicy({self.address!r}, head={self.head!r}, serving {self.served_name})"
 
     def _connect(self) -> dict[str, Any]:
-        """Open a connection and read the hello; on a reconnection it must declare what the first did."""
-        where = f"policy server {self.address}"
-        try:
-            connection = connect(
-                self.address,
-                open_timeout=self.timeout_s,
-                close_timeout=min(self.timeout_s, 10.0),
-                max_size=None,
-                compression=None,
-                **_DIRECT,
-            )
-        except ConnectionRefusedError:
-            raise ServedPolicyError(
-                f"{where}: connection refused: no server listens there (start it with "
-                "grpo_probe.serve, or `grpo-probe serve` for a checkpoint, and check the address)"
-            ) from None
-        except TimeoutError:
-            raise ServedPolicyError(
-                f"{where}: no connection within timeout_s = {self.timeout_s:g} s"
-            ) from None
-        except (OSError, InvalidHandshake, InvalidURI) as exc:
-            raise ServedPolicyError(f"{where}: cannot connect ({type(exc).__name__}: {exc})") from None
-        try:
-            hello = wire.read_hello(self._receive(connection, "the hello"))
-        except wire.ProtocolError as exc:
-            connection.close()
-            raise ServedPolicyError(f"{where}: {exc}") from None
-        except ServedPolicyError:
-            connection.close()
-            raise
-        policy = {k: v for k, v in hello.items() if k != "metadata"}
-        if self._hello is not None and policy != self._hello:
-            connection.close()
-            raise ServedPolicyError(
-                f"{where}: the server now serves {policy}, not the policy it served when this client "
-                f"connected first ({self._hello}); a run must not change its policy"
-            )
-        self._hello = policy
-        self._connection = connection
+        """Open a connection and read the hello; on a reconnection it must declare what the first did,
+        its checkpoint's sha256 included, and that sha256 must be the one the arm's binding recorded."""
+        hello = self._link.open(wire.read_hello)
+        refused = self._refusal(hello)
+        if refused is not None:
+            self._link.close()
+            raise ServedPolicyError(f"{self._link.where}: {refused}")
+        self._hello = {k: v for k, v in hello.items() if k != "metadata"}
+        self._checkpoint = _checkpoint_sha256(hello)
         return hello
 
-    def _receive(self, connection: ClientConnection, what: str) -> Any:
-        where = f"policy server {self.address}"
-        try:
-            data = connection.recv(timeout=self.timeout_s)
-        except TimeoutError:
-            raise ServedPolicyError(
-                f"{where}: no reply to {what} within timeout_s = {self.timeout_s:g} s"
-            ) from None
-        except ConnectionClosed as exc:
-            raise ServedPolicyError(
-                f"{where}: the server closed the connection before {what} ({exc})"
-            ) from None
-        if not isinstance(data, bytes):
-            raise ServedPolicyError(
-                f"{where}: {what} came as a text frame, not a msgpack message: {data[:500]}"
+    def _refusal(self, hello: dict[str, Any]) -> str | None:
+        """Why the policy this hello declares is not the one this client is held to (None: it is)."""
+        policy = {k: v for k, v in hello.items() if k != "metadata"}
+        found = _checkpoint_sha256(hello)
+        if self.recorded is not None and found != self.recorded.sha256:
+            return (
+                f"the server declares checkpoint_sha256 {found}, but {self.recorded.where} records "
+                f"{self.recorded.sha256} for this arm; refused: a different checkpoint restarted behind the "
+                "same address (serve the recorded checkpoint again, or bind the arm anew)"
             )
-        return wire.unpackb(data)
+        if self._hello is None:
+            return None
+        if policy != self._hello:
+            return (
+                f"the server now serves {policy}, not the policy it served when this client connected "
+                f"first ({self._hello}); a run must not change its policy"
+            )
+        if found != self._checkpoint:
+            return (
+                f"the server now declares checkpoint_sha256 {found}, was {self._checkpoint} when this "
+                "client connected first; a run must not change its policy"
+            )
+        return None
 
     def close(self) -> None:
         """Close the connection (a later ``act`` opens a new one)."""
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        self._link.close()
 
     def act(self, obs: Any, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
         """Send the batch, keys and mode; return the server's chunks and diagnostics, checked against the
@@ -169,27 +174,16 @@ class ServedPolicy:
             request = wire.packb(wire.act_request(obs, keys, mode))
         except (TypeError, ValueError, OverflowError) as exc:
             raise ValueError(f"{where}: cannot send this act() call ({exc})") from None
-        if self._connection is None:
+        if not self._link.connected:
             self._connect()
-        connection = self._connection
-        assert connection is not None
         try:
-            connection.send(request)
-            reply = self._receive(connection, f"act() on {rows} rows")
+            reply = self._link.exchange(request, f"act() on {rows} rows")
             if isinstance(reply, dict) and "error" in reply:
                 raise ServedPolicyRaised(
                     f"{where}: the served policy raised {reply['error']}", str(reply.get("traceback", ""))
                 )
             actions, diagnostics = wire.read_act_reply(reply, rows)
-        except ServedPolicyRaised:
-            raise
-        except ConnectionClosed as exc:
-            self.close()
-            raise ServedPolicyError(f"{where}: the connection is closed ({exc})") from None
         except wire.ProtocolError as exc:
             self.close()
             raise ServedPolicyError(f"{where}: {exc}") from None
-        except ServedPolicyError:
-            self.close()  # the transport broke or timed out: the next act() starts a new connection
-            raise
         return PolicyOutput(actions=actions, diagnostics=[RowDiagnostics(**d) for d in diagnostics])

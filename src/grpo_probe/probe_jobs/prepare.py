@@ -22,7 +22,7 @@ from grpo_probe.provenance import write_design_manifest
 __all__ = ["demos", "prereg_check", "train_reference_arm"]
 
 
-def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
+def prereg_check(prereg_path: PathLike, manifest: PathLike, served_env: PathLike | None = None) -> None:
     """The root of the chain: the prereg matches its lock; the manifest records both files.
 
     It also builds the design's environment once: a user's factory that cannot be imported, or that
@@ -32,6 +32,10 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
     against phase 2's registries (:mod:`grpo_probe.phase2.pilot_choices`: the prereg package, below
     phase 2 and without torch, cannot see them), so a misspelt name stops the run before the probe. A
     design's split of the state into LeRobot's keys is checked against the entries the environment names.
+
+    A design whose simulator is served (``env: {source: server}``) writes its server's hello to
+    ``served_env`` (``prereg/served_env.json``, :mod:`grpo_probe.envs.served_record`): every later job of
+    the results folder declares it and refuses a server that says another simulator, naming the field.
     """
     prereg = load_prereg(prereg_path)
     check_built_environment(prereg)  # the same check as `grpo-probe prereg check`
@@ -40,11 +44,27 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike) -> None:
 
         check_pilot_choices(prereg)
     extra = None
+    outputs = [prereg.path, Path(f"{prereg.path}.lock")]
     if prereg.env.id == SERVED_FACTORY:  # compute.md counts the simulator server's CPU from here
         server = prereg.env.params["server"]
         extra = {"server_cpu": server_reading("environment", server["address"], server["timeout_s"])}
-    outputs = [prereg.path, Path(f"{prereg.path}.lock")]
+    if served_env is not None:
+        _record_served_env(prereg, served_env)
+        outputs.append(Path(served_env))
     write_design_manifest(prereg, manifest, "prereg_check", outputs, [], extra)
+
+
+def _record_served_env(prereg: Prereg, record: PathLike) -> None:
+    """The hello this job read from the design's environment server (its spec was built above)."""
+    from grpo_probe.envs.served_record import first_hello, write_record
+
+    if prereg.env.id != SERVED_FACTORY:
+        raise ValueError(f"{prereg.path}: env is not served (env.source: server), so it has no {record}")
+    address = str(prereg.env.params["server"]["address"])
+    hello = first_hello(address)
+    if hello is None:
+        raise RuntimeError(f"{prereg.path}: env.address {address}: no hello was read while building the env")
+    write_record(record, address, hello)
 
 
 def demos(prereg_path: PathLike, upstream: Sequence[PathLike], out: PathLike, manifest: PathLike) -> None:

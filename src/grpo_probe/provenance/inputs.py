@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_probe.envs.served_record import RECORD_NAME, hold_to_record
 from grpo_probe.provenance.manifest import file_sha256, read_manifest, relative_to_root
 
 __all__ = ["ChangedInputError", "Vouched", "refuse_changed_inputs", "vouched_inputs"]
@@ -69,6 +70,10 @@ def refuse_changed_inputs(inputs: Iterable[str | os.PathLike[str]]) -> int:
     Inputs no manifest vouches for (the design, user code, a checkpoint bound by path, which the lock and
     the arm's manifest check by their own pins) are not checked here. Folders are skipped: the files in
     them are recorded one by one, and no job reads a folder's members as an input.
+
+    A served simulator's record among the inputs (``prereg/served_env.json``, checked like any other) is
+    what the simulator is: this job's connections to the environment server, and its rollout workers',
+    are then held to it (:func:`grpo_probe.envs.served_record.hold_to_record`).
     """
     paths = [str(p) for p in inputs]
     vouched = vouched_inputs(paths)
@@ -88,4 +93,7 @@ def refuse_changed_inputs(inputs: Iterable[str | os.PathLike[str]]) -> int:
                 "every file of the run that differs."
             )
         checked += 1
+    for path in paths:
+        if Path(path).name == RECORD_NAME:
+            hold_to_record(path)
     return checked

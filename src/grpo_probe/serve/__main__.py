@@ -5,7 +5,9 @@ serves a LeRobot checkpoint folder with no adapter written (:mod:`grpo_probe.ser
 
 The factory is called as ``factory(checkpoint=PATH, device=DEVICE)`` (each only when given), the call an
 arm bound with ``source: checkpoint`` makes, so the adapter a lab already wrote serves unchanged when it
-builds on this package's types (:mod:`grpo_probe.serve.contract`).
+builds on this package's types (:mod:`grpo_probe.serve.contract`). The hello declares the checkpoint's
+sha256 (``checkpoint_sha256``, a folder's over its files): the arm's binding records it, and a different
+checkpoint served later behind the same address is refused at connect.
 
 ``python -m grpo_probe.serve env module:factory [--scene module:callable] --port N`` serves a simulator
 instead (:mod:`grpo_probe.serve.env_server`): each connection builds ``factory(gym_id, **kwargs)`` from
@@ -70,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not callable(factory):
         parser.error(f"module {module_name!r} has no callable {attr!r}")
     given = {k: v for k, v in (("checkpoint", args.checkpoint), ("device", args.device)) if v is not None}
-    serve_policy(factory(**given), args.address)
+    serve_policy(factory(**given), args.address, checkpoint=args.checkpoint)
     return 0
 
 

@@ -30,7 +30,6 @@ import json
 import logging
 import platform
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Mapping
 from importlib import metadata
@@ -38,10 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.server import Server, ServerConnection, serve
 
 from grpo_probe.serve import env_wire, wire
+from grpo_probe.serve.link import LinkServer, serve_until_interrupted
 from grpo_probe.serve.server import parse_address
 from grpo_probe.serve.stats import is_stats_request, stats_reply
 
@@ -222,7 +220,7 @@ class _Session:
             self.env = None
 
 
-class EnvServer:
+class EnvServer(LinkServer):
     """Serve environments built by ``factory`` (``module:callable``, called as ``factory(gym_id,
     **kwargs)``) with the scene ``scene`` names, at ``host:port`` (port 0: a free one)."""
 
@@ -232,41 +230,11 @@ class EnvServer:
         self._factory = load_callable(factory, "the environment factory")
         self._scene = None if scene is None else load_callable(scene, "the scene function")
         self.fingerprint = simulator_fingerprint(factory, scene)
-        self._hello = wire.packb(self.fingerprint)
-        self._server: Server = serve(self._handle, host, port, compression=None, max_size=None)
+        super().__init__(wire.packb(self.fingerprint), host, port)
 
-    @property
-    def address(self) -> str:
-        """``ws://host:port`` the server listens on."""
-        host, port = self._server.socket.getsockname()[:2]
-        return f"ws://{host}:{port}"
-
-    def serve_forever(self) -> None:
-        """Answer requests until :meth:`shutdown` (or Ctrl-C)."""
-        self._server.serve_forever()
-
-    def shutdown(self) -> None:
-        """Stop accepting connections and return from :meth:`serve_forever`."""
-        self._server.shutdown()
-
-    def __enter__(self) -> EnvServer:
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def _handle(self, connection: ServerConnection) -> None:
-        """One client, one environment: the hello, then one reply per request until it disconnects."""
-        session = _Session(self._factory, self._scene)
-        try:
-            connection.send(self._hello)
-            while True:
-                connection.send(self._answer(session, connection.recv()))
-        except ConnectionClosed:
-            return
-        finally:
-            session.close()
+    def _open_session(self) -> _Session:
+        """One connection, one environment (built by its ``make`` request, closed when it leaves)."""
+        return _Session(self._factory, self._scene)
 
     def _answer(self, session: _Session, data: Any) -> bytes:
         try:
@@ -314,13 +282,7 @@ def serve_env(
     the server listens (the default prints it, flushed, for a script that reads where it is)."""
     host, port = parse_address(address)
     server = EnvServer(factory, scene, host, port)
-    (ready or _print_ready)(server.address)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.shutdown()
+    serve_until_interrupted(server, ready or _print_ready)
 
 
 def _print_ready(address: str) -> None:

@@ -13,17 +13,17 @@ a policy need not be thread-safe and its arithmetic never shares the device with
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.server import Server, ServerConnection, serve
-
 from grpo_probe.serve import wire
+from grpo_probe.serve.checkpoint import checkpoint_sha256
 from grpo_probe.serve.contract import RowKey, SamplingMode
+from grpo_probe.serve.link import LinkServer, serve_until_interrupted
 from grpo_probe.serve.stats import is_stats_request, stats_reply
 
 __all__ = ["PolicyServer", "parse_address", "serve_policy"]
@@ -45,7 +45,7 @@ def parse_address(address: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-class PolicyServer:
+class PolicyServer(LinkServer):
     """Serve ``policy`` (``head``, ``obs_dim``, ``act(obs, keys, mode)``; optionally ``input_keys`` and
     ``capabilities``) at ``host:port``; port 0 picks a free port (:attr:`address` says which).
 
@@ -55,6 +55,10 @@ class PolicyServer:
     reference heads) is given ``grpo_probe.policies.RowKey`` and ``SamplingMode`` here, which is what
     ``grpo-probe serve`` does. ``metadata`` (JSON-like values) is sent in every hello: the probe records
     it where the arm is bound, and checks ``checkpoint_sha256`` there against a design that pins one.
+    ``checkpoint`` (the file or folder the policy was loaded from) adds ``checkpoint`` and its
+    ``checkpoint_sha256`` (:func:`~grpo_probe.serve.checkpoint.checkpoint_sha256`) to the metadata: the
+    arm's binding records that sha256, and every later connection of the run must declare the same, so a
+    different checkpoint restarted behind the address is refused at connect.
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class PolicyServer:
         port: int = 8765,
         *,
         metadata: Mapping[str, Any] | None = None,
+        checkpoint: str | os.PathLike[str] | None = None,
         row_key: Callable[..., Any] = RowKey,
         sampling_mode: Callable[..., Any] = SamplingMode,
     ) -> None:
@@ -73,43 +78,15 @@ class PolicyServer:
                     f"cannot serve {type(policy).__name__}: it has no {name!r} (the act() contract)"
                 )
         self.policy = policy
-        self._hello = wire.packb(wire.hello(policy, metadata))
         self._row_key = row_key
         self._sampling_mode = sampling_mode
         self._lock = threading.Lock()
-        self._server: Server = serve(self._handle, host, port, compression=None, max_size=None)
+        metadata = dict(metadata or {})
+        if checkpoint is not None:
+            metadata.update(checkpoint=str(checkpoint), checkpoint_sha256=checkpoint_sha256(checkpoint))
+        super().__init__(wire.packb(wire.hello(policy, metadata)), host, port)
 
-    @property
-    def address(self) -> str:
-        """``ws://host:port`` the server listens on (the port it was given, or the one port 0 picked)."""
-        host, port = self._server.socket.getsockname()[:2]
-        return f"ws://{host}:{port}"
-
-    def serve_forever(self) -> None:
-        """Answer requests until :meth:`shutdown` (or Ctrl-C)."""
-        self._server.serve_forever()
-
-    def shutdown(self) -> None:
-        """Stop accepting connections and return from :meth:`serve_forever`."""
-        self._server.shutdown()
-
-    def __enter__(self) -> PolicyServer:
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def _handle(self, connection: ServerConnection) -> None:
-        """One client: the hello, then one reply per request until it disconnects."""
-        try:
-            connection.send(self._hello)
-            while True:
-                connection.send(self._answer(connection.recv()))
-        except ConnectionClosed:  # the client left (a rollout job ended, or was stopped)
-            return
-
-    def _answer(self, data: Any) -> bytes:
+    def _answer(self, session: Any, data: Any) -> bytes:
         """The reply to one request: the policy's output, or what went wrong (the connection stays open,
         so a mode the policy refuses does not end the client's session)."""
         try:
@@ -134,24 +111,28 @@ def serve_policy(
     address: str = "ws://127.0.0.1:8765",
     *,
     metadata: Mapping[str, Any] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
     row_key: Callable[..., Any] = RowKey,
     sampling_mode: Callable[..., Any] = SamplingMode,
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve ``policy`` at ``address`` (``ws://HOST:PORT``; port 0: a free one) until interrupted.
 
-    ``ready`` is called with the address once the server listens (the default prints it, flushed, so a
-    script that starts the server can read where it is).
+    ``checkpoint``: the file or folder the policy was loaded from, declared with its sha256 in the hello
+    (:class:`PolicyServer`). ``ready`` is called with the address once the server listens (the default
+    prints it, flushed, so a script that starts the server can read where it is).
     """
     host, port = parse_address(address)
-    server = PolicyServer(policy, host, port, metadata=metadata, row_key=row_key, sampling_mode=sampling_mode)
-    (ready or _print_ready)(server.address)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.shutdown()
+    server = PolicyServer(
+        policy,
+        host,
+        port,
+        metadata=metadata,
+        checkpoint=checkpoint,
+        row_key=row_key,
+        sampling_mode=sampling_mode,
+    )
+    serve_until_interrupted(server, ready or _print_ready)
 
 
 def _print_ready(address: str) -> None:

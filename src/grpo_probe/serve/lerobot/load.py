@@ -9,9 +9,7 @@ normalization statistics, which give the action bounds.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from collections.abc import Sequence
 from importlib import metadata as distributions
 from pathlib import Path
@@ -20,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from grpo_probe.serve.checkpoint import checkpoint_sha256
 from grpo_probe.serve.lerobot.adapter import LeRobotAdapter, sampler_for
 from grpo_probe.serve.lerobot.rows import ActionBounds, CameraMap
 
@@ -42,26 +41,6 @@ def checkpoint_type(path: Path) -> str:
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"{config}: field 'type' (the policy type, e.g. diffusion or act) is missing")
     return kind
-
-
-def checkpoint_sha256(path: Path) -> str:
-    """One hash of the folder's files (weights, config, the processors' statistics), computed as the
-    probe's ``grpo_probe.user_code.tree_sha256`` computes a checkpoint folder's (SHA-256 of the sorted
-    lines ``<relative path>\\0<file's SHA-256>\\n``, hidden files and ``__pycache__`` left out), so a
-    design pins it as the arm's ``checkpoint_sha256``."""
-    lines = []
-    for folder, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != "__pycache__")
-        for name in filenames:
-            if name.startswith("."):
-                continue
-            file = Path(folder) / name
-            digest = hashlib.sha256()
-            with file.open("rb") as fh:
-                while block := fh.read(1 << 20):
-                    digest.update(block)
-            lines.append(f"{file.relative_to(path).as_posix()}\0{digest.hexdigest()}\n")
-    return hashlib.sha256("".join(sorted(lines)).encode()).hexdigest()
 
 
 def _version(distribution: str) -> str | None:
