@@ -4,8 +4,10 @@ Pusher-v5 (its own XML with two named cameras added) is bound twice by the same 
 probe's process, and served by ``python -m grpo_probe.serve env`` from a second process whose server draws
 the frames. Every frame a camera-fed policy would read (each named camera and the ``default`` view, at
 two sizes, at the spawn, after each chunk and after a replay's state shift) must be the in-process bytes,
-and every record too; after a camera's first frame the frames come with the chunk's reply (no request of
-their own); an unknown camera is refused naming the cameras there are.
+and every record too; the rollout engine hands a camera-fed policy the same frames (its rows, its chunks
+and the per-replan frame digests the oracles compare are the in-process ones); after a camera's first
+frame the frames come with the chunk's reply (no request of their own); an unknown camera is refused
+naming the cameras there are.
 """
 
 from __future__ import annotations
@@ -21,7 +23,11 @@ import pytest
 from envs.scene_envs import callable_name
 from envs.served_scenes import PusherScene
 from grpo_probe.envs.gym_adapter import DEFAULT_CAMERA, GymnasiumAdapter, GymnasiumParams
+from grpo_probe.envs.observation import ObservationConfig
 from grpo_probe.envs.served import ServedEnvError, served_env, served_env_config
+from grpo_probe.policies.protocol import PolicyOutput, RowDiagnostics, SamplingMode
+from grpo_probe.rollout.lockstep import run_lockstep
+from grpo_probe.rollout.results import EpisodeSpec
 from serve_processes import env_server_process
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -125,6 +131,47 @@ def test_served_frames_and_rows_are_the_in_process_bytes(server, xml_file):
     assert len(set(first)) == len(first), "two frames of one episode are the same: the state does not show"
     served.close()
     local.close()
+
+
+class FrameFedPolicy:
+    """A camera-fed policy whose chunk moves with every pixel of the ``front`` frame it reads (a frame that
+    differs by one byte gives other actions), so the engine's rows show which frames it was handed."""
+
+    head = "flow"
+    input_keys = ("observation.state", "observation.images.front")
+
+    def __init__(self, obs_dim: int, chunk_length: int, action_dims: int) -> None:
+        self.obs_dim, self._shape = obs_dim, (chunk_length, action_dims)
+        self._weights = np.random.default_rng(0).standard_normal((48 * 64 * 3, action_dims))
+
+    def act(self, obs, keys, mode) -> PolicyOutput:
+        frames = np.asarray(obs["observation.images.front"], dtype=np.float64).reshape(len(keys), -1) / 255.0
+        pull = np.tanh(frames @ self._weights / 100.0 + obs["observation.state"][:, : self._shape[1]])
+        chunk = np.repeat(pull[:, None, :], self._shape[0], axis=1).astype(np.float32)
+        return PolicyOutput(chunk, [RowDiagnostics(None) for _ in keys])
+
+
+def test_the_engine_hands_a_camera_fed_policy_the_in_process_frames(server, xml_file):
+    address, _ = server
+    observation = ObservationConfig.from_dict({"cameras": {"front": {"height": 48, "width": 64}}})
+    specs = [EpisodeSpec(seed=3, draw=0), EpisodeSpec(seed=4, draw=1)]
+    runs = []
+    for envs in (
+        [_local(xml_file), _local(xml_file)],
+        [_served(address, xml_file), _served(address, xml_file)],
+    ):
+        policy = FrameFedPolicy(envs[0].spec.obs_dim, envs[0].spec.chunk_length, envs[0].spec.action_dims)
+        results = run_lockstep(
+            policy, envs, specs, run_key=11, mode=SamplingMode("flow_ode", steps=10), observation=observation
+        )
+        runs.append(
+            [(r.record.canonical_bytes(), r.executed_actions.tobytes(), r.frame_sha256) for r in results]
+        )
+        for env in envs:
+            env.close()
+    in_process, served = runs
+    assert served == in_process
+    assert all(len(frames) == PARAMS["replans"] for _, _, frames in in_process)
 
 
 def test_after_the_first_frame_the_frames_come_with_the_chunk(server, xml_file):
