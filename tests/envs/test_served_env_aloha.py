@@ -95,7 +95,7 @@ def test_insertion_binds_with_the_state_and_the_models_cameras_and_no_expert(ser
     assert (spec.obs_dim, spec.action_dims, spec.tick_s) == (42, 14, 0.02)
     assert spec.cameras == CAMERAS
     assert spec.version.startswith(f"{INSERTION}/1 (served: gym_aloha.env:AlohaEnv from {FACTORY}")
-    assert "mujoco 3.3.0" in spec.version
+    assert "gym-aloha 0.1.5, dm-control 1.0.28, mujoco 3.3.0" in spec.version
     assert not hasattr(env, "expert"), "gym-aloha ships no scripted expert, and the scene offers none"
     env.reset(0)
     for camera in CAMERAS:
