@@ -4,10 +4,10 @@ Pusher-v5 (its own XML with two named cameras added) is bound twice by the same 
 probe's process, and served by ``python -m grpo_probe.serve env`` from a second process whose server draws
 the frames. Every frame a camera-fed policy would read (each named camera and the ``default`` view, at
 two sizes, at the spawn, after each chunk and after a replay's state shift) must be the in-process bytes,
-and every record too; the rollout engine hands a camera-fed policy the same frames (its rows, its chunks
-and the per-replan frame digests the oracles compare are the in-process ones); after a camera's first
-frame the frames come with the chunk's reply (no request of their own); an unknown camera is refused
-naming the cameras there are.
+and every record too, and so must a camera the server's scene draws itself. The rollout engine hands a
+camera-fed policy the same frames (its rows, its chunks and the per-replan frame digests the oracles
+compare are the in-process ones); after a camera's first frame the frames come with the chunk's reply
+(no request of their own); an unknown camera is refused naming the cameras there are.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from envs.scene_envs import callable_name
-from envs.served_scenes import PusherScene
+from envs.served_scenes import PusherScene, PusherSketchScene
 from grpo_probe.envs.gym_adapter import DEFAULT_CAMERA, GymnasiumAdapter, GymnasiumParams
 from grpo_probe.envs.observation import ObservationConfig
 from grpo_probe.envs.served import ServedEnvError, served_env, served_env_config
@@ -174,6 +174,33 @@ def test_the_engine_hands_a_camera_fed_policy_the_in_process_frames(server, xml_
     assert all(len(frames) == PARAMS["replans"] for _, _, frames in in_process)
 
 
+def test_a_camera_the_servers_scene_draws_itself_is_served_as_in_process(tmp_path):
+    """The scene's own cameras come first, then the model's, and its frames are the in-process bytes."""
+    local = GymnasiumAdapter(GymnasiumParams.from_dict({**PARAMS, "scene": callable_name(PusherSketchScene)}))
+    scene = "envs.served_scenes:PusherSketchScene"
+    with env_server_process(
+        sys.executable, FACTORY, tmp_path / "server.log", scene=scene, extra_path=[TESTS]
+    ) as (address, _):
+        served = served_env(
+            **served_env_config(
+                {"source": "server", "address": address, "params": PARAMS}, "design.yaml: env"
+            )
+        )
+        assert served.spec.cameras == local.spec.cameras == ("sketch", DEFAULT_CAMERA)
+        frames = {}
+        for name, env in (("served", served), ("in process", local)):
+            env.reset(6)
+            drawn = [env.render("sketch", 64, 64).tobytes()]
+            while not env.done:
+                env.execute(np.full((6, 7), 1.0, np.float32), 4)
+                drawn.append(env.render("sketch", 64, 64).tobytes())
+            frames[name] = drawn
+        served.close()
+    assert frames["served"] == frames["in process"]
+    assert frames["served"][0] != frames["served"][-1], "the arm's motion does not show"
+    local.close()
+
+
 def test_after_the_first_frame_the_frames_come_with_the_chunk(server, xml_file):
     """One request per replan, frames and all: only a camera's first frame at a size asks on its own."""
     address, _ = server
@@ -208,3 +235,32 @@ def test_an_unknown_camera_is_refused_naming_the_cameras_there_are(server, xml_f
     with pytest.raises(ServedEnvError, match=r"render\[0\]: height must be an integer in 1\.\.4096, got 0"):
         link.request({"type": "render", "cameras": [["front", 0, 32]]}, "render")
     served.close()
+
+
+class _NoModel:
+    """An environment with no MuJoCo model (as a pymunk simulator): only its scene can draw."""
+
+
+class _ViewWithoutRender:
+    cameras = ("top",)
+
+
+class _FloatView:
+    cameras = ("top",)
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        return np.zeros((height, width, 3), np.float32)
+
+
+def test_the_server_checks_a_scenes_own_cameras_as_the_adapter_does():
+    from grpo_probe.serve.env_cameras import Cameras
+
+    assert Cameras(_NoModel()).names == ()
+    with pytest.raises(ValueError, match=r"_ViewWithoutRender names cameras \['top'\] but has no render"):
+        Cameras(_NoModel(), _ViewWithoutRender())
+    cameras = Cameras(_NoModel(), _FloatView())
+    assert cameras.names == ("top",)
+    with pytest.raises(
+        ValueError, match=r"of the scene _FloatView returned float32 \[4, 4, 3\]; it must return"
+    ):
+        cameras.render([("top", 4, 4)])

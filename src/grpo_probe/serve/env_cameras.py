@@ -5,12 +5,13 @@ MuJoCo model and data live in the server's process (and its own MuJoCo build), s
 drawn there; they cross the wire as uint8 arrays (:mod:`grpo_probe.serve.env_wire`).
 
 Why not :mod:`grpo_probe.envs.gl`: the server runs grpo-probe-serve alone (no ``grpo_probe.envs``), so
-this module repeats what the in-process Gymnasium adapter does, to the byte: the cameras are the model's
-named cameras in model order, then ``default`` (MuJoCo's free camera of the model with the environment's
-``default_camera_config``, the view Gymnasium's ``render()`` opens on, its pose fixed by the model alone);
-a renderer per frame size, made once, with shadows and multisampling off; the backend chosen headless
-(EGL when present) before MuJoCo is imported. tests/envs/test_served_env_cameras.py holds the two paths
-to the same bytes on Pusher-v5.
+this module repeats what the in-process Gymnasium adapter does, to the byte. The cameras are those the
+scene function draws itself (its ``cameras``, drawn by its ``render(camera, height, width)``: gym-pusht's
+top view, a view of the lab's), then the model's named cameras in model order, then ``default``
+(MuJoCo's free camera of the model with the environment's ``default_camera_config``, the view
+Gymnasium's ``render()`` opens on, its pose fixed by the model alone); a renderer per frame size, made
+once, with shadows and multisampling off; the backend chosen headless (EGL when present) before MuJoCo
+is imported. tests/envs/test_served_env_cameras.py holds the two paths to the same bytes on Pusher-v5.
 
 The model is found where the adapter finds it (the unwrapped environment, or the MuJoCo environment it
 drives, as PointMaze drives ``point_env``) or, for a simulator driven through dm_control (gym-aloha), in
@@ -113,9 +114,11 @@ def _physics(unwrapped: Any) -> Any | None:
 
 
 class Cameras:
-    """The cameras of one served environment: their names, and their frames at the current state."""
+    """The cameras of one served environment (and of its scene): their names, and their frames now."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, scene: Any = None) -> None:
+        self._scene = scene
+        self._drawn = _scene_cameras(scene)
         self._unwrapped = getattr(env, "unwrapped", env)
         self._sim = _simulator(self._unwrapped)
         self._physics = None if self._sim is not None else _physics(self._unwrapped)
@@ -123,14 +126,15 @@ class Cameras:
         self._free_camera: Any = None
         self._model: Any = None
         model = self._model_and_data()
-        if model is None:
-            self.names: tuple[str, ...] = ()
-            self._named: frozenset[str] = frozenset()
-            return
-        named = [model[0].camera(i).name for i in range(int(model[0].ncam))]
-        found = [n for n in named if n]
+        found: list[str] = (
+            [] if model is None else [model[0].camera(i).name for i in range(int(model[0].ncam))]
+        )
+        found = [n for n in found if n]
         self._named = frozenset(found)
-        self.names = (*found, *(() if DEFAULT_CAMERA in found else (DEFAULT_CAMERA,)))
+        drawn_by_mujoco = (
+            () if model is None else (*found, *(() if DEFAULT_CAMERA in found else (DEFAULT_CAMERA,)))
+        )
+        self.names: tuple[str, ...] = (*self._drawn, *(c for c in drawn_by_mujoco if c not in self._drawn))
 
     def _model_and_data(self) -> tuple[Any, Any] | None:
         """MuJoCo's model and data now (read at every frame: dm_control may rebuild its physics)."""
@@ -142,23 +146,39 @@ class Cameras:
 
     def render(self, requests: Sequence[CameraRequest]) -> list[np.ndarray]:
         """Each asked-for frame at the current state, uint8 [height, width, 3], in the order asked."""
-        if not requests:
-            return []
-        found = self._model_and_data()
-        if found is None:
-            raise ValueError("the served environment has no MuJoCo model to render cameras from")
-        model, data = found
-        if model is not self._model:  # a rebuilt model: its renderers and free camera go with the old one
-            self.close()
-            self._model = model
         frames = []
         for name, height, width in requests:
+            if name in self._drawn:
+                frames.append(self._scene_frame(name, height, width))
+                continue
+            found = self._model_and_data()
+            if found is None:
+                raise ValueError("the served environment has no MuJoCo model to render cameras from")
+            model, data = found
+            if model is not self._model:  # a rebuilt model: its renderers and free camera go with the old one
+                self.close()
+                self._model = model
             renderer = self._renderers.get((height, width))
             if renderer is None:
                 renderer = self._renderers[(height, width)] = _make_renderer(model, height, width)
             renderer.update_scene(data, camera=name if name in self._named else self._default_view(model))
             frames.append(np.ascontiguousarray(renderer.render(), dtype=np.uint8).copy())
         return frames
+
+    def _scene_frame(self, camera: str, height: int, width: int) -> np.ndarray:
+        """The scene's own frame of ``camera``, checked as the adapter checks it in process."""
+        frame = self._scene.render(camera, height, width)
+        if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.shape != (height, width, 3):
+            found = (
+                f"{frame.dtype} {list(frame.shape)}"
+                if isinstance(frame, np.ndarray)
+                else type(frame).__name__
+            )
+            raise ValueError(
+                f"render({camera!r}, {height}, {width}) of the scene {type(self._scene).__name__} returned "
+                f"{found}; it must return a numpy uint8 array [{height}, {width}, 3] (RGB)"
+            )
+        return np.ascontiguousarray(frame)
 
     def _default_view(self, model: Any) -> Any:
         """MuJoCo's free camera of the model, then the environment's ``default_camera_config`` on it (as
@@ -176,6 +196,26 @@ class Cameras:
             renderer.close()
         self._renderers.clear()
         self._free_camera = None
+
+
+def _scene_cameras(scene: Any) -> tuple[str, ...]:
+    """The cameras a scene function draws itself (its ``cameras``), checked as the adapter checks them:
+    distinct non-empty names, and a ``render`` to draw them; a ``ValueError`` names the scene."""
+    value = getattr(scene, "cameras", ()) if scene is not None else ()
+    label = f"the scene {type(scene).__name__}"
+    if isinstance(value, str) or not isinstance(value, (tuple, list)):
+        raise ValueError(f"{label}: cameras must be a list of camera names, got {value!r}")
+    names = tuple(value)
+    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise ValueError(
+            f"{label}: cameras must name distinct cameras by non-empty strings, got {list(names)}"
+        )
+    if names and not callable(getattr(scene, "render", None)):
+        raise ValueError(
+            f"{label} names cameras {list(names)} but has no render(camera, height, width) method to "
+            "draw them"
+        )
+    return names
 
 
 def _make_renderer(model: Any, height: int, width: int) -> Any:

@@ -17,10 +17,11 @@ the simulator) is called as ``scene(env)`` on each built environment and returns
   [chunk_length, action_dims] in [-1, 1]) from the observation alone, its noise keyed by ``key``; the
   probe records its demonstrations and behaviour-clones its reference arms on them.
 
-Cameras (:mod:`grpo_probe.serve.env_cameras`): the built environment's named MuJoCo cameras and its
-``default`` view are listed in the ``make`` reply, and drawn here, at the size asked, after a reset, a
-chunk or a state shift whose request names them (``render``), or on a ``render`` request of their own;
-the frames travel as uint8 arrays, the bytes the probe's adapter draws in process.
+Cameras (:mod:`grpo_probe.serve.env_cameras`): the scene's own cameras (its ``cameras``, drawn by its
+``render``), then the built environment's named MuJoCo cameras and its ``default`` view are listed in the
+``make`` reply, and drawn here, at the size asked, after a reset, a chunk or a state shift whose request
+names them (``render``), or on a ``render`` request of their own; the frames travel as uint8 arrays, the
+bytes the probe's adapter draws in process.
 
 The hello names the factory and the scene and carries every installed distribution's version and a
 sha256 of them and of the factory's and scene's source: the probe records it in every manifest, and a
@@ -157,8 +158,8 @@ class _Session:
     def make(self, gym_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         self.close()
         self.env = self._factory(gym_id, **kwargs)
-        self.cameras = env_cameras.Cameras(self.env)
         self.scene = None if self._scene_factory is None else self._scene_factory(self.env)
+        self.cameras = env_cameras.Cameras(self.env, self.scene)
         scene = self.scene
         unwrapped = getattr(self.env, "unwrapped", self.env)
         kind = type(unwrapped)
