@@ -44,3 +44,20 @@ class PusherScene:
     def engaged(self, info: Any) -> bool:
         (ox, oy), (tx, ty) = self._xy("object"), self._xy("tips_arm")
         return bool(np.hypot(ox - tx, oy - ty) < 0.06)
+
+
+class PusherSketchScene(PusherScene):
+    """:class:`PusherScene` with a camera it draws itself (``sketch``): the object, the goal and the arm's
+    tip as squares on a 1 m x 1 m top view of the table around (0.4, -0.4), as a simulator that draws its
+    own view (gym-pusht) would."""
+
+    cameras = ("sketch",)
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        frame = np.full((height, width, 3), 40, dtype=np.uint8)
+        for body, colour in (("goal", (0, 200, 0)), ("object", (220, 30, 30)), ("tips_arm", (30, 30, 220))):
+            x, y = self._xy(body)
+            row = int(np.clip((0.1 - y) * height, 0, height - 1))
+            col = int(np.clip((x + 0.1) * width, 0, width - 1))
+            frame[max(row - 1, 0) : row + 2, max(col - 1, 0) : col + 2] = colour
+        return frame

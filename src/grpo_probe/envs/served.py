@@ -13,6 +13,13 @@ gives in process (tests/envs/test_served_env.py holds Pusher-v5 to that).
 Each chunk's ticks go in one request (the actions are computed here exactly as the adapter computes
 them, then the adapter steps through the replies), so a replan costs one round trip, not one per tick.
 
+Cameras: the server lists the environment's cameras (its named MuJoCo cameras, then ``default``) and
+draws them in its own process (:mod:`grpo_probe.serve.env_cameras`) as the adapter draws them in
+process; ``spec.cameras`` lists them and ``render(camera, height, width)`` returns the server's uint8
+frame. The first frame of a camera at a size is a ``render`` request of its own; from then on every
+reset, chunk and state shift asks for the frames drawn so far, so they come back with its reply and a
+camera-fed replan costs no round trip of its own.
+
 The server's hello names the simulator: every installed distribution's version and a sha256 over them
 and the factory's and scene's source. The environment's version (what every manifest records) carries the
 key packages and that sha256. Every connection is held to the design's pin (``env.sha256``), the results
@@ -210,6 +217,13 @@ class ServedGymEnv:
         self._ticks: list[dict[str, Any]] = []
         self._planned: np.ndarray | None = None
         self.scene = ServedScene(self, self.described)
+        self.cameras: tuple[str, ...] = tuple(str(c) for c in self.described.get("cameras") or ())
+        self._wanted: list[tuple[str, int, int]] = []
+        """The frames drawn so far, by (camera, height, width): each state-changing request asks again."""
+        self._frames: dict[tuple[str, int, int], np.ndarray] = {}
+        """The frames of the current state."""
+        self._pending: dict[tuple[str, int, int], np.ndarray] = {}
+        """The frames after a planned chunk's last tick: current once the adapter has stepped to it."""
 
     def _make(self) -> dict[str, Any]:
         return self._link.request({"type": "make", "gym_id": self._gym_id, "kwargs": self._kwargs}, "make")
@@ -222,16 +236,21 @@ class ServedGymEnv:
         if not self._link.connected:  # broken earlier: a new connection, the same simulator, a new env
             self._link.connect()
             self._make()
-        self._ticks, self._planned = [], None
-        reply = self._link.request({"type": "reset", "seed": int(seed)}, f"reset(seed={seed})")
+        self._ticks, self._planned, self._frames, self._pending = [], None, {}, {}
+        what = f"reset(seed={seed})"
+        reply = self._link.request({"type": "reset", "seed": int(seed), **self._render_fields()}, what)
         self.positions, self.engaged = reply["positions"], None
+        self._frames = self._read_frames(reply, what)
         return reply["obs"], dict(reply["info"])
 
     def plan(self, actions: np.ndarray) -> None:
         """Step ``actions`` on the server in one request; :meth:`step` then returns each tick's reply."""
-        reply = self._link.request({"type": "step", "actions": actions}, f"a chunk of {len(actions)} ticks")
+        what = f"a chunk of {len(actions)} ticks"
+        self._frames, self._pending = {}, {}
+        reply = self._link.request({"type": "step", "actions": actions, **self._render_fields()}, what)
         self._ticks = list(reply["ticks"])
         self._planned = actions
+        self._pending = self._read_frames(reply, what)
 
     def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         planned = self._planned
@@ -240,25 +259,77 @@ class ServedGymEnv:
             if not np.array_equal(planned[index], action) or planned.dtype != np.asarray(action).dtype:
                 raise RuntimeError(f"{self._gym_id}: a step's action is not the one planned for tick {index}")
             tick = self._ticks.pop(0)
+            if not self._ticks:  # the chunk's last tick: the frames drawn after it are the state's now
+                self._frames, self._pending = self._pending, {}
         else:
             tick = self.plan_one(action)
         self.positions, self.engaged = tick["positions"], tick["engaged"]
         return tick["obs"], tick["reward"], tick["terminated"], tick["truncated"], dict(tick["info"])
 
     def plan_one(self, action: np.ndarray) -> dict[str, Any]:
-        reply = self._link.request({"type": "step", "actions": np.asarray(action)[None]}, "a tick")
+        self._frames, self._pending = {}, {}
+        request = {"type": "step", "actions": np.asarray(action)[None], **self._render_fields()}
+        reply = self._link.request(request, "a tick")
         ticks = reply["ticks"]
         if len(ticks) != 1:
             raise ServedEnvError(f"{self._link.where}: one tick asked, {len(ticks)} answered")
+        self._frames = self._read_frames(reply, "a tick")
         return dict(ticks[0])
 
     def perturb(self, rng: np.random.Generator, scale: float) -> Any:
-        reply = self._link.request(
-            {"type": "perturb", "rng": env_wire.rng_state(rng), "scale": float(scale)}, "perturb"
-        )
+        self._frames = {}
+        request = {"type": "perturb", "rng": env_wire.rng_state(rng), "scale": float(scale)}
+        reply = self._link.request({**request, **self._render_fields()}, "perturb")
         env_wire.set_rng_state(rng, reply["rng"])
         self.positions = reply["positions"]
+        self._frames = self._read_frames(reply, "perturb")
         return reply["obs"]
+
+    # -- cameras ---------------------------------------------------------------------------------------
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """The server's frame of ``camera`` at the current state, uint8 [height, width, 3]: the one that
+        came with the last reply, or (the first time a camera is drawn at a size) a ``render`` request."""
+        wanted = (str(camera), int(height), int(width))
+        frame = self._frames.get(wanted)
+        if frame is None:
+            what = f"render({camera!r}, {height}, {width})"
+            reply = self._link.request({"type": "render", "cameras": [list(wanted)]}, what)
+            frame = self._frames[wanted] = self._read_frames(reply, what, [wanted])[wanted]
+            if wanted not in self._wanted:
+                self._wanted.append(wanted)
+        return frame.copy()
+
+    def _render_fields(self) -> dict[str, Any]:
+        """A state-changing request's ``render`` field: the frames drawn so far, drawn again after it."""
+        return {"render": [list(w) for w in self._wanted]} if self._wanted else {}
+
+    def _read_frames(
+        self, reply: Mapping[str, Any], what: str, asked: list[tuple[str, int, int]] | None = None
+    ) -> dict[tuple[str, int, int], np.ndarray]:
+        """The reply's frames by what was asked (the frames drawn so far unless ``asked``), each checked
+        to be uint8 [height, width, 3]."""
+        asked = self._wanted if asked is None else asked
+        frames = reply.get("frames") or []
+        if not isinstance(frames, list) or len(frames) != len(asked):
+            count = len(frames) if isinstance(frames, list) else 0
+            raise ServedEnvError(
+                f"{self._link.where}: the reply to {what} carries {count} frame(s) where {len(asked)} were "
+                "asked (a server from before cameras were served draws none)"
+            )
+        out = {}
+        for (camera, height, width), frame in zip(asked, frames, strict=True):
+            if (
+                not isinstance(frame, np.ndarray)
+                or frame.dtype != np.uint8
+                or frame.shape != (height, width, 3)
+            ):
+                found = f"{getattr(frame, 'dtype', type(frame).__name__)} {getattr(frame, 'shape', '')}"
+                raise ServedEnvError(
+                    f"{self._link.where}: camera {camera!r} came as {found} in the reply to {what}, not "
+                    f"uint8 ({height}, {width}, 3)"
+                )
+            out[(camera, height, width)] = frame
+        return out
 
     def expert_chunk(
         self, obs: np.ndarray, key: tuple[int, ...], noise: float, chunk_length: int
@@ -330,6 +401,7 @@ class ServedGymnasiumAdapter(GymnasiumAdapter):
         self._hello = dict(hello)
         self._served = env
         super().__init__(params, env=env)
+        self.spec = dataclasses.replace(self.spec, cameras=env.cameras)
         if env.described["expert"]:
             self.expert = self._served_expert
 
@@ -343,6 +415,14 @@ class ServedGymnasiumAdapter(GymnasiumAdapter):
 
     def _served_expert(self, noise: float) -> Expert:
         return _ServedExpert(self._served, noise, self.params.chunk_length)
+
+    def render(self, camera: str, height: int, width: int) -> np.ndarray:
+        """The server's frame of ``camera`` (one of ``spec.cameras``), uint8 [height, width, 3]; an unknown
+        camera is a ``ValueError`` naming it and the environment's cameras, before any request."""
+        if camera not in self.spec.cameras:
+            cameras = ", ".join(self.spec.cameras) or "none"
+            raise ValueError(f"{self.spec.id}: no camera {camera!r} (its cameras: {cameras})")
+        return self._served.render(camera, height, width)
 
     def execute(self, chunk: np.ndarray, n_executed: int) -> np.ndarray:
         """The adapter's own ``execute``, its ticks stepped on the server in one request beforehand."""

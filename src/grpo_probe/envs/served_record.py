@@ -60,10 +60,12 @@ def write_record(path: str | os.PathLike[str], address: str, hello: Mapping[str,
 
 
 def key_packages(hello: Mapping[str, Any]) -> str:
-    """The simulator's packages worth naming in a version: the factory's, MuJoCo, Gymnasium, NumPy."""
+    """The simulator's packages worth naming in a version: the factory's, the simulators this project
+    serves (MetaWorld; gym-aloha and the dm_control it runs MuJoCo through), MuJoCo, Gymnasium, NumPy."""
     packages = hello["packages"]
     top = str(hello["factory"]).partition(":")[0].split(".")[0].replace("_", "-")
-    names = [n for n in dict.fromkeys((top, "metaworld", "mujoco", "gymnasium", "numpy")) if n in packages]
+    named = (top, "metaworld", "gym-aloha", "dm-control", "mujoco", "gymnasium", "numpy")
+    names = [n for n in dict.fromkeys(named) if n in packages]
     return ", ".join(f"{n} {packages[n]}" for n in names) or "no packages named"
 
 

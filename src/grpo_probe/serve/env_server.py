@@ -17,6 +17,12 @@ the simulator) is called as ``scene(env)`` on each built environment and returns
   [chunk_length, action_dims] in [-1, 1]) from the observation alone, its noise keyed by ``key``; the
   probe records its demonstrations and behaviour-clones its reference arms on them.
 
+Cameras (:mod:`grpo_probe.serve.env_cameras`): the scene's own cameras (its ``cameras``, drawn by its
+``render``), then the built environment's named MuJoCo cameras and its ``default`` view are listed in the
+``make`` reply, and drawn here, at the size asked, after a reset, a chunk or a state shift whose request
+names them (``render``), or on a ``render`` request of their own; the frames travel as uint8 arrays, the
+bytes the probe's adapter draws in process.
+
 The hello names the factory and the scene and carries every installed distribution's version and a
 sha256 of them and of the factory's and scene's source: the probe records it in every manifest, and a
 client that connected to one simulator refuses another at its next connection.
@@ -38,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from grpo_probe.serve import env_wire, wire
+from grpo_probe.serve import env_cameras, env_wire, wire
 from grpo_probe.serve.link import LinkServer, serve_until_interrupted
 from grpo_probe.serve.server import parse_address
 from grpo_probe.serve.stats import is_stats_request, stats_reply
@@ -46,6 +52,8 @@ from grpo_probe.serve.stats import is_stats_request, stats_reply
 __all__ = ["EnvServer", "gymnasium_make", "load_callable", "serve_env", "simulator_fingerprint"]
 
 log = logging.getLogger(__name__)
+
+env_cameras.select_headless_gl()  # before any factory imports MuJoCo, which reads MUJOCO_GL once
 
 
 def load_callable(path: str, what: str) -> Callable[..., Any]:
@@ -145,12 +153,13 @@ class _Session:
         self._scene_factory = scene
         self.env: Any = None
         self.scene: Any = None
+        self.cameras: env_cameras.Cameras | None = None
 
     def make(self, gym_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        if self.env is not None:
-            self.env.close()
+        self.close()
         self.env = self._factory(gym_id, **kwargs)
         self.scene = None if self._scene_factory is None else self._scene_factory(self.env)
+        self.cameras = env_cameras.Cameras(self.env, self.scene)
         scene = self.scene
         unwrapped = getattr(self.env, "unwrapped", self.env)
         kind = type(unwrapped)
@@ -167,6 +176,7 @@ class _Session:
             "expert": callable(getattr(scene, "expert_chunk", None)),
             "traces_effector": bool(getattr(scene, "traces_effector", False)),
             "state_perturbation": text if isinstance(text, str) and text else None,
+            "cameras": list(self.cameras.names),
         }
 
     def _need(self) -> Any:
@@ -174,11 +184,29 @@ class _Session:
             raise ValueError("no environment yet: send make first")
         return self.env
 
-    def reset(self, seed: int) -> dict[str, Any]:
-        obs, info = self._need().reset(seed=int(seed))
-        return {"obs": obs, "info": env_wire.plain_info(info), "positions": _positions(self.scene)}
+    def wanted(self, render: Any) -> list[env_cameras.CameraRequest]:
+        """The frames a request asks for (``[[camera, height, width], ...]``), checked before the
+        environment moves: a request naming a camera the environment lacks is refused, the state unchanged."""
+        self._need()
+        return env_cameras.read_requests(render, self.cameras.names if self.cameras else ())
 
-    def step(self, actions: np.ndarray) -> dict[str, Any]:
+    def frames(self, wanted: list[env_cameras.CameraRequest]) -> list[np.ndarray]:
+        """The ``wanted`` frames drawn at the state now (uint8 [height, width, 3] each)."""
+        return self.cameras.render(wanted) if wanted and self.cameras is not None else []
+
+    def reset(self, seed: int, render: Any = None) -> dict[str, Any]:
+        wanted = self.wanted(render)
+        env = self._need()
+        obs, info = env.reset(seed=int(seed))
+        return {
+            "obs": obs,
+            "info": env_wire.plain_info(info),
+            "positions": _positions(self.scene),
+            "frames": self.frames(wanted),
+        }
+
+    def step(self, actions: np.ndarray, render: Any = None) -> dict[str, Any]:
+        wanted = self.wanted(render)
         env = self._need()
         engaged = callable(getattr(self.scene, "engaged", None))
         ticks = []
@@ -197,15 +225,21 @@ class _Session:
             )
             if terminated or truncated:
                 break
-        return {"ticks": ticks}
+        return {"ticks": ticks, "frames": self.frames(wanted)}
 
-    def perturb(self, state: Mapping[str, Any], scale: float) -> dict[str, Any]:
+    def perturb(self, state: Mapping[str, Any], scale: float, render: Any = None) -> dict[str, Any]:
         env = self._need()
         if not callable(getattr(self.scene, "perturb", None)):
             raise ValueError("the scene offers no perturb(rng, scale)")
+        wanted = self.wanted(render)
         rng = env_wire.rng_from_state(state)
         obs = _wrapped_observation(env, self.scene.perturb(rng, float(scale)))
-        return {"obs": obs, "positions": _positions(self.scene), "rng": env_wire.rng_state(rng)}
+        return {
+            "obs": obs,
+            "positions": _positions(self.scene),
+            "rng": env_wire.rng_state(rng),
+            "frames": self.frames(wanted),
+        }
 
     def expert(self, obs: np.ndarray, key: list[int], noise: float, chunk_length: int) -> dict[str, Any]:
         self._need()
@@ -215,6 +249,9 @@ class _Session:
         return {"chunk": chunk.astype(np.float32)}
 
     def close(self) -> None:
+        if self.cameras is not None:
+            self.cameras.close()
+            self.cameras = None
         if self.env is not None:
             self.env.close()
             self.env = None
@@ -249,11 +286,13 @@ class EnvServer(LinkServer):
             elif kind == "make":
                 reply = session.make(str(request["gym_id"]), dict(request.get("kwargs") or {}))
             elif kind == "reset":
-                reply = session.reset(int(request["seed"]))
+                reply = session.reset(int(request["seed"]), request.get("render"))
             elif kind == "step":
-                reply = session.step(np.asarray(request["actions"]))
+                reply = session.step(np.asarray(request["actions"]), request.get("render"))
             elif kind == "perturb":
-                reply = session.perturb(request["rng"], float(request["scale"]))
+                reply = session.perturb(request["rng"], float(request["scale"]), request.get("render"))
+            elif kind == "render":
+                reply = {"frames": session.frames(session.wanted(request.get("cameras")))}
             elif kind == "expert":
                 reply = session.expert(
                     request["obs"],
@@ -262,9 +301,8 @@ class EnvServer(LinkServer):
                     int(request["chunk_length"]),
                 )
             else:
-                raise wire.ProtocolError(
-                    f"unknown request type {kind!r} (known: make, reset, step, perturb, expert, stats)"
-                )
+                known = "make, reset, step, perturb, expert, render, stats"
+                raise wire.ProtocolError(f"unknown request type {kind!r} (known: {known})")
             return wire.packb(reply)
         except Exception as exc:
             log.exception("environment request failed")

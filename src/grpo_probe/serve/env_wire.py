@@ -14,12 +14,16 @@ The messages (protocol :data:`PROTOCOL`; docs/your-simulator-served.md has the t
   (every installed distribution's version) and ``sha256`` (of those, the factory's and the scene's
   source files and this protocol): what a client pins and a manifest records;
 - ``make`` {gym_id, kwargs}: build this connection's environment; the reply describes it (spaces, dt,
-  what the scene offers);
+  what the scene offers, its ``cameras``: the named MuJoCo cameras in model order, then ``default``);
 - ``reset`` {seed}; ``step`` {actions: float [n, action_dims]}: the ticks are stepped in order and each
   one's result comes back (``obs``, ``terminated``, ``truncated``, ``info``, ``positions``,
   ``engaged``), stopping after the first that ends the episode; ``perturb`` {rng, scale}: the scene's
   state shift, drawn from the client's generator sent as its state and sent back advanced;
   ``expert`` {obs, key, noise, chunk_length}: the scene's scripted expert's chunk;
+- ``reset``, ``step`` and ``perturb`` may carry ``render`` ([[camera, height, width], ...]): their reply's
+  ``frames`` are those cameras drawn once the request's work is done (uint8 [height, width, 3] each, in
+  the order asked), so a camera-fed replan costs no round trip of its own; ``render`` {cameras} draws
+  them at the state now;
 - any reply may instead be ``error`` (what the environment raised) and ``traceback``.
 
 This module imports numpy and msgpack only (through :mod:`grpo_probe.serve.wire`).
