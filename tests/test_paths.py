@@ -88,8 +88,9 @@ def test_the_pattern_finds_a_stale_path_and_skips_placeholders() -> None:
 
 
 PACKAGE = REPO / "src" / "grpo_probe"
-WRITTEN = {"prereg/check.manifest.json"}
-"""Files the package writes (the root manifest of ``grpo-probe prereg check --manifest``), not cites."""
+WRITTEN = {"prereg/check.manifest.json", "prereg/served_env.json"}
+"""Files the package writes, not cites: the root manifest of ``grpo-probe prereg check --manifest``, and a
+results folder's record of its served simulator (``results/<design>/prereg/served_env.json``)."""
 
 
 def _stale_in_the_package() -> list[str]:
