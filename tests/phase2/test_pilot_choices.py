@@ -55,8 +55,8 @@ class Toys:
 @pytest.fixture
 def toys(monkeypatch: pytest.MonkeyPatch) -> Toys:
     """``vanilla_pg`` and ``mean_baseline`` registered in copies of the registries (undone after)."""
-    monkeypatch.setattr(losses, "_POLICY_LOSSES", dict(losses._POLICY_LOSSES))
-    monkeypatch.setattr(reward, "_ADV_ESTIMATORS", dict(reward._ADV_ESTIMATORS))
+    monkeypatch.setattr(losses, "_POLICY_LOSSES", losses._POLICY_LOSSES.copy())
+    monkeypatch.setattr(reward, "_ADV_ESTIMATORS", reward._ADV_ESTIMATORS.copy())
     seen = Toys()
 
     @register_policy_loss("vanilla_pg")
@@ -85,8 +85,8 @@ def test_the_default_names_are_registered_to_the_pilots_functions() -> None:
 
 
 def test_a_second_function_under_a_taken_name_is_refused_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(losses, "_POLICY_LOSSES", dict(losses._POLICY_LOSSES))
-    monkeypatch.setattr(reward, "_ADV_ESTIMATORS", dict(reward._ADV_ESTIMATORS))
+    monkeypatch.setattr(losses, "_POLICY_LOSSES", losses._POLICY_LOSSES.copy())
+    monkeypatch.setattr(reward, "_ADV_ESTIMATORS", reward._ADV_ESTIMATORS.copy())
 
     def impostor(*args: object) -> PolicyLoss:
         raise AssertionError("never called")

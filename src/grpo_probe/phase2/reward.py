@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from grpo_probe.envs.protocol import Guard
+from grpo_probe.name_registry import Registry
 from grpo_probe.prereg.phase2 import DEFAULT_ADVANTAGE, PENALTIES_FIELD
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ __all__ = [
     "GroupAdvantages",
     "adv_estimator",
     "adv_estimator_names",
+    "adv_estimators",
     "group_advantages",
     "grpo_outcome_advantages",
     "guard_trips",
@@ -128,7 +130,7 @@ def group_advantages(
 AdvEstimator = Callable[[Sequence[float], Sequence[int], "Phase2"], GroupAdvantages]
 """(rewards, groups, the registered phase2 section) -> per-episode advantages and the kept mask."""
 
-_ADV_ESTIMATORS: dict[str, AdvEstimator] = {}
+_ADV_ESTIMATORS: Registry[AdvEstimator] = Registry("advantage estimator")
 
 
 def register_adv_est(name: str) -> Callable[[AdvEstimator], AdvEstimator]:
@@ -138,31 +140,24 @@ def register_adv_est(name: str) -> Callable[[AdvEstimator], AdvEstimator]:
     A name taken by another function is an error naming both (a name means one estimator, so a later
     import cannot change what a locked design trains with); the same function again is allowed.
     """
-
-    def register(fn: AdvEstimator) -> AdvEstimator:
-        if name in _ADV_ESTIMATORS and _ADV_ESTIMATORS[name] is not fn:
-            raise ValueError(
-                f"advantage estimator {name!r} is already registered ({_ADV_ESTIMATORS[name]!r}); cannot "
-                f"register {fn!r} under it (registered: {', '.join(_ADV_ESTIMATORS)})"
-            )
-        _ADV_ESTIMATORS[name] = fn
-        return fn
-
-    return register
+    return _ADV_ESTIMATORS.decorator(name)
 
 
 def adv_estimator(name: str) -> AdvEstimator:
-    """The registered estimator ``name``; an unknown name is an error listing the registered ones."""
-    if name not in _ADV_ESTIMATORS:
-        raise ValueError(
-            f"no advantage estimator {name!r} is registered (registered: {', '.join(_ADV_ESTIMATORS)})"
-        )
-    return _ADV_ESTIMATORS[name]
+    """The registered estimator ``name``; an unknown name is an error listing the registered ones and
+    suggesting the closest."""
+    return _ADV_ESTIMATORS.get(name)
+
+
+def adv_estimators() -> Registry[AdvEstimator]:
+    """The registry itself, for the design check that words a misspelt name
+    (:func:`grpo_probe.prereg.phase2.choice_problems`)."""
+    return _ADV_ESTIMATORS
 
 
 def adv_estimator_names() -> tuple[str, ...]:
     """The registered advantage estimators, in registration order."""
-    return tuple(_ADV_ESTIMATORS)
+    return _ADV_ESTIMATORS.names()
 
 
 @register_adv_est("grpo_outcome")
