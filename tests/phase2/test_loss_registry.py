@@ -67,8 +67,8 @@ def test_the_pilots_advantage_estimator_is_grpos_bit_for_bit(design: Prereg) -> 
 def test_a_toy_loss_and_estimator_are_found_by_their_names(
     monkeypatch: pytest.MonkeyPatch, design: Prereg
 ) -> None:
-    monkeypatch.setattr(losses, "_POLICY_LOSSES", losses._POLICY_LOSSES.copy())
-    monkeypatch.setattr(reward, "_ADV_ESTIMATORS", reward._ADV_ESTIMATORS.copy())
+    monkeypatch.setattr(losses, "POLICY_LOSSES", losses.POLICY_LOSSES.copy())
+    monkeypatch.setattr(reward, "ADV_ESTIMATORS", reward.ADV_ESTIMATORS.copy())
 
     @register_policy_loss("vanilla_pg")
     def vanilla_pg(

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PILOT_POLICY_LOSS",
+    "POLICY_LOSSES",
     "PolicyLoss",
     "PolicyLossFn",
     "approx_kl_k3",
@@ -60,8 +61,6 @@ __all__ = [
     "flow_kl_gaussian",
     "flow_kl_velocity_weight",
     "policy_loss",
-    "policy_loss_names",
-    "policy_losses",
     "register_policy_loss",
     "token_mean",
 ]
@@ -129,7 +128,9 @@ PolicyLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
 """(logprob, old_logprob, advantages, mask, recipe) -> the loss and its diagnostics; tensors [rows,
 positions] as in :func:`clipped_policy_loss`, ``recipe`` the head's registered numbers."""
 
-_POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
+"""The registered policy losses by name, in registration order; the design check words a misspelt name
+from it (:func:`grpo_probe.prereg.phase2.choice_problems`)."""
 
 
 def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
@@ -140,24 +141,13 @@ def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
     later import must not change what a locked design trains with. Registering the same function again
     (a module imported twice) is allowed.
     """
-    return _POLICY_LOSSES.decorator(name)
+    return POLICY_LOSSES.decorator(name)
 
 
 def policy_loss(name: str) -> PolicyLossFn:
     """The registered policy loss ``name``; an unknown name is an error listing the registered ones and
     suggesting the closest."""
-    return _POLICY_LOSSES.get(name)
-
-
-def policy_losses() -> Registry[PolicyLossFn]:
-    """The registry itself, for the design check that words a misspelt name
-    (:func:`grpo_probe.prereg.phase2.choice_problems`)."""
-    return _POLICY_LOSSES
-
-
-def policy_loss_names() -> tuple[str, ...]:
-    """The registered policy losses, in registration order."""
-    return _POLICY_LOSSES.names()
+    return POLICY_LOSSES.get(name)
 
 
 @register_policy_loss("clip_higher")

@@ -12,8 +12,7 @@ design.
 
 from __future__ import annotations
 
-from grpo_probe.phase2.losses import policy_losses
-from grpo_probe.phase2.reward import adv_estimators
+from grpo_probe.phase2 import losses, reward
 from grpo_probe.prereg import Prereg, PreregError
 from grpo_probe.prereg.phase2 import Phase2, choice_problems
 
@@ -23,7 +22,9 @@ __all__ = ["check_pilot_choices", "pilot_choice_problems"]
 def pilot_choice_problems(phase2: Phase2) -> list[str]:
     """Each name of ``phase2`` (``policy_loss``, ``advantage``) that no function is registered under, as
     ``"phase2.<field>: ..."`` with the registered names and the closest one."""
-    return choice_problems(phase2, policy_losses(), adv_estimators())
+    return choice_problems(
+        phase2, losses.POLICY_LOSSES, reward.ADV_ESTIMATORS
+    )  # read now: a test scopes them
 
 
 def check_pilot_choices(prereg: Prereg) -> None:

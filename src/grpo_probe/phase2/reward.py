@@ -39,12 +39,11 @@ if TYPE_CHECKING:
     from grpo_probe.prereg.phase2 import Phase2
 
 __all__ = [
+    "ADV_ESTIMATORS",
     "PILOT_ADV_ESTIMATOR",
     "AdvEstimator",
     "GroupAdvantages",
     "adv_estimator",
-    "adv_estimator_names",
-    "adv_estimators",
     "group_advantages",
     "grpo_outcome_advantages",
     "guard_trips",
@@ -130,7 +129,9 @@ def group_advantages(
 AdvEstimator = Callable[[Sequence[float], Sequence[int], "Phase2"], GroupAdvantages]
 """(rewards, groups, the registered phase2 section) -> per-episode advantages and the kept mask."""
 
-_ADV_ESTIMATORS: Registry[AdvEstimator] = Registry("advantage estimator")
+ADV_ESTIMATORS: Registry[AdvEstimator] = Registry("advantage estimator")
+"""The registered advantage estimators by name, in registration order; the design check words a misspelt name
+from it (:func:`grpo_probe.prereg.phase2.choice_problems`)."""
 
 
 def register_adv_est(name: str) -> Callable[[AdvEstimator], AdvEstimator]:
@@ -140,24 +141,13 @@ def register_adv_est(name: str) -> Callable[[AdvEstimator], AdvEstimator]:
     A name taken by another function is an error naming both (a name means one estimator, so a later
     import cannot change what a locked design trains with); the same function again is allowed.
     """
-    return _ADV_ESTIMATORS.decorator(name)
+    return ADV_ESTIMATORS.decorator(name)
 
 
 def adv_estimator(name: str) -> AdvEstimator:
     """The registered estimator ``name``; an unknown name is an error listing the registered ones and
     suggesting the closest."""
-    return _ADV_ESTIMATORS.get(name)
-
-
-def adv_estimators() -> Registry[AdvEstimator]:
-    """The registry itself, for the design check that words a misspelt name
-    (:func:`grpo_probe.prereg.phase2.choice_problems`)."""
-    return _ADV_ESTIMATORS
-
-
-def adv_estimator_names() -> tuple[str, ...]:
-    """The registered advantage estimators, in registration order."""
-    return _ADV_ESTIMATORS.names()
+    return ADV_ESTIMATORS.get(name)
 
 
 @register_adv_est("grpo_outcome")
