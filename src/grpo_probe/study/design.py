@@ -36,6 +36,7 @@ __all__ = [
     "load_study",
     "lock_study",
     "read_file_lock",
+    "read_study_file",
     "study_lock_path",
     "write_file_lock",
 ]
@@ -116,17 +117,21 @@ def study_lock_path(path: str | os.PathLike[str]) -> Path:
     return Path(f"{path}.lock")
 
 
-def _schema() -> dict[str, Any]:
-    return read_yaml(resources.files("grpo_probe.study").joinpath("study.schema.yaml"))
-
-
-def _raw(path: Path) -> dict[str, Any]:
+def read_study_file(path: Path, what: str, schema: str) -> dict[str, Any]:
+    """A file of this package's kinds (``what``: ``study``, ``calibration``), parsed and checked against
+    its shipped schema ``schema`` (a file of :mod:`grpo_probe.study`); errors name the file and field."""
     try:
         raw = read_yaml(path)
     except FileNotFoundError:
-        raise StudyError(f"{path}: study file not found") from None
-    validate_against(raw, _schema(), str(path), shipped=True)
+        raise StudyError(f"{path}: {what} file not found") from None
+    validate_against(
+        raw, read_yaml(resources.files("grpo_probe.study").joinpath(schema)), str(path), shipped=True
+    )
     return raw
+
+
+def _raw(path: Path) -> dict[str, Any]:
+    return read_study_file(path, "study", "study.schema.yaml")
 
 
 def lock_study(path: str | os.PathLike[str]) -> Path:
