@@ -105,6 +105,21 @@ class ClausePanel:
     rows: tuple[ClauseRow, ...]
 
 
+def _seed_points(ax: Axes, values: Sequence[float], y: float, label: str | None) -> None:
+    """One value per seed as hollow sampled-colour circles on the row at ``y``: the per-seed layer under
+    each summary row's interval."""
+    ax.scatter(
+        values,
+        np.full(len(values), y),
+        s=16,
+        facecolors="none",
+        edgecolors=SAMPLED,
+        linewidths=0.8,
+        zorder=3,
+        label=label,
+    )
+
+
 def _interval_row(
     ax: Axes, y: float, est: Interval | None, color: str, marker: str, label: str | None
 ) -> None:
@@ -138,16 +153,7 @@ def plot_spread_by_cell(
         for i, row in enumerate(rows):
             first = i == 0
             lift = -0.18 if replay else 0.0
-            ax.scatter(
-                row.group_std_cm,
-                np.full(len(row.group_std_cm), i + lift),
-                s=16,
-                facecolors="none",
-                edgecolors=SAMPLED,
-                linewidths=0.8,
-                zorder=3,
-                label="group std, one seed" if first else None,
-            )
+            _seed_points(ax, row.group_std_cm, i + lift, "group std, one seed" if first else None)
             _interval_row(
                 ax,
                 i + lift,
@@ -205,16 +211,7 @@ def plot_competence_by_cell(
         pct = f"{100 * confidence:.4g}%"
         for i, row in enumerate(rows):
             first = i == 0
-            ax.scatter(
-                row.delta_cm,
-                np.full(len(row.delta_cm), float(i)),
-                s=16,
-                facecolors="none",
-                edgecolors=SAMPLED,
-                linewidths=0.8,
-                zorder=3,
-                label="sampled mean minus anchor, one seed" if first else None,
-            )
+            _seed_points(ax, row.delta_cm, float(i), "sampled mean minus anchor, one seed" if first else None)
             _interval_row(
                 ax, float(i), row.mean, SAMPLED, "o", f"mean over seeds [{pct} interval]" if first else None
             )
