@@ -66,7 +66,6 @@ from grpo_probe.envs.gym_setup import (
     check_point,
     distribution_version,
     import_gymnasium,
-    load_callable,
     make_wrapped,
     perturbed_coordinates,
     remove_generated_scene,
@@ -86,6 +85,7 @@ from grpo_probe.envs.protocol import (
 )
 from grpo_probe.envs.push_record import PushRecord, push_schema
 from grpo_probe.envs.scene import SCENE_FIELD, BoundScene, ScenePositions
+from grpo_probe.user_code import load_callable
 
 # The params, the record and the camera name are re-exported: designs, examples and labs' modules import
 # them from here, the module a design names (``grpo_probe.envs.gym_adapter:make_gymnasium_env``).

@@ -8,10 +8,8 @@ a position, a joint a replay cannot shift, a simulator the adapter cannot read);
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import tempfile
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import numpy as np
 
 from grpo_probe.envs.gym_params import GOAL_ENV_KEYS, GymnasiumParams, PointSource
 from grpo_probe.envs.scene import SCENE_DOCS, SCENE_SIGNATURE
+from grpo_probe.user_code import load_callable
 
 __all__ = [
     "DEFAULT_CAMERA",
@@ -27,7 +26,6 @@ __all__ = [
     "check_point",
     "distribution_version",
     "import_gymnasium",
-    "load_callable",
     "make_wrapped",
     "perturbed_coordinates",
     "remove_generated_scene",
@@ -50,22 +48,6 @@ def import_gymnasium() -> Any:
             f"the Gymnasium adapter needs gymnasium (pip install 'gymnasium>=1.0,<2'): {exc}"
         ) from exc
     return gymnasium
-
-
-def load_callable(path: str, where: str) -> Callable[..., Any]:
-    """The callable a ``module:name`` param names; an error names the field and what went wrong."""
-    module_name, _, attr = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ValueError(
-            f"{where}: cannot import module {module_name!r} of {path!r} ({type(exc).__name__}: {exc})"
-        ) from exc
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-    if not callable(target):
-        raise ValueError(f"{where}: module {module_name!r} has no callable {attr!r}")
-    return target
 
 
 def distribution_version(module: str) -> str | None:
