@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +21,7 @@ import pyarrow as pa
 from grpo_probe.analysis.anchor_join import SeedJoin, check_seeds_match, join_seeds
 from grpo_probe.analysis.group_stats import SeedGroup, seed_groups
 from grpo_probe.analysis.tables import RolloutTable
-from grpo_probe.parquet_io import read_parquet
+from grpo_probe.parquet_io import read_table_file
 from grpo_probe.prereg import AnalysisNumbers
 
 __all__ = ["JOIN_SCHEMA", "JoinedCell", "join_cell", "joined_table", "read_joined_table"]
@@ -129,12 +128,7 @@ def read_joined_table(
     Raises ``ValueError`` (``FileNotFoundError`` when absent) naming the file and the offending column.
     """
     name = str(path)
-    if not Path(path).exists():
-        raise FileNotFoundError(f"{name}: no such join table")
-    try:
-        table = read_parquet(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise ValueError(f"{name}: not a readable parquet table: {exc}") from None
+    table = read_table_file(path, "join table")
     if table.num_rows == 0:
         raise ValueError(f"{name}: the join table has no rows")
     columns = {c: _column(name, table, c) for c in JOIN_SCHEMA.names}
