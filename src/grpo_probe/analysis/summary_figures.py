@@ -20,6 +20,7 @@ import matplotlib.lines
 import matplotlib.style
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from grpo_probe.analysis.figure_canvas import (
     ANCHOR,
@@ -120,6 +121,20 @@ def _seed_points(ax: Axes, values: Sequence[float], y: float, label: str | None)
     )
 
 
+def _cell_rows_png(
+    fig: Figure, ax: Axes, cells: Sequence[str], xlabel: str, title: str, path: str | os.PathLike[str]
+) -> Path:
+    """Finish a one-row-per-cell figure (cells top down in registered order, a light x grid, the legend
+    below) and write it: the frame the spread and competence figures share."""
+    ax.set_yticks(np.arange(len(cells)), list(cells), fontsize="small")
+    ax.set_ylim(len(cells) - 0.5, -0.5)
+    ax.set_xlabel(xlabel, fontsize="small")
+    ax.set_title(title, fontsize="medium")
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
+    return save_png(fig, path)
+
+
 def _interval_row(
     ax: Axes, y: float, est: Interval | None, color: str, marker: str, label: str | None
 ) -> None:
@@ -189,13 +204,10 @@ def plot_spread_by_cell(
             signal_bar_cm, color=BAR, linestyle="--", linewidth=1.2, label=f"signal bar {signal_bar_cm:g} cm"
         )
         symlog_axis(ax, linthresh_cm, [*values, signal_bar_cm])
-        ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
-        ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel(f"std of progress over the K draws (cm, {symlog_note(linthresh_cm)})", fontsize="small")
-        ax.set_title("Group spread per cell against the signal bar", fontsize="medium")
-        ax.grid(axis="x", color="0.9", linewidth=0.6)
-        fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
-        return save_png(fig, path)
+        xlabel = f"std of progress over the K draws (cm, {symlog_note(linthresh_cm)})"
+        return _cell_rows_png(
+            fig, ax, [r.cell for r in rows], xlabel, "Group spread per cell against the signal bar", path
+        )
 
 
 def plot_competence_by_cell(
@@ -226,13 +238,10 @@ def plot_competence_by_cell(
         )
         linthresh = competence_tol_cm if competence_tol_cm > 0 else 1.0
         symlog_axis(ax, linthresh, [*values, -competence_tol_cm])
-        ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
-        ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel(f"sampled mean minus anchor progress (cm, {symlog_note(linthresh)})", fontsize="small")
-        ax.set_title("Competence per cell against the anchor", fontsize="medium")
-        ax.grid(axis="x", color="0.9", linewidth=0.6)
-        fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
-        return save_png(fig, path)
+        xlabel = f"sampled mean minus anchor progress (cm, {symlog_note(linthresh)})"
+        return _cell_rows_png(
+            fig, ax, [r.cell for r in rows], xlabel, "Competence per cell against the anchor", path
+        )
 
 
 _PASS = "tab:green"
