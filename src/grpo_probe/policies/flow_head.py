@@ -38,6 +38,7 @@ __all__ = [
     "BlockCondition",
     "BlockNet",
     "FlowPolicy",
+    "FlowPolicyBase",
     "VelocityMLP",
     "check_flow_mode",
     "flow_noise",
@@ -189,14 +190,17 @@ def _sample_block(
     return x0[:n_rows].numpy(), logprobs
 
 
-class FlowPolicy:
-    """Flow-matching policy; implements :class:`grpo_probe.policies.protocol.Policy`."""
+class FlowPolicyBase:
+    """What every flow policy holds: its network in eval mode on ``device``, the observation normalization
+    (float32) and the action bounds (float64) from its checkpoint. The state-only head
+    (:class:`FlowPolicy`) and the image-conditioned one
+    (:class:`grpo_probe.policies.vision_flow.VisionFlowPolicy`) build on it."""
 
     head = "flow"
 
     def __init__(
         self,
-        model: VelocityMLP,
+        model: torch.nn.Module,
         obs_mean: np.ndarray,
         obs_std: np.ndarray,
         action_low: np.ndarray,
@@ -210,6 +214,12 @@ class FlowPolicy:
         self.action_low = np.asarray(action_low, dtype=np.float64)
         self.action_high = np.asarray(action_high, dtype=np.float64)
         self.obs_dim = int(self.obs_mean.shape[0])
+
+
+class FlowPolicy(FlowPolicyBase):
+    """Flow-matching policy; implements :class:`grpo_probe.policies.protocol.Policy`."""
+
+    model: VelocityMLP
 
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
         check_flow_mode(mode)

@@ -24,6 +24,7 @@ from torch import nn
 from grpo_probe.envs.observation import OBSERVATION_STATE, image_key
 from grpo_probe.policies.flow_head import (
     BlockNet,
+    FlowPolicyBase,
     check_flow_mode,
     padded_block,
     sample_flow_chunks,
@@ -104,7 +105,7 @@ class VisionVelocityNet(nn.Module):
         return self.velocity(x, t, self.condition(obs, image))
 
 
-class VisionFlowPolicy:
+class VisionFlowPolicy(FlowPolicyBase):
     """Flow-matching policy over the state and one camera's frames.
 
     Reads an observation mapping (:class:`grpo_probe.envs.observation.ObservationBatch`) holding
@@ -113,7 +114,7 @@ class VisionFlowPolicy:
     Sampling is :func:`grpo_probe.policies.flow_head.sample_flow_chunks`, as for the state-only head.
     """
 
-    head = "flow"
+    model: VisionVelocityNet
 
     def __init__(
         self,
@@ -125,17 +126,11 @@ class VisionFlowPolicy:
         action_high: np.ndarray,
         device: str = "cpu",
     ) -> None:
-        self.device = torch.device(device)
-        self.model = model.eval().to(self.device)
+        super().__init__(model, obs_mean, obs_std, action_low, action_high, device)
         self.camera = camera
         self.image_shape: tuple[int, int, int] = model.image_shape
         """(H, W, 3) of the frames the encoder was built for."""
         self.input_keys: tuple[str, ...] = (OBSERVATION_STATE, image_key(camera))
-        self.obs_mean = np.asarray(obs_mean, dtype=np.float32)
-        self.obs_std = np.asarray(obs_std, dtype=np.float32)
-        self.action_low = np.asarray(action_low, dtype=np.float64)
-        self.action_high = np.asarray(action_high, dtype=np.float64)
-        self.obs_dim = int(self.obs_mean.shape[0])
 
     def check_observation(
         self, obs: Mapping[str, Any], keys: Sequence[RowKey]
