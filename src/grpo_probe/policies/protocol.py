@@ -52,6 +52,7 @@ import numpy as np
 from grpo_probe.sampling import HEAD_OF_MODE, SAMPLING_KINDS, SamplingMode
 from grpo_probe.serve.contract import PolicyCapabilities as ServedCapabilities
 from grpo_probe.serve.contract import PolicyOutput, RowDiagnostics
+from grpo_probe.serve.contract import RowKey as ServedRowKey
 
 __all__ = [
     "CHUNK_LENGTH",
@@ -75,13 +76,10 @@ environment it runs in, ``EnvSpec.chunk_length`` x ``EnvSpec.action_dims``, whic
 
 
 @dataclass(frozen=True)
-class RowKey:
-    """Everything a row's random draws are keyed by (plus a stream tag chosen by the head)."""
-
-    run_key: int
-    seed: int
-    replan: int
-    draw: int
+class RowKey(ServedRowKey):
+    """Everything a row's random draws are keyed by (plus a stream tag chosen by the head): the served
+    contract's fields (``run_key``, ``seed``, ``replan``, ``draw``), each checked to be a non-negative
+    integer."""
 
     def __post_init__(self) -> None:
         for name in ("run_key", "seed", "replan", "draw"):
