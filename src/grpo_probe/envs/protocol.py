@@ -66,6 +66,7 @@ __all__ = [
     "TopDownView",
     "away_tail_guard",
     "check_chunk",
+    "check_running",
     "normalized_to_bounds",
 ]
 
@@ -327,6 +328,15 @@ def normalized_to_bounds(
         k, j = (int(v) for v in bad[0])
         raise ValueError(f"{where}: action [{k}, {j}] (replan {replan}) is {chunk[k, j]}, not finite")
     return low + 0.5 * (np.clip(chunk, -1.0, 1.0) + 1.0) * (high - low)
+
+
+def check_running(seed: int | None, done: bool, method: str = "execute") -> None:
+    """Refuse a step before ``reset(seed)`` or after the episode's end: the first check of every
+    environment's ``execute`` (``method`` names the step in the message)."""
+    if seed is None:
+        raise RuntimeError(f"call reset(seed) before {method}")
+    if done:
+        raise RuntimeError(f"seed {seed}: the episode is over; call reset(seed)")
 
 
 def check_chunk(chunk: np.ndarray, spec: EnvSpec, n_executed: int, where: str) -> np.ndarray:
