@@ -25,6 +25,7 @@ __all__ = [
     "camera_names",
     "check_point",
     "distribution_version",
+    "gymnasium_model",
     "import_gymnasium",
     "make_wrapped",
     "perturbed_coordinates",
@@ -48,6 +49,12 @@ def import_gymnasium() -> Any:
             f"the Gymnasium adapter needs gymnasium (pip install 'gymnasium>=1.0,<2'): {exc}"
         ) from exc
     return gymnasium
+
+
+def gymnasium_model(file: str) -> Path:
+    """A MuJoCo model file Gymnasium installs with its MuJoCo environments (``pusher_v5.xml``): the file
+    the environment itself loads, which an expert reads to plan in the same model."""
+    return Path(import_gymnasium().__file__).parent / "envs" / "mujoco" / "assets" / file
 
 
 def distribution_version(module: str) -> str | None:
