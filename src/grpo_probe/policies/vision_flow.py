@@ -28,7 +28,9 @@ from grpo_probe.policies.flow_head import (
     check_flow_mode,
     padded_block,
     sample_flow_chunks,
+    state_and_time_nets,
     time_embedding,
+    velocity_body,
 )
 from grpo_probe.policies.protocol import PolicyOutput, RowKey, SamplingMode, check_obs_batch
 
@@ -78,16 +80,9 @@ class VisionVelocityNet(nn.Module):
             convs += [nn.Conv2d(c_in, c_out, kernel_size=3, stride=2, padding=1), nn.SiLU()]
         grid_h, grid_w = encoder_grid(image_height, image_width)
         self.encoder = nn.Sequential(*convs, nn.Flatten(), nn.Linear(channels * grid_h * grid_w, image_embed))
-        self.obs_net = nn.Sequential(
-            nn.Linear(obs_dim, obs_embed), nn.SiLU(), nn.Linear(obs_embed, obs_embed)
-        )
-        self.time_net = nn.Sequential(nn.Linear(time_embed, time_embed), nn.SiLU())
+        self.obs_net, self.time_net = state_and_time_nets(obs_dim, obs_embed, time_embed)
         width = chunk_length * action_dims
-        layers: list[nn.Module] = [nn.Linear(width + obs_embed + image_embed + time_embed, hidden), nn.SiLU()]
-        for _ in range(n_layers - 1):
-            layers += [nn.Linear(hidden, hidden), nn.SiLU()]
-        layers.append(nn.Linear(hidden, width))
-        self.net = nn.Sequential(*layers)
+        self.net = velocity_body(width + obs_embed + image_embed + time_embed, hidden, n_layers, width)
 
     def condition(self, obs: torch.Tensor, image: torch.Tensor) -> torch.Tensor:
         """Normalized state float32 [B, obs_dim], frame uint8 [B, H, W, 3] -> [B, obs_embed + image_embed]."""
