@@ -68,6 +68,7 @@ __all__ = [
     "check_chunk",
     "check_running",
     "normalized_to_bounds",
+    "swat_guard",
 ]
 
 OBSERVATION_STATE = "observation.state"
@@ -151,6 +152,19 @@ def away_tail_guard(moved: str, goal: str) -> Guard:
         f"progress_final_cm below analysis.away_tail_cm = {{threshold:g}} cm: the {moved} ended farther "
         f"from the {goal} than it started",
         threshold="away_tail_cm",
+    )
+
+
+def swat_guard(moved: str, speed_column: str) -> Guard:
+    """The speed guard of an environment that records its pushed thing's peak speed (``speed_column``, in
+    m/s): the thing moved faster than a push moves it, so it was struck."""
+    return Guard(
+        "swat",
+        speed_column,
+        ">",
+        f"the {moved}'s peak speed exceeded analysis.swat_speed_m_s = {{threshold:g}} m/s: "
+        "it was struck, not pushed",
+        threshold="swat_speed_m_s",
     )
 
 
