@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "PowerSpec",
     "Study",
     "StudyError",
+    "each_design",
     "load_study",
     "lock_study",
     "read_file_lock",
@@ -180,16 +182,27 @@ def read_file_lock(
     return str(recorded.get("locked_at", ""))
 
 
-def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
-    problems: list[str] = []
-    members: list[Member] = []
-    for i, entry in enumerate(raw["members"]):
-        at = f"{path}: members[{i}]"
+def each_design(
+    path: Path, raw: Mapping[str, Any], field: str, problems: list[str]
+) -> Iterator[tuple[str, Mapping[str, Any], Prereg]]:
+    """Each entry of ``raw[field]`` (a study's ``members``, a calibration's ``candidates``) with the
+    design its ``design`` names, loaded and checked against its lock, and ``at`` (``<file>:
+    <field>[i]``) to word the entry's problems with. A design that does not load is a problem appended
+    to ``problems``, and its entry is passed over, so one reading lists every broken entry."""
+    for i, entry in enumerate(raw[field]):
+        at = f"{path}: {field}[{i}]"
         try:
             design = load_prereg(entry["design"])
         except (OSError, ValueError) as exc:
             problems.append(f"{at}.design: {entry['design']} does not load ({exc})")
             continue
+        yield at, entry, design
+
+
+def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
+    problems: list[str] = []
+    members: list[Member] = []
+    for at, entry, design in each_design(path, raw, "members", problems):
         phase2 = design.phase2
         if phase2 is None or phase2.pilot != "every_arm":
             problems.append(
