@@ -14,6 +14,8 @@ before those that do, so that no worker waits for it.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -99,6 +101,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """An interrupted session ends the background runs it started; a finished one leaves them to end."""
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         session_runs.stop_unfinished()
+
+
+_RENDER = """
+from grpo_probe.envs.pusher.environment import PusherEnv
+env = PusherEnv()
+env.reset(0)
+print(env.render("default", 8, 8).shape)
+"""
+
+
+@pytest.fixture(scope="session")
+def headless_gl() -> None:
+    """Skip, with the reason, where no headless GL context can be made (a design that renders camera
+    frames needs one); tried once a session, in a fresh interpreter that renders the pusher."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _RENDER], capture_output=True, text=True, env=dict(os.environ), timeout=120
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"no headless GL backend for camera frames: {proc.stderr.strip().splitlines()[-1]}")
 
 
 @pytest.fixture(scope="session")

@@ -22,34 +22,47 @@ READY_TIMEOUT_S = 120.0
 
 
 @contextlib.contextmanager
+def _server(
+    command: Sequence[str], log: Path, what: str, cwd: Path | None = None, env: dict | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Run ``command``, a server that prints ``serving <what> at ws://...`` once it listens, and yield
+    that address and the process; the server is stopped on exit. Its stderr goes to ``log``, named in the
+    error if it never listens (or gets no further than READY_TIMEOUT_S)."""
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=stderr, cwd=cwd, env=env)
+    timer = threading.Timer(READY_TIMEOUT_S, proc.kill)
+    timer.start()
+    ready = f"serving {what} at "
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        timer.cancel()
+        if not line.startswith(ready):
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"{what} server {list(command)} did not start:\n{line}{log.read_text()}")
+        yield line.removeprefix(ready).strip(), proc
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@contextlib.contextmanager
 def policy_server(
     command: Sequence[str], log: Path, cwd: Path | None = None, env: dict | None = None
 ) -> Iterator[str]:
     """Run ``command`` (a server that prints ``serving policy at ws://...``) and yield its address; the
     server is stopped on exit. Its stderr goes to ``log``, named in the error if it never listens."""
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=stderr, cwd=cwd, env=env)
-    timer = threading.Timer(READY_TIMEOUT_S, proc.kill)
-    timer.start()
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        timer.cancel()
-        if not line.startswith("serving policy at "):
-            proc.kill()
-            proc.wait()
-            raise RuntimeError(f"policy server {list(command)} did not start:\n{line}{log.read_text()}")
-        yield line.removeprefix("serving policy at ").strip()
-    finally:
-        timer.cancel()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with _server(command, log, "policy", cwd, env) as (address, _):
+        yield address
 
 
 def serve_checkpoint(checkpoint: Path, log: Path, *extra: str) -> contextlib.AbstractContextManager[str]:
@@ -151,27 +164,5 @@ def env_server_process(
     command = [str(python), "-m", "grpo_probe.serve", "env", factory, "--port", str(port)]
     if scene is not None:
         command += ["--scene", scene]
-    with log.open("wb") as stderr:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, env=env)
-    timer = threading.Timer(READY_TIMEOUT_S, proc.kill)
-    timer.start()
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        timer.cancel()
-        if not line.startswith("serving environment at "):
-            proc.kill()
-            proc.wait()
-            raise RuntimeError(f"environment server {command} did not start:\n{line}{log.read_text()}")
-        yield line.removeprefix("serving environment at ").strip(), proc
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with _server(command, log, "environment", env=env) as served:
+        yield served

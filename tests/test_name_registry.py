@@ -54,6 +54,17 @@ def test_a_taken_name_refuses_another_entry_but_takes_the_same_one_again() -> No
         losses.register("", _other)
 
 
+def test_a_copy_takes_more_entries_and_leaves_the_original_as_it_was() -> None:
+    losses: Registry[object] = Registry("policy loss")
+    losses.register("clipped", _clipped)
+    scoped = losses.copy()
+    scoped.register("gspo", _other)
+    assert scoped.names() == ("clipped", "gspo") and scoped.what == "policy loss"
+    assert losses.names() == ("clipped",)
+    with pytest.raises(EntryClash):
+        scoped.register("clipped", _other)
+
+
 def test_a_misspelt_built_in_environment_is_refused_with_the_one_it_resembles() -> None:
     assert BUILTIN_IDS == ("boat_push", "pusher")
     with pytest.raises(

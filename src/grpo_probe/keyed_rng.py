@@ -85,9 +85,11 @@ def mix64(z: np.ndarray) -> np.ndarray:
     return _mix64_inplace(np.array(z, dtype=np.uint64))  # a copy, mixed in place
 
 
-def _mix64_inplace(z: np.ndarray) -> np.ndarray:
-    """:func:`mix64` of a uint64 array, written over it (one scratch array, no other temporaries)."""
-    shifted = np.empty_like(z)
+def _mix64_inplace(z: np.ndarray, shifted: np.ndarray | None = None) -> np.ndarray:
+    """:func:`mix64` of a uint64 array, written over it (one scratch array, ``shifted`` when given, no
+    other temporaries)."""
+    if shifted is None:
+        shifted = np.empty_like(z)
     with np.errstate(over="ignore"):
         np.right_shift(z, np.uint64(30), out=shifted)
         z ^= shifted
@@ -123,14 +125,7 @@ def _counter_outputs(
     shares = positions * np.uint64(COUNTER_STRIDE)
     shares *= _GAMMA
     np.add(shares + keys, steps, out=z)
-    np.right_shift(z, np.uint64(30), out=scratch)
-    z ^= scratch
-    z *= _M1
-    np.right_shift(z, np.uint64(27), out=scratch)
-    z ^= scratch
-    z *= _M2
-    np.right_shift(z, np.uint64(31), out=scratch)
-    z ^= scratch
+    _mix64_inplace(z, scratch)
 
 
 def _uniforms_over(z: np.ndarray, dtype: type[np.floating]) -> np.ndarray:

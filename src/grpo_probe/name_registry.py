@@ -93,6 +93,13 @@ class Registry(Generic[T]):
         """(name, entry) pairs, in registration order."""
         return tuple(self._entries.items())
 
+    def copy(self) -> Registry[T]:
+        """A new registry holding the same entries: a scope to register more into (a test's toys) that
+        leaves this one as it was."""
+        fresh: Registry[T] = Registry(self.what)
+        fresh._entries = dict(self._entries)
+        return fresh
+
     def _listing(self) -> str:
         return ", ".join(self._entries) or "none"
 

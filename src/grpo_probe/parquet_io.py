@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["read_parquet"]
+__all__ = ["read_parquet", "read_table_file"]
 
 
 def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = None) -> pa.Table:
@@ -21,3 +22,18 @@ def read_parquet(path: str | os.PathLike[str], columns: Sequence[str] | None = N
     left out, for the caller's schema check to name). Unreadable bytes raise ``pyarrow.ArrowInvalid``."""
     with pq.ParquetFile(path) as file:
         return file.read(columns=list(columns) if columns is not None else None)
+
+
+def read_table_file(
+    path: str | os.PathLike[str], what: str, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """:func:`read_parquet` for a reader that checks what it reads: a missing file is a
+    ``FileNotFoundError`` ``<path>: <what> not found`` (``what``: ``rollout table``, ``join table``), and
+    bytes that are not parquet a ``ValueError`` ``<path>: not a readable parquet table (<why>)``; the
+    caller then names the columns it needs."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: {what} not found")
+    try:
+        return read_parquet(path, columns)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ValueError(f"{path}: not a readable parquet table ({exc})") from exc

@@ -22,11 +22,12 @@ interpreter (site-packages), which their installed version identifies. A checkpo
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import os
 import re
 import sysconfig
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "env_code_files",
     "factory_files",
     "file_sha256",
+    "load_callable",
     "module_files",
     "policy_files",
     "tree_sha256",
@@ -68,6 +70,26 @@ def _visible_files(folder: Path, suffixes: tuple[str, ...] | None) -> list[Path]
             if suffixes is None or name.endswith(suffixes):
                 found.append(Path(dirpath) / name)
     return found
+
+
+def load_callable(path: str, where: str) -> Callable[..., Any]:
+    """The callable a ``package.module:name`` string names (an environment factory, a scene function, a
+    wrapper, an expert, a policy adapter), imported; an error names ``where`` (the field or the source)
+    and what went wrong: the module's own import error, with the fix, or the missing callable. One
+    function, so each place that runs a lab's code words these two failures alike."""
+    module_name, _, attr = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(
+            f"{where}: cannot import module {module_name!r} of {path!r} ({type(exc).__name__}: {exc}); "
+            "install it into the environment or put it on PYTHONPATH"
+        ) from exc
+    for part in attr.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise ValueError(f"{where}: module {module_name!r} has no callable {attr!r}")
+    return target
 
 
 def factory_files(factory: str | None) -> tuple[Path, ...]:

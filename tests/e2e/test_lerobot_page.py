@@ -15,15 +15,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import workflow_copies
+from lerobot_page import (
+    DESIGN,
+    REPO,
+    RESULTS,
+    bind_served_arm,
+    page_blocks,
+    page_design,
+    run_to_decision,
+    write_design,
+)
 from serve_processes import lab_environment, policy_server
 
 pytest.importorskip(
@@ -31,35 +38,6 @@ pytest.importorskip(
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-REPO = Path(__file__).resolve().parents[2]
-PAGE = REPO / "docs" / "lerobot.md"
-DESIGN = "prereg/pusht_lerobot.yaml"
-RESULTS = Path("results/pusht_lerobot")
-
-
-def _page_blocks(language: str) -> list[str]:
-    """The page's fenced code blocks in ``language``, in order."""
-    return re.findall(rf"```{language}\n(.*?)```", PAGE.read_text(), flags=re.DOTALL)
-
-
-def _page_design() -> dict[str, Any]:
-    """The design's changes the page shows (its YAML block that sets ``observation``)."""
-    (block,) = [b for b in _page_blocks("yaml") if b.startswith("# prereg/pusht_lerobot.yaml")]
-    return yaml.safe_load(block)
-
-
-def _design(workdir: Path) -> Path:
-    """prereg/pusht_smoke.yaml with the page's changes: its name, env params, observation and inputs."""
-    raw = yaml.safe_load((workdir / "prereg" / "pusht_smoke.yaml").read_text())
-    page = _page_design()
-    raw["name"] = page["name"]
-    raw["env"]["params"].update(page["env"]["params"])
-    raw["observation"] = page["observation"]
-    raw["arms"]["flow_teacher"].update(page["arms"]["flow_teacher"])
-    path = workdir / DESIGN
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +47,7 @@ def lerobot_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     workdir = workflow_copies.copy_repo(root / "repo")
     lab, found = lab_environment(root / "lab")
     python = str(lab) if lab is not None else sys.executable
-    _design(workdir)
+    write_design(workdir)
     lock = workflow_copies.grpo_probe(workdir, "prereg", "lock", DESIGN)
     assert lock.returncode == 0, lock.stdout + lock.stderr
     env = {**os.environ, "PYTHONPATH": str(workdir / "examples")}  # the lab's module, as its own package
@@ -82,18 +60,8 @@ def lerobot_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "ws://127.0.0.1:0",
     ]
     with policy_server(command, root / "server.log", cwd=root, env=env) as address:
-        binding = {"source": "server", "address": address, "timeout_s": 60}
-        (workdir / "lab.yaml").write_text(yaml.safe_dump({"arms": {"flow_teacher": binding}}))
-        proc = workflow_copies.snakemake(
-            workdir,
-            str(RESULTS / "decision.md"),
-            "--cores",
-            "2",
-            "--configfile",
-            "lab.yaml",
-            "--config",
-            f"prereg={DESIGN}",
-        )
+        bind_served_arm(workdir, address, 60)
+        proc = run_to_decision(workdir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {"run": workdir / RESULTS, "address": address, "lab": lab, "found": found, "log": proc.stderr}
 
@@ -128,9 +96,9 @@ def test_the_pages_code_is_the_stand_ins_and_its_design_the_one_run() -> None:
     """Text no test reads drifts: the page's Python block of the stand-in is examples/lerobot_stand_in.py
     past its docstring, verbatim; the design block is the one the run above merges into pusht_smoke."""
     source = (REPO / "examples" / "lerobot_stand_in.py").read_text().split('"""', 2)[2].lstrip("\n")
-    assert source in _page_blocks("python"), "docs/lerobot.md no longer shows examples/lerobot_stand_in.py"
-    page = _page_design()
+    assert source in page_blocks("python"), "docs/lerobot.md no longer shows examples/lerobot_stand_in.py"
+    page = page_design()
     assert page["observation"]["convention"] == "lerobot"
     assert page["arms"]["flow_teacher"]["inputs"] == ["observation.state", "observation.environment_state"]
-    commands = "".join(_page_blocks("bash"))
+    commands = "".join(page_blocks("bash"))
     assert "python -m grpo_probe.serve lerobot_stand_in:make_policy" in commands

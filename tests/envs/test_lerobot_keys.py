@@ -11,9 +11,6 @@ design is prereg/pointmaze_smoke.yaml with an observation section of LeRobot's k
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,22 +55,6 @@ LEROBOT = {
     "environment_state": ["achieved_goal", "desired_goal"],
     "cameras": {CAMERA: {"height": 32, "width": 32}},
 }
-_RENDER = """
-from grpo_probe.envs.pusher.environment import PusherEnv
-env = PusherEnv()
-env.reset(0)
-print(env.render("default", 8, 8).shape)
-"""
-
-
-@pytest.fixture(scope="module")
-def headless_gl() -> None:
-    """Skip, with the reason, where no headless GL context can be made (the design renders frames)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _RENDER], capture_output=True, text=True, env=dict(os.environ), timeout=120
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"no headless GL backend for camera frames: {proc.stderr.strip().splitlines()[-1]}")
 
 
 def _variant(folder: Path, observation: dict[str, Any] | None = None, inputs: list[str] = INPUTS) -> Path:

@@ -67,8 +67,8 @@ def test_the_pilots_advantage_estimator_is_grpos_bit_for_bit(design: Prereg) -> 
 def test_a_toy_loss_and_estimator_are_found_by_their_names(
     monkeypatch: pytest.MonkeyPatch, design: Prereg
 ) -> None:
-    monkeypatch.setattr(losses, "_POLICY_LOSSES", dict(losses._POLICY_LOSSES))
-    monkeypatch.setattr(reward, "_ADV_ESTIMATORS", dict(reward._ADV_ESTIMATORS))
+    monkeypatch.setattr(losses, "POLICY_LOSSES", losses.POLICY_LOSSES.copy())
+    monkeypatch.setattr(reward, "ADV_ESTIMATORS", reward.ADV_ESTIMATORS.copy())
 
     @register_policy_loss("vanilla_pg")
     def vanilla_pg(
@@ -101,3 +101,7 @@ def test_a_toy_loss_and_estimator_are_found_by_their_names(
         ValueError, match=r"no advantage estimator 'rloo' is registered \(registered: grpo_outcome"
     ):
         adv_estimator("rloo")
+    with pytest.raises(ValueError, match=r"no policy loss 'clip_highr' .*; did you mean 'clip_higher'\?$"):
+        policy_loss("clip_highr")
+    with pytest.raises(ValueError, match=r"; did you mean 'mean_baseline'\?$"):
+        adv_estimator("mean_baselin")

@@ -23,7 +23,6 @@ from grpo_probe.phase2 import losses, reward
 from grpo_probe.phase2.losses import (
     PolicyLoss,
     clip_higher_loss,
-    policy_loss_names,
     register_policy_loss,
     token_mean,
 )
@@ -31,7 +30,6 @@ from grpo_probe.phase2.pilot_choices import check_pilot_choices
 from grpo_probe.phase2.recompute import load_head_model
 from grpo_probe.phase2.reward import (
     GroupAdvantages,
-    adv_estimator_names,
     grpo_outcome_advantages,
     register_adv_est,
 )
@@ -55,8 +53,8 @@ class Toys:
 @pytest.fixture
 def toys(monkeypatch: pytest.MonkeyPatch) -> Toys:
     """``vanilla_pg`` and ``mean_baseline`` registered in copies of the registries (undone after)."""
-    monkeypatch.setattr(losses, "_POLICY_LOSSES", dict(losses._POLICY_LOSSES))
-    monkeypatch.setattr(reward, "_ADV_ESTIMATORS", dict(reward._ADV_ESTIMATORS))
+    monkeypatch.setattr(losses, "POLICY_LOSSES", losses.POLICY_LOSSES.copy())
+    monkeypatch.setattr(reward, "ADV_ESTIMATORS", reward.ADV_ESTIMATORS.copy())
     seen = Toys()
 
     @register_policy_loss("vanilla_pg")
@@ -85,8 +83,8 @@ def test_the_default_names_are_registered_to_the_pilots_functions() -> None:
 
 
 def test_a_second_function_under_a_taken_name_is_refused_naming_both(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(losses, "_POLICY_LOSSES", dict(losses._POLICY_LOSSES))
-    monkeypatch.setattr(reward, "_ADV_ESTIMATORS", dict(reward._ADV_ESTIMATORS))
+    monkeypatch.setattr(losses, "POLICY_LOSSES", losses.POLICY_LOSSES.copy())
+    monkeypatch.setattr(reward, "ADV_ESTIMATORS", reward.ADV_ESTIMATORS.copy())
 
     def impostor(*args: object) -> PolicyLoss:
         raise AssertionError("never called")
@@ -100,7 +98,10 @@ def test_a_second_function_under_a_taken_name_is_refused_naming_both(monkeypatch
         register_adv_est("grpo_outcome")(impostor)  # type: ignore[arg-type]
     assert losses.policy_loss("clip_higher") is clip_higher_loss  # the registered one is untouched
     assert register_policy_loss("clip_higher")(clip_higher_loss) is clip_higher_loss  # a re-import is fine
-    assert policy_loss_names().count("clip_higher") == 1 and "impostor" not in adv_estimator_names()
+    assert (
+        losses.POLICY_LOSSES.names().count("clip_higher") == 1
+        and "impostor" not in reward.ADV_ESTIMATORS.names()
+    )
 
 
 @pytest.mark.parametrize(
@@ -117,7 +118,7 @@ def test_a_design_naming_an_unregistered_choice_is_refused_by_the_first_rule_nam
     with pytest.raises(PreregError) as checked:
         check_pilot_choices(load_prereg(path))
     assert str(checked.value).startswith(f"{path}: {message}")
-    registered = policy_loss_names() if field == "policy_loss" else adv_estimator_names()
+    registered = losses.POLICY_LOSSES.names() if field == "policy_loss" else reward.ADV_ESTIMATORS.names()
     assert f"(registered: {', '.join(registered)})" in str(checked.value)
     manifest = tmp_path / "prereg.manifest.json"
     with pytest.raises(PreregError, match=f"^{path}: phase2.{field}: "):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_probe.name_registry import Registry
 from grpo_probe.prereg import SchemaError, load_prereg
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.phase2 import DEFAULT_ADVANTAGE, DEFAULT_POLICY_LOSS, choice_problems
@@ -71,8 +72,20 @@ def test_an_unregistered_name_is_worded_with_its_field_and_the_registered_names(
 
     phase2 = load_prereg(edited(tmp_path, "smoke.yaml", name_them), require_lock=False).phase2
     assert phase2 is not None
-    assert choice_problems(phase2, ("clip_higher", "vanilla_pg"), ("grpo_outcome",)) == [
-        "phase2.policy_loss: no policy loss 'ppo_kl' is registered (registered: clip_higher, vanilla_pg)",
+    assert choice_problems(
+        phase2,
+        _registry("policy loss", "clip_higher", "ppo_k3"),
+        _registry("advantage estimator", "grpo_outcome"),
+    ) == [
+        "phase2.policy_loss: no policy loss 'ppo_kl' is registered (registered: clip_higher, ppo_k3); "
+        "did you mean 'ppo_k3'?",
         "phase2.advantage: no advantage estimator 'rloo' is registered (registered: grpo_outcome)",
     ]
-    assert choice_problems(phase2, ("ppo_kl",), ("rloo",)) == []
+    assert choice_problems(phase2, _registry("policy loss", "ppo_kl"), _registry("advantage", "rloo")) == []
+
+
+def _registry(what: str, *names: str) -> Registry[object]:
+    registry: Registry[object] = Registry(what)
+    for name in names:
+        registry.register(name, object())
+    return registry

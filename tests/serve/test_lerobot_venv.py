@@ -25,19 +25,24 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 import workflow_copies
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.policies.served import ServedPolicy
 from grpo_probe.user_code import tree_sha256
+from lerobot_page import (
+    ARM,
+    DESIGN,
+    REPO,
+    RESULTS,
+    bind_served_arm,
+    page_blocks,
+    run_to_decision,
+    write_design,
+)
 from serve_processes import policy_server
 
 OPT_IN = "GRPO_PROBE_LEROBOT_VENV"
-REPO = Path(__file__).resolve().parents[2]
-PAGE = REPO / "docs" / "lerobot.md"
-DESIGN = "prereg/pusht_lerobot.yaml"
-RESULTS = Path("results/pusht_lerobot")
 VENV = Path(os.environ.get("GRPO_PROBE_LEROBOT_VENV_DIR", Path.home() / ".cache/grpo-probe/lerobot-venv"))
 UNSERVED = ("No matching distribution found", "Could not find a version that satisfies")
 """pip's words when the package index cannot serve LeRobot's pins (the one reason to skip once asked)."""
@@ -56,28 +61,12 @@ def _page_command(kind: str) -> list[str]:
     """The page's ``grpo-probe-serve lerobot`` command for PushT, on this test's checkpoint of ``kind``."""
     (line,) = [
         line
-        for block in re.findall(r"```bash\n(.*?)```", PAGE.read_text(), flags=re.DOTALL)
+        for block in page_blocks("bash")
         for line in block.splitlines()
         if re.match(r"\S*grpo-probe-serve lerobot outputs/", line)
     ]
     words = line.split("#")[0].split()
     return [Path(words[0]).name, words[1], f"{{{kind}}}", *words[3:]]  # the folder is filled in below
-
-
-def _design(workdir: Path) -> None:
-    """prereg/pusht_smoke.yaml with the page's changes (its design block), as docs/lerobot.md says."""
-    (block,) = [
-        b
-        for b in re.findall(r"```yaml\n(.*?)```", PAGE.read_text(), flags=re.DOTALL)
-        if b.startswith("# prereg/pusht_lerobot.yaml")
-    ]
-    page = yaml.safe_load(block)
-    raw = yaml.safe_load((workdir / "prereg" / "pusht_smoke.yaml").read_text())
-    raw["name"] = page["name"]
-    raw["env"]["params"].update(page["env"]["params"])
-    raw["observation"] = page["observation"]
-    raw["arms"]["flow_teacher"].update(page["arms"]["flow_teacher"])
-    (workdir / DESIGN).write_text(yaml.safe_dump(raw, sort_keys=False))
 
 
 @pytest.fixture(scope="module")
@@ -124,28 +113,17 @@ def served_run(
     kind = request.param
     root = tmp_path_factory.mktemp(kind)
     workdir = workflow_copies.copy_repo(root / "repo")
-    _design(workdir)
+    write_design(workdir)
     lock = workflow_copies.grpo_probe(workdir, "prereg", "lock", DESIGN)
     assert lock.returncode == 0, lock.stdout + lock.stderr
     words = [w.replace(f"{{{kind}}}", str(checkpoints / kind)) for w in _page_command(kind)]
     command = [str(lerobot_python.parent / words[0]), *words[1:], "--port", "0"]
     with policy_server(command, root / "server.log", cwd=root) as address:
-        binding = {"source": "server", "address": address, "timeout_s": 120}
-        (workdir / "lab.yaml").write_text(yaml.safe_dump({"arms": {"flow_teacher": binding}}))
+        bind_served_arm(workdir, address, 120)
         check = workflow_copies.grpo_probe(
-            workdir, "check-policy", "--prereg", DESIGN, "--arm", "flow_teacher", "--configfile", "lab.yaml"
+            workdir, "check-policy", "--prereg", DESIGN, "--arm", ARM, "--configfile", "lab.yaml"
         )
-        proc = workflow_copies.snakemake(
-            workdir,
-            str(RESULTS / "decision.md"),
-            "--cores",
-            "2",
-            "--configfile",
-            "lab.yaml",
-            "--config",
-            f"prereg={DESIGN}",
-            timeout=1200,
-        )
+        proc = run_to_decision(workdir, timeout=1200)
     assert proc.returncode == 0, (
         proc.stdout[-3000:] + proc.stderr[-3000:] + (root / "server.log").read_text()[-3000:]
     )

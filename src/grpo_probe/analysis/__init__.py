@@ -8,19 +8,11 @@ import matplotlib.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from grpo_probe.lazy_exports import lazy_exports
 
-__all__ = ["build_decision"]
+_WHERE = {"build_decision": "grpo_probe.analysis.report"}
+"""Each exported name and the module it is imported from on first use."""
 
-_HOMES = {"build_decision": "grpo_probe.analysis.report"}
+__getattr__ = lazy_exports(__name__, _WHERE, globals())
 
-
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__all__ = sorted(_WHERE)

@@ -11,7 +11,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -39,6 +39,9 @@ __all__ = [
     "read_join",
     "replay_tables_by_cell",
 ]
+
+
+T = TypeVar("T")
 
 
 def json_float(x: float | None) -> float | None:
@@ -101,6 +104,28 @@ def read_join(path: str | os.PathLike[str], cell: Cell, probe: RolloutTable) -> 
     return joined
 
 
+def _one_per_enabled_cell(
+    prereg: Prereg,
+    given: Mapping[str, T] | None,
+    registered: bool,
+    unregistered: str,
+    every_cell: str,
+    what: str,
+) -> dict[str, T]:
+    """``given`` (cell -> its inputs) as a dict, checked against the design: empty when the design does
+    not register the read (and then ``unregistered`` is the error if any were given), else exactly one
+    entry per enabled cell (``every_cell`` is the error, with the cells enabled and given)."""
+    if not registered:
+        if given:
+            raise ValueError(unregistered)
+        return {}
+    enabled = [c.id for c in prereg.enabled_cells]
+    out = dict(given or {})
+    if sorted(out) != sorted(enabled):
+        raise ValueError(f"{every_cell} (enabled cells: {enabled}; {what} given for: {sorted(out)})")
+    return out
+
+
 def replay_tables_by_cell(
     prereg: Prereg,
     replay_tables: Mapping[str, Sequence[str | os.PathLike[str]]] | None,
@@ -108,17 +133,14 @@ def replay_tables_by_cell(
     where: str,
 ) -> dict[str, Any]:
     """Per enabled cell, its replay tables read and concatenated (none when the design registers none)."""
-    if prereg.replay is None:
-        if replay_tables:
-            raise ValueError(f"{where}: replay tables were given, but the design registers no replay section")
-        return {}
-    enabled = [c.id for c in prereg.enabled_cells]
-    given = dict(replay_tables or {})
-    if sorted(given) != sorted(enabled):
-        raise ValueError(
-            f"{where}: replay: the design registers replays, so every enabled cell needs its replay tables "
-            f"(enabled cells: {enabled}; tables given for: {sorted(given)})"
-        )
+    given = _one_per_enabled_cell(
+        prereg,
+        replay_tables,
+        prereg.replay is not None,
+        f"{where}: replay tables were given, but the design registers no replay section",
+        f"{where}: replay: the design registers replays, so every enabled cell needs its replay tables",
+        "tables",
+    )
     out = {}
     for cell, paths in given.items():
         tables = [read_replay_table(p, episode_schema) for p in paths]
@@ -134,19 +156,16 @@ def gradient_files_by_cell(
 ) -> dict[str, GradientColumns]:
     """Per enabled cell, its gradient file read (none when the design does not register the gradient
     reads, ``analysis.gradient_reads``)."""
-    if not prereg.analysis.gradient_reads:
-        if gradient_files:
-            raise ValueError(
-                f"{where}: gradient files were given, but the design registers no gradient reads"
-            )
+    given = _one_per_enabled_cell(
+        prereg,
+        gradient_files,
+        prereg.analysis.gradient_reads,
+        f"{where}: gradient files were given, but the design registers no gradient reads",
+        f"{where}: analysis.gradient_reads: every enabled cell needs its gradient file",
+        "files",
+    )
+    if not given:
         return {}
-    enabled = [c.id for c in prereg.enabled_cells]
-    given = dict(gradient_files or {})
-    if sorted(given) != sorted(enabled):
-        raise ValueError(
-            f"{where}: analysis.gradient_reads: every enabled cell needs its gradient file (enabled cells: "
-            f"{enabled}; files given for: {sorted(given)})"
-        )
     out = {}
     for cell in prereg.enabled_cells:
         probe = probes[cell.id]

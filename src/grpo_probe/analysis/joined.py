@@ -12,20 +12,23 @@ names the file and the column.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from grpo_probe.analysis.anchor_join import SeedJoin, check_seeds_match, join_seeds
 from grpo_probe.analysis.group_stats import SeedGroup, seed_groups
 from grpo_probe.analysis.tables import RolloutTable
-from grpo_probe.parquet_io import read_parquet
+from grpo_probe.parquet_io import read_table_file
 from grpo_probe.prereg import AnalysisNumbers
 
 __all__ = ["JOIN_SCHEMA", "JoinedCell", "join_cell", "joined_table", "read_joined_table"]
+
+T = TypeVar("T")
 
 JOIN_SCHEMA = pa.schema(
     [
@@ -121,6 +124,20 @@ def _one_value(path: str, values: np.ndarray, name: str, expected: str) -> None:
         raise _fail(path, name, f"must be {expected!r} in every row, found {found}")
 
 
+def _per_seed(
+    record: Callable[..., T],
+    seed: NDArray[np.int64],
+    columns: Mapping[str, NDArray[Any]],
+    fields: Mapping[str, tuple[str, Callable[[Any], Any]]],
+) -> tuple[T, ...]:
+    """One ``record`` per row, seeds ascending: ``seed=`` the row's seed and each field of ``fields`` read
+    from its column as its Python type (``field: (column, type)``)."""
+    return tuple(
+        record(seed=int(s), **{field: cast(columns[column][i]) for field, (column, cast) in fields.items()})
+        for i, s in enumerate(seed)
+    )
+
+
 def read_joined_table(
     path: str | os.PathLike[str], cell: str, arm: str, seeds: Sequence[int] | None = None
 ) -> JoinedCell:
@@ -129,12 +146,7 @@ def read_joined_table(
     Raises ``ValueError`` (``FileNotFoundError`` when absent) naming the file and the offending column.
     """
     name = str(path)
-    if not Path(path).exists():
-        raise FileNotFoundError(f"{name}: no such join table")
-    try:
-        table = read_parquet(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise ValueError(f"{name}: not a readable parquet table: {exc}") from None
+    table = read_table_file(path, "join table")
     if table.num_rows == 0:
         raise ValueError(f"{name}: the join table has no rows")
     columns = {c: _column(name, table, c) for c in JOIN_SCHEMA.names}
@@ -149,42 +161,31 @@ def read_joined_table(
     expected = None if seeds is None else sorted(int(s) for s in seeds)
     if expected is not None and expected != seed.tolist():
         raise _fail(name, "seed", f"joins seeds {seed.tolist()}, but cell {cell}'s table holds {expected}")
-    groups = tuple(
-        SeedGroup(
-            seed=int(s),
-            k=int(k),
-            std_progress_cm=float(sp),
-            std_best_point_cm=float(sb),
-            mean_progress_cm=float(mp),
-            nondegenerate=bool(nd),
-        )
-        for s, k, sp, sb, mp, nd in zip(
-            seed,
-            columns["k"],
-            columns["std_progress_cm"],
-            columns["std_best_point_cm"],
-            columns["sampled_mean_progress_cm"],
-            columns["nondegenerate"],
-            strict=True,
-        )
+    groups = _per_seed(
+        SeedGroup,
+        seed,
+        columns,
+        {
+            "k": ("k", int),
+            "std_progress_cm": ("std_progress_cm", float),
+            "std_best_point_cm": ("std_best_point_cm", float),
+            "mean_progress_cm": ("sampled_mean_progress_cm", float),
+            "nondegenerate": ("nondegenerate", bool),
+        },
     )
-    joins = tuple(
-        SeedJoin(
-            seed=int(s),
-            sampled_mean_progress_cm=float(mp),
-            anchor_progress_cm=float(ap),
-            progress_delta_cm=float(dp),
-            sampled_engagement_rate=float(er),
-            anchor_engaged=bool(ae),
-        )
-        for s, mp, ap, dp, er, ae in zip(
-            seed,
-            columns["sampled_mean_progress_cm"],
-            columns["anchor_progress_cm"],
-            columns["progress_delta_cm"],
-            columns["sampled_engagement_rate"],
-            columns["anchor_engaged"],
-            strict=True,
-        )
+    joins = _per_seed(
+        SeedJoin,
+        seed,
+        columns,
+        {
+            name: (name, float)
+            for name in (
+                "sampled_mean_progress_cm",
+                "anchor_progress_cm",
+                "progress_delta_cm",
+                "sampled_engagement_rate",
+            )
+        }
+        | {"anchor_engaged": ("anchor_engaged", bool)},
     )
     return JoinedCell(name, cell, arm, groups, joins)

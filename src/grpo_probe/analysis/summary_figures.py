@@ -20,6 +20,7 @@ import matplotlib.lines
 import matplotlib.style
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from grpo_probe.analysis.figure_canvas import (
     ANCHOR,
@@ -105,6 +106,35 @@ class ClausePanel:
     rows: tuple[ClauseRow, ...]
 
 
+def _seed_points(ax: Axes, values: Sequence[float], y: float, label: str | None) -> None:
+    """One value per seed as hollow sampled-colour circles on the row at ``y``: the per-seed layer under
+    each summary row's interval."""
+    ax.scatter(
+        values,
+        np.full(len(values), y),
+        s=16,
+        facecolors="none",
+        edgecolors=SAMPLED,
+        linewidths=0.8,
+        zorder=3,
+        label=label,
+    )
+
+
+def _cell_rows_png(
+    fig: Figure, ax: Axes, cells: Sequence[str], xlabel: str, title: str, path: str | os.PathLike[str]
+) -> Path:
+    """Finish a one-row-per-cell figure (cells top down in registered order, a light x grid, the legend
+    below) and write it: the frame the spread and competence figures share."""
+    ax.set_yticks(np.arange(len(cells)), list(cells), fontsize="small")
+    ax.set_ylim(len(cells) - 0.5, -0.5)
+    ax.set_xlabel(xlabel, fontsize="small")
+    ax.set_title(title, fontsize="medium")
+    ax.grid(axis="x", color="0.9", linewidth=0.6)
+    fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
+    return save_png(fig, path)
+
+
 def _interval_row(
     ax: Axes, y: float, est: Interval | None, color: str, marker: str, label: str | None
 ) -> None:
@@ -138,16 +168,7 @@ def plot_spread_by_cell(
         for i, row in enumerate(rows):
             first = i == 0
             lift = -0.18 if replay else 0.0
-            ax.scatter(
-                row.group_std_cm,
-                np.full(len(row.group_std_cm), i + lift),
-                s=16,
-                facecolors="none",
-                edgecolors=SAMPLED,
-                linewidths=0.8,
-                zorder=3,
-                label="group std, one seed" if first else None,
-            )
+            _seed_points(ax, row.group_std_cm, i + lift, "group std, one seed" if first else None)
             _interval_row(
                 ax,
                 i + lift,
@@ -183,13 +204,10 @@ def plot_spread_by_cell(
             signal_bar_cm, color=BAR, linestyle="--", linewidth=1.2, label=f"signal bar {signal_bar_cm:g} cm"
         )
         symlog_axis(ax, linthresh_cm, [*values, signal_bar_cm])
-        ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
-        ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel(f"std of progress over the K draws (cm, {symlog_note(linthresh_cm)})", fontsize="small")
-        ax.set_title("Group spread per cell against the signal bar", fontsize="medium")
-        ax.grid(axis="x", color="0.9", linewidth=0.6)
-        fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
-        return save_png(fig, path)
+        xlabel = f"std of progress over the K draws (cm, {symlog_note(linthresh_cm)})"
+        return _cell_rows_png(
+            fig, ax, [r.cell for r in rows], xlabel, "Group spread per cell against the signal bar", path
+        )
 
 
 def plot_competence_by_cell(
@@ -205,16 +223,7 @@ def plot_competence_by_cell(
         pct = f"{100 * confidence:.4g}%"
         for i, row in enumerate(rows):
             first = i == 0
-            ax.scatter(
-                row.delta_cm,
-                np.full(len(row.delta_cm), float(i)),
-                s=16,
-                facecolors="none",
-                edgecolors=SAMPLED,
-                linewidths=0.8,
-                zorder=3,
-                label="sampled mean minus anchor, one seed" if first else None,
-            )
+            _seed_points(ax, row.delta_cm, float(i), "sampled mean minus anchor, one seed" if first else None)
             _interval_row(
                 ax, float(i), row.mean, SAMPLED, "o", f"mean over seeds [{pct} interval]" if first else None
             )
@@ -229,13 +238,10 @@ def plot_competence_by_cell(
         )
         linthresh = competence_tol_cm if competence_tol_cm > 0 else 1.0
         symlog_axis(ax, linthresh, [*values, -competence_tol_cm])
-        ax.set_yticks(np.arange(len(rows)), [r.cell for r in rows], fontsize="small")
-        ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlabel(f"sampled mean minus anchor progress (cm, {symlog_note(linthresh)})", fontsize="small")
-        ax.set_title("Competence per cell against the anchor", fontsize="medium")
-        ax.grid(axis="x", color="0.9", linewidth=0.6)
-        fig.legend(loc="outside lower center", ncols=2, fontsize="x-small", frameon=False)
-        return save_png(fig, path)
+        xlabel = f"sampled mean minus anchor progress (cm, {symlog_note(linthresh)})"
+        return _cell_rows_png(
+            fig, ax, [r.cell for r in rows], xlabel, "Competence per cell against the anchor", path
+        )
 
 
 _PASS = "tab:green"

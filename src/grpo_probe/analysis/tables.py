@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from numpy.typing import NDArray
 
 from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.protocol import EnvSpec, Guard
-from grpo_probe.parquet_io import read_parquet
+from grpo_probe.parquet_io import read_table_file
 
 __all__ = [
     "ANCHOR_CELL",
@@ -120,12 +119,7 @@ def _where_row(table: pa.Table, i: int) -> str:
 
 def _read(path: str | os.PathLike[str], env: EnvSpec) -> tuple[str, pa.Table]:
     name = str(path)
-    if not Path(path).exists():
-        raise FileNotFoundError(f"{name}: no such table")
-    try:
-        table = read_parquet(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise _fail(name, f"not a readable parquet table: {exc}") from None
+    table = read_table_file(path, "rollout table")
     required = required_columns(env)
     missing = [c for c in required if c not in table.column_names]
     if missing:

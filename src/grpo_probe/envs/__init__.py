@@ -11,54 +11,27 @@ environment can import MuJoCo: rollout workers are fresh processes, and MuJoCo r
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from grpo_probe.envs.gl import select_headless_gl
+from grpo_probe.lazy_exports import lazy_exports
 
 select_headless_gl()
 
-__all__ = [
-    "BUILTIN_IDS",
-    "EnvConfig",
-    "EnvFactoryError",
-    "EnvSpec",
-    "Environment",
-    "Guard",
-    "boat_env",
-    "env_config",
-    "env_provenance",
-    "env_spec",
-    "make_env",
-    "make_expert",
-]
-
-_HOMES = {
+_WHERE = {
     "EnvSpec": "grpo_probe.envs.protocol",
     "Environment": "grpo_probe.envs.protocol",
     "Guard": "grpo_probe.envs.protocol",
-    **{
-        name: "grpo_probe.envs.registry"
-        for name in (
-            "BUILTIN_IDS",
-            "EnvConfig",
-            "EnvFactoryError",
-            "boat_env",
-            "env_config",
-            "env_provenance",
-            "env_spec",
-            "make_env",
-            "make_expert",
-        )
-    },
+    "BUILTIN_IDS": "grpo_probe.envs.registry",
+    "EnvConfig": "grpo_probe.envs.registry",
+    "EnvFactoryError": "grpo_probe.envs.registry",
+    "boat_env": "grpo_probe.envs.registry",
+    "env_config": "grpo_probe.envs.registry",
+    "env_provenance": "grpo_probe.envs.registry",
+    "env_spec": "grpo_probe.envs.registry",
+    "make_env": "grpo_probe.envs.registry",
+    "make_expert": "grpo_probe.envs.registry",
 }
+"""Each exported name and the module it is imported from on first use."""
 
+__getattr__ = lazy_exports(__name__, _WHERE, globals())
 
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__all__ = sorted(_WHERE)

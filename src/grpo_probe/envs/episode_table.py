@@ -31,19 +31,23 @@ index 0 = spawn), which DuckDB unnests with ``UNNEST`` and pandas holds as array
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grpo_probe.atomic_io import atomic_path
+from grpo_probe.envs.protocol import METRIC_COLUMNS
 from grpo_probe.parquet_io import read_parquet
 
 __all__ = [
     "EPISODE_SCHEMA",
+    "EpisodeMetrics",
     "EpisodeRow",
     "canonical_row_bytes",
     "read_episode_table",
@@ -59,24 +63,51 @@ class EpisodeRow(Protocol):
 
 
 _F64_LIST = pa.list_(pa.float64())
+_METRIC = {f.name: f for f in METRIC_COLUMNS}
+
+
+@dataclass(frozen=True)
+class EpisodeMetrics:
+    """The leading columns of every environment's record: the spawn seed, the ticks, and the distance
+    columns :func:`grpo_probe.envs.progress.progress_of` fills (:class:`grpo_probe.envs.progress.Progress`
+    says what each means). A record subclasses it and adds its own columns after these.
+
+    Why one declaration: the boat's record and the push record both start with these seven columns in
+    this order, and a record's row (dict order) and canonical bytes are built from its fields.
+    """
+
+    seed: int
+    n_ticks: int
+    d0_cm: float
+    d_final_cm: float
+    progress_final_cm: float
+    best_point_cm: float
+    distance_trace_cm: tuple[float, ...]
+
+    def to_row(self) -> dict[str, Any]:
+        """Column name -> value, lists for traces (the episode table's row form)."""
+        row = dataclasses.asdict(self)
+        for name, value in row.items():
+            if isinstance(value, tuple):
+                row[name] = list(value)
+        return row
+
+    def canonical_bytes(self) -> bytes:
+        """Exact byte form of the row (:func:`canonical_row_bytes`)."""
+        return canonical_row_bytes(self.to_row())
+
 
 EPISODE_SCHEMA = pa.schema(
     [
-        pa.field("seed", pa.int64(), nullable=False),
-        pa.field("n_ticks", pa.int32(), nullable=False),
-        pa.field("d0_cm", pa.float64(), nullable=False),
-        pa.field("d_final_cm", pa.float64(), nullable=False),
-        pa.field("progress_final_cm", pa.float64(), nullable=False),
-        pa.field("best_point_cm", pa.float64(), nullable=False),
-        pa.field("distance_trace_cm", _F64_LIST, nullable=False),
-        pa.field("boat_x_trace_m", _F64_LIST, nullable=False),
-        pa.field("boat_y_trace_m", _F64_LIST, nullable=False),
-        pa.field("pusher_x_trace_m", _F64_LIST, nullable=False),
-        pa.field("pusher_y_trace_m", _F64_LIST, nullable=False),
+        *(_METRIC[f.name] for f in dataclasses.fields(EpisodeMetrics)),
+        *(
+            pa.field(name, _F64_LIST, nullable=False)
+            for name in ("boat_x_trace_m", "boat_y_trace_m", "pusher_x_trace_m", "pusher_y_trace_m")
+        ),
         pa.field("disk_x_m", pa.float64(), nullable=False),
         pa.field("disk_y_m", pa.float64(), nullable=False),
-        pa.field("contact", pa.bool_(), nullable=False),
-        pa.field("first_contact_tick", pa.int32(), nullable=True),
+        _METRIC["contact"],
+        _METRIC["first_contact_tick"],
         pa.field("reset_strikes", pa.int32(), nullable=False),
         pa.field("ended_by_strike_cap", pa.bool_(), nullable=False),
         pa.field("final_upright", pa.bool_(), nullable=False),
@@ -84,9 +115,11 @@ EPISODE_SCHEMA = pa.schema(
         pa.field("final_z_mm", pa.float64(), nullable=False),
         pa.field("knocked_off", pa.bool_(), nullable=False),
         pa.field("max_boat_speed_m_s", pa.float64(), nullable=False),
-        pa.field("success", pa.bool_(), nullable=False),
+        _METRIC["success"],
     ]
 )
+"""The boat's episode schema: the protocol's metric columns (:data:`grpo_probe.envs.protocol.METRIC_COLUMNS`,
+with their types) in the boat's order, around its own traces and guard channels."""
 
 
 def records_to_table(

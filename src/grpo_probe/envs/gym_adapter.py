@@ -66,7 +66,6 @@ from grpo_probe.envs.gym_setup import (
     check_point,
     distribution_version,
     import_gymnasium,
-    load_callable,
     make_wrapped,
     perturbed_coordinates,
     remove_generated_scene,
@@ -82,10 +81,12 @@ from grpo_probe.envs.protocol import (
     TopDownView,
     away_tail_guard,
     check_chunk,
+    check_running,
     normalized_to_bounds,
 )
 from grpo_probe.envs.push_record import PushRecord, push_schema
 from grpo_probe.envs.scene import SCENE_FIELD, BoundScene, ScenePositions
+from grpo_probe.user_code import load_callable
 
 # The params, the record and the camera name are re-exported: designs, examples and labs' modules import
 # them from here, the module a design names (``grpo_probe.envs.gym_adapter:make_gymnasium_env``).
@@ -406,10 +407,7 @@ class GymnasiumAdapter:
 
     def execute(self, chunk: np.ndarray, n_executed: int) -> np.ndarray:
         """Step the first ``n_executed`` actions of ``chunk``, one Gymnasium step each; the next obs."""
-        if self._seed is None:
-            raise RuntimeError("call reset(seed) before execute")
-        if self.done:
-            raise RuntimeError(f"seed {self._seed}: the episode is over; call reset(seed)")
+        check_running(self._seed, self.done)
         where = f"{self.spec.id} seed {self._seed}"
         chunk = check_chunk(chunk, self.spec, n_executed, where)
         actions = normalized_to_bounds(chunk[:n_executed], self._low, self._high, self.replan_index, where)

@@ -8,10 +8,8 @@ a position, a joint a replay cannot shift, a simulator the adapter cannot read);
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import tempfile
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -20,14 +18,15 @@ import numpy as np
 
 from grpo_probe.envs.gym_params import GOAL_ENV_KEYS, GymnasiumParams, PointSource
 from grpo_probe.envs.scene import SCENE_DOCS, SCENE_SIGNATURE
+from grpo_probe.user_code import load_callable
 
 __all__ = [
     "DEFAULT_CAMERA",
     "camera_names",
     "check_point",
     "distribution_version",
+    "gymnasium_model",
     "import_gymnasium",
-    "load_callable",
     "make_wrapped",
     "perturbed_coordinates",
     "remove_generated_scene",
@@ -52,20 +51,10 @@ def import_gymnasium() -> Any:
     return gymnasium
 
 
-def load_callable(path: str, where: str) -> Callable[..., Any]:
-    """The callable a ``module:name`` param names; an error names the field and what went wrong."""
-    module_name, _, attr = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ValueError(
-            f"{where}: cannot import module {module_name!r} of {path!r} ({type(exc).__name__}: {exc})"
-        ) from exc
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-    if not callable(target):
-        raise ValueError(f"{where}: module {module_name!r} has no callable {attr!r}")
-    return target
+def gymnasium_model(file: str) -> Path:
+    """A MuJoCo model file Gymnasium installs with its MuJoCo environments (``pusher_v5.xml``): the file
+    the environment itself loads, which an expert reads to plan in the same model."""
+    return Path(import_gymnasium().__file__).parent / "envs" / "mujoco" / "assets" / file
 
 
 def distribution_version(module: str) -> str | None:

@@ -48,7 +48,7 @@ import numpy as np
 
 from grpo_probe.envs.expert_noise import add_smooth_noise
 from grpo_probe.envs.progress import progress_of
-from grpo_probe.envs.protocol import EnvSpec, TopDownView, away_tail_guard, check_chunk
+from grpo_probe.envs.protocol import EnvSpec, TopDownView, away_tail_guard, check_chunk, check_running
 from grpo_probe.envs.push_record import PushRecord, push_schema
 from grpo_probe.keyed_rng import numpy_generator, tag
 
@@ -232,10 +232,7 @@ class _Plane:
         return self.replan_index >= self.spec.replans
 
     def execute(self, chunk: np.ndarray, n_executed: int) -> np.ndarray:
-        if self._seed is None:
-            raise RuntimeError("call reset(seed) before execute")
-        if self.done:
-            raise RuntimeError(f"seed {self._seed}: the episode is over; call reset(seed)")
+        check_running(self._seed, self.done)
         where = f"{self.spec.id} seed {self._seed}"
         check_chunk(chunk, self.spec, n_executed, where)
         exact = np.asarray(chunk, dtype=np.float32)  # the bytes the scene executes

@@ -9,6 +9,7 @@ passes its per-tick object-to-goal distances (metres, index 0 the spawn) to :fun
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,13 +34,7 @@ class Progress:
 
     def columns(self) -> dict[str, Any]:
         """Column name -> value, to pass into a record (``Record(**progress.columns(), ...)``)."""
-        return {
-            "d0_cm": self.d0_cm,
-            "d_final_cm": self.d_final_cm,
-            "progress_final_cm": self.progress_final_cm,
-            "best_point_cm": self.best_point_cm,
-            "distance_trace_cm": self.distance_trace_cm,
-        }
+        return dataclasses.asdict(self)
 
 
 def progress_of(distances_m: Sequence[float]) -> Progress:

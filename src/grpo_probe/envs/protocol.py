@@ -66,7 +66,9 @@ __all__ = [
     "TopDownView",
     "away_tail_guard",
     "check_chunk",
+    "check_running",
     "normalized_to_bounds",
+    "swat_guard",
 ]
 
 OBSERVATION_STATE = "observation.state"
@@ -150,6 +152,19 @@ def away_tail_guard(moved: str, goal: str) -> Guard:
         f"progress_final_cm below analysis.away_tail_cm = {{threshold:g}} cm: the {moved} ended farther "
         f"from the {goal} than it started",
         threshold="away_tail_cm",
+    )
+
+
+def swat_guard(moved: str, speed_column: str) -> Guard:
+    """The speed guard of an environment that records its pushed thing's peak speed (``speed_column``, in
+    m/s): the thing moved faster than a push moves it, so it was struck."""
+    return Guard(
+        "swat",
+        speed_column,
+        ">",
+        f"the {moved}'s peak speed exceeded analysis.swat_speed_m_s = {{threshold:g}} m/s: "
+        "it was struck, not pushed",
+        threshold="swat_speed_m_s",
     )
 
 
@@ -327,6 +342,15 @@ def normalized_to_bounds(
         k, j = (int(v) for v in bad[0])
         raise ValueError(f"{where}: action [{k}, {j}] (replan {replan}) is {chunk[k, j]}, not finite")
     return low + 0.5 * (np.clip(chunk, -1.0, 1.0) + 1.0) * (high - low)
+
+
+def check_running(seed: int | None, done: bool, method: str = "execute") -> None:
+    """Refuse a step before ``reset(seed)`` or after the episode's end: the first check of every
+    environment's ``execute`` (``method`` names the step in the message)."""
+    if seed is None:
+        raise RuntimeError(f"call reset(seed) before {method}")
+    if done:
+        raise RuntimeError(f"seed {seed}: the episode is over; call reset(seed)")
 
 
 def check_chunk(chunk: np.ndarray, spec: EnvSpec, n_executed: int, where: str) -> np.ndarray:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from grpo_probe.envs.episode_table import canonical_row_bytes
+from grpo_probe.envs.episode_table import EpisodeMetrics
 from grpo_probe.envs.protocol import METRIC_COLUMNS
 
 __all__ = ["PushRecord", "push_schema"]
@@ -23,21 +23,14 @@ _F64_LIST = pa.list_(pa.float64())
 
 
 @dataclass(frozen=True)
-class PushRecord:
+class PushRecord(EpisodeMetrics):
     """One episode of an object moved toward a goal in the table plane, as the protocol records it.
 
-    Distances in cm unless the name says otherwise; ticks count from 1; traces hold index 0 = spawn.
+    Distances in cm unless the name says otherwise; ticks count from 1; traces hold index 0 = spawn. The
+    leading columns are every environment's (:class:`grpo_probe.envs.episode_table.EpisodeMetrics`);
     ``channels`` are the environment's own columns (its guard channels), in its schema's order.
     """
 
-    seed: int
-    n_ticks: int
-    d0_cm: float
-    d_final_cm: float
-    progress_final_cm: float
-    """100 * (d0 - d_final) in metres: how far the object moved toward the goal."""
-    best_point_cm: float
-    distance_trace_cm: tuple[float, ...]
     contact: bool
     first_contact_tick: int | None
     success: bool
@@ -61,10 +54,6 @@ class PushRecord:
             else:
                 row[f.name] = list(value) if isinstance(value, tuple) else value
         return row
-
-    def canonical_bytes(self) -> bytes:
-        """Exact byte form of the row (:func:`grpo_probe.envs.boat.record.canonical_row_bytes`)."""
-        return canonical_row_bytes(self.to_row())
 
 
 def push_schema(channels: tuple[pa.Field, ...], effector: bool) -> pa.Schema:

@@ -38,6 +38,7 @@ import mujoco
 import numpy as np
 
 from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.gym_setup import gymnasium_model
 
 __all__ = ["ACTION_DIMS", "OBS_DIM", "ReacherExpert", "reacher_xml"]
 
@@ -59,9 +60,7 @@ NOISE_KNOTS = 6
 
 def reacher_xml() -> Path:
     """Reacher-v5's model file as installed with Gymnasium (the file the environment itself loads)."""
-    import gymnasium
-
-    return Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "reacher.xml"
+    return gymnasium_model("reacher.xml")
 
 
 class ReacherExpert:

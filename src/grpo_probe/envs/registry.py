@@ -24,6 +24,7 @@ from grpo_probe.envs.boat.spec import BOAT_ENV, BOAT_EXPERT, BOAT_ID, boat_spec
 from grpo_probe.envs.protocol import Environment, EnvSpec, Expert
 from grpo_probe.envs.pusher.spec import PUSHER_ENV, PUSHER_EXPERT, PUSHER_ID, PusherParams, pusher_spec
 from grpo_probe.name_registry import Registry
+from grpo_probe.user_code import load_callable
 
 __all__ = [
     "BUILTIN_IDS",
@@ -143,18 +144,10 @@ def _prefixed(message: str, where: str) -> str:
 
 
 def _factory(config: EnvConfig) -> Callable[..., Any]:
-    module_name, _, attr = config.id.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise EnvFactoryError(
-            f"{config.where}.id: cannot import module {module_name!r} of factory {config.id!r} "
-            f"({type(exc).__name__}: {exc}); install it into the environment or put it on PYTHONPATH"
-        ) from exc
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise EnvFactoryError(f"{config.where}.id: module {module_name!r} has no callable {attr!r}")
-    return factory
+        return load_callable(config.id, f"{config.where}.id")
+    except ValueError as exc:
+        raise EnvFactoryError(str(exc)) from exc
 
 
 def make_env(config: EnvConfig) -> Environment:

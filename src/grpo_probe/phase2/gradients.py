@@ -47,11 +47,10 @@ from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.recompute import (
     HeadModel,
     ar_logprobs,
-    flow_step_logprobs,
     load_head_model,
+    score_units,
     token_batch,
     unit_chains,
-    unit_frames,
 )
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.phase2.reward import group_advantages
@@ -142,16 +141,7 @@ def _episode_logprob(
         diff = (logprob.detach() - tokens.old_logprob).abs()[tokens.mask]
     else:
         units = [(episode, r) for r in replans]
-        chains = unit_chains(head_model, batch, units)
-        cond = torch.from_numpy(head_model.normalize(np.stack([r.obs for r in replans])))
-        frames = unit_frames(head_model, units)
-        scored = flow_step_logprobs(
-            head_model.model,  # type: ignore[arg-type]
-            cond,
-            chains,
-            batch.mode,
-            frames=None if frames is None else torch.from_numpy(frames),
-        )
+        scored = score_units(head_model, batch.mode, units, unit_chains(head_model, batch, units))
         total = scored.logprob.sum()
         recorded = torch.from_numpy(np.stack([r.step_logprobs for r in replans]))  # type: ignore[arg-type]
         diff = (scored.logprob.detach() - recorded).abs()

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from grpo_probe.name_registry import Registry
 from grpo_probe.prereg.phase2 import DEFAULT_POLICY_LOSS
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PILOT_POLICY_LOSS",
+    "POLICY_LOSSES",
     "PolicyLoss",
     "PolicyLossFn",
     "approx_kl_k3",
@@ -59,7 +61,6 @@ __all__ = [
     "flow_kl_gaussian",
     "flow_kl_velocity_weight",
     "policy_loss",
-    "policy_loss_names",
     "register_policy_loss",
     "token_mean",
 ]
@@ -127,7 +128,9 @@ PolicyLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
 """(logprob, old_logprob, advantages, mask, recipe) -> the loss and its diagnostics; tensors [rows,
 positions] as in :func:`clipped_policy_loss`, ``recipe`` the head's registered numbers."""
 
-_POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
+"""The registered policy losses by name, in registration order; the design check words a misspelt name
+from it (:func:`grpo_probe.prereg.phase2.choice_problems`)."""
 
 
 def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
@@ -138,29 +141,13 @@ def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
     later import must not change what a locked design trains with. Registering the same function again
     (a module imported twice) is allowed.
     """
-
-    def register(fn: PolicyLossFn) -> PolicyLossFn:
-        if name in _POLICY_LOSSES and _POLICY_LOSSES[name] is not fn:
-            raise ValueError(
-                f"policy loss {name!r} is already registered ({_POLICY_LOSSES[name]!r}); cannot register "
-                f"{fn!r} under it (registered: {', '.join(_POLICY_LOSSES)})"
-            )
-        _POLICY_LOSSES[name] = fn
-        return fn
-
-    return register
+    return POLICY_LOSSES.decorator(name)
 
 
 def policy_loss(name: str) -> PolicyLossFn:
-    """The registered policy loss ``name``; an unknown name is an error listing the registered ones."""
-    if name not in _POLICY_LOSSES:
-        raise ValueError(f"no policy loss {name!r} is registered (registered: {', '.join(_POLICY_LOSSES)})")
-    return _POLICY_LOSSES[name]
-
-
-def policy_loss_names() -> tuple[str, ...]:
-    """The registered policy losses, in registration order."""
-    return tuple(_POLICY_LOSSES)
+    """The registered policy loss ``name``; an unknown name is an error listing the registered ones and
+    suggesting the closest."""
+    return POLICY_LOSSES.get(name)
 
 
 @register_policy_loss("clip_higher")

@@ -59,6 +59,7 @@ __all__ = [
     "flow_step_logprobs",
     "load_head_model",
     "recompute_logprobs",
+    "score_units",
     "token_batch",
     "unit_chains",
     "unit_frames",
@@ -322,6 +323,23 @@ def unit_frames(head_model: HeadModel, units: Sequence[tuple[Episode, Replan]]) 
     return np.stack(frames).astype(np.uint8, copy=False)
 
 
+def score_units(
+    head_model: HeadModel, mode: SamplingMode, units: Sequence[tuple[Episode, Replan]], chains: torch.Tensor
+) -> FlowStepLogprobs:
+    """:func:`flow_step_logprobs` of ``units`` along their ``chains`` under ``head_model``: its normalized
+    observations of the units, and the stored frames a camera-fed head reads. The one way the gradient
+    reads, the recompute and the calibration's update KL score recorded chunks."""
+    cond = torch.from_numpy(head_model.normalize(np.stack([r.obs for _, r in units])))
+    frames = unit_frames(head_model, units)
+    return flow_step_logprobs(
+        head_model.model,  # type: ignore[arg-type]
+        cond,
+        chains,
+        mode,
+        frames=None if frames is None else torch.from_numpy(frames),
+    )
+
+
 def unit_chains(
     head_model: HeadModel, batch: RolloutBatch, units: Sequence[tuple[Episode, Replan]]
 ) -> torch.Tensor:
@@ -352,17 +370,8 @@ def recompute_logprobs(
                 for s, replan in enumerate(part):
                     out.append(logprob[s, : len(replan.token_ids)].numpy().copy())  # type: ignore[arg-type]
         else:
-            obs = np.stack([r.obs for _, r in units])
             if chains is None:
                 chains = unit_chains(head_model, batch, units)
-            cond = torch.from_numpy(head_model.normalize(obs))
-            frames = unit_frames(head_model, units)
-            scored = flow_step_logprobs(
-                head_model.model,  # type: ignore[arg-type]
-                cond,
-                chains,
-                batch.mode,
-                frames=None if frames is None else torch.from_numpy(frames),
-            )
+            scored = score_units(head_model, batch.mode, units, chains)
             out = [row.numpy().copy() for row in scored.logprob]
     return out

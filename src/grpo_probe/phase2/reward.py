@@ -32,17 +32,18 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from grpo_probe.envs.protocol import Guard
+from grpo_probe.name_registry import Registry
 from grpo_probe.prereg.phase2 import DEFAULT_ADVANTAGE, PENALTIES_FIELD
 
 if TYPE_CHECKING:
     from grpo_probe.prereg.phase2 import Phase2
 
 __all__ = [
+    "ADV_ESTIMATORS",
     "PILOT_ADV_ESTIMATOR",
     "AdvEstimator",
     "GroupAdvantages",
     "adv_estimator",
-    "adv_estimator_names",
     "group_advantages",
     "grpo_outcome_advantages",
     "guard_trips",
@@ -128,7 +129,9 @@ def group_advantages(
 AdvEstimator = Callable[[Sequence[float], Sequence[int], "Phase2"], GroupAdvantages]
 """(rewards, groups, the registered phase2 section) -> per-episode advantages and the kept mask."""
 
-_ADV_ESTIMATORS: dict[str, AdvEstimator] = {}
+ADV_ESTIMATORS: Registry[AdvEstimator] = Registry("advantage estimator")
+"""The registered advantage estimators by name, in registration order; the design check words a misspelt name
+from it (:func:`grpo_probe.prereg.phase2.choice_problems`)."""
 
 
 def register_adv_est(name: str) -> Callable[[AdvEstimator], AdvEstimator]:
@@ -138,31 +141,13 @@ def register_adv_est(name: str) -> Callable[[AdvEstimator], AdvEstimator]:
     A name taken by another function is an error naming both (a name means one estimator, so a later
     import cannot change what a locked design trains with); the same function again is allowed.
     """
-
-    def register(fn: AdvEstimator) -> AdvEstimator:
-        if name in _ADV_ESTIMATORS and _ADV_ESTIMATORS[name] is not fn:
-            raise ValueError(
-                f"advantage estimator {name!r} is already registered ({_ADV_ESTIMATORS[name]!r}); cannot "
-                f"register {fn!r} under it (registered: {', '.join(_ADV_ESTIMATORS)})"
-            )
-        _ADV_ESTIMATORS[name] = fn
-        return fn
-
-    return register
+    return ADV_ESTIMATORS.decorator(name)
 
 
 def adv_estimator(name: str) -> AdvEstimator:
-    """The registered estimator ``name``; an unknown name is an error listing the registered ones."""
-    if name not in _ADV_ESTIMATORS:
-        raise ValueError(
-            f"no advantage estimator {name!r} is registered (registered: {', '.join(_ADV_ESTIMATORS)})"
-        )
-    return _ADV_ESTIMATORS[name]
-
-
-def adv_estimator_names() -> tuple[str, ...]:
-    """The registered advantage estimators, in registration order."""
-    return tuple(_ADV_ESTIMATORS)
+    """The registered estimator ``name``; an unknown name is an error listing the registered ones and
+    suggesting the closest."""
+    return ADV_ESTIMATORS.get(name)
 
 
 @register_adv_est("grpo_outcome")

@@ -40,6 +40,7 @@ from grpo_probe.envs.protocol import Guard
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.losses import approx_kl_k3, ar_kl_k3, flow_kl_gaussian, policy_loss, token_mean
 from grpo_probe.phase2.recompute import (
+    FlowStepLogprobs,
     HeadModel,
     ar_logprobs,
     flow_step_logprobs,
@@ -145,26 +146,15 @@ def _flow_terms(
     seen = unit_frames(policy, minibatch.units)  # a camera-fed head: the stored frames the policy saw
     frames = None if seen is None else torch.from_numpy(seen)
     chain = torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in minibatch.units])
-    keep_means = reference is not None
-    scored = flow_step_logprobs(
-        policy.model,  # type: ignore[arg-type]
-        cond,
-        chain,
-        batch.mode,
-        keep_means=keep_means,
-        frames=frames,
-    )
+
+    def score(head: HeadModel, keep_means: bool) -> FlowStepLogprobs:  # the policy's inputs, either head
+        return flow_step_logprobs(head.model, cond, chain, batch.mode, keep_means=keep_means, frames=frames)  # type: ignore[arg-type]
+
+    scored = score(policy, reference is not None)
     kl = None
     if reference is not None:
         with torch.no_grad():
-            ref = flow_step_logprobs(
-                reference.model,  # type: ignore[arg-type]
-                cond,
-                chain,
-                batch.mode,
-                keep_means=True,
-                frames=frames,
-            )
+            ref = score(reference, True)
         kl = torch.stack(
             [
                 flow_kl_gaussian(m, m_ref, std)

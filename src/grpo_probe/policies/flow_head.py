@@ -38,12 +38,15 @@ __all__ = [
     "BlockCondition",
     "BlockNet",
     "FlowPolicy",
+    "FlowPolicyBase",
     "VelocityMLP",
     "check_flow_mode",
     "flow_noise",
     "sample_flow_chunks",
     "sde_step_noise",
+    "state_and_time_nets",
     "time_embedding",
+    "velocity_body",
 ]
 
 _FLOW_NOISE = tag("flow_noise")
@@ -56,6 +59,25 @@ def time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
     freqs = torch.exp(-math.log(1000.0) * torch.arange(half, dtype=torch.float32) / half)
     angles = 100.0 * t[:, None].to(torch.float32) * freqs[None, :]
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+
+def state_and_time_nets(obs_dim: int, obs_embed: int, time_embed: int) -> tuple[nn.Sequential, nn.Sequential]:
+    """A flow head's state embedding (two Linear layers, SiLU between) and time embedding (one Linear,
+    SiLU), built in this order: the order their weights draw from torch's generator, which checkpoints
+    of either flow head depend on."""
+    obs_net = nn.Sequential(nn.Linear(obs_dim, obs_embed), nn.SiLU(), nn.Linear(obs_embed, obs_embed))
+    time_net = nn.Sequential(nn.Linear(time_embed, time_embed), nn.SiLU())
+    return obs_net, time_net
+
+
+def velocity_body(in_width: int, hidden: int, n_layers: int, out_width: int) -> nn.Sequential:
+    """A flow head's velocity MLP from its concatenated features (``in_width``) to the flattened chunk
+    (``out_width``): ``n_layers`` SiLU layers ``hidden`` wide, then a Linear output."""
+    layers: list[nn.Module] = [nn.Linear(in_width, hidden), nn.SiLU()]
+    for _ in range(n_layers - 1):
+        layers += [nn.Linear(hidden, hidden), nn.SiLU()]
+    layers.append(nn.Linear(hidden, out_width))
+    return nn.Sequential(*layers)
 
 
 class VelocityMLP(nn.Module):
@@ -74,16 +96,9 @@ class VelocityMLP(nn.Module):
         super().__init__()
         self.chunk_shape = (chunk_length, action_dims)
         self.time_embed = time_embed
-        self.obs_net = nn.Sequential(
-            nn.Linear(obs_dim, obs_embed), nn.SiLU(), nn.Linear(obs_embed, obs_embed)
-        )
-        self.time_net = nn.Sequential(nn.Linear(time_embed, time_embed), nn.SiLU())
+        self.obs_net, self.time_net = state_and_time_nets(obs_dim, obs_embed, time_embed)
         width = chunk_length * action_dims
-        layers: list[nn.Module] = [nn.Linear(width + obs_embed + time_embed, hidden), nn.SiLU()]
-        for _ in range(n_layers - 1):
-            layers += [nn.Linear(hidden, hidden), nn.SiLU()]
-        layers.append(nn.Linear(hidden, width))
-        self.net = nn.Sequential(*layers)
+        self.net = velocity_body(width + obs_embed + time_embed, hidden, n_layers, width)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         features = torch.cat(
@@ -189,14 +204,17 @@ def _sample_block(
     return x0[:n_rows].numpy(), logprobs
 
 
-class FlowPolicy:
-    """Flow-matching policy; implements :class:`grpo_probe.policies.protocol.Policy`."""
+class FlowPolicyBase:
+    """What every flow policy holds: its network in eval mode on ``device``, the observation normalization
+    (float32) and the action bounds (float64) from its checkpoint. The state-only head
+    (:class:`FlowPolicy`) and the image-conditioned one
+    (:class:`grpo_probe.policies.vision_flow.VisionFlowPolicy`) build on it."""
 
     head = "flow"
 
     def __init__(
         self,
-        model: VelocityMLP,
+        model: torch.nn.Module,
         obs_mean: np.ndarray,
         obs_std: np.ndarray,
         action_low: np.ndarray,
@@ -210,6 +228,12 @@ class FlowPolicy:
         self.action_low = np.asarray(action_low, dtype=np.float64)
         self.action_high = np.asarray(action_high, dtype=np.float64)
         self.obs_dim = int(self.obs_mean.shape[0])
+
+
+class FlowPolicy(FlowPolicyBase):
+    """Flow-matching policy; implements :class:`grpo_probe.policies.protocol.Policy`."""
+
+    model: VelocityMLP
 
     def act(self, obs: np.ndarray, keys: Sequence[RowKey], mode: SamplingMode) -> PolicyOutput:
         check_flow_mode(mode)

@@ -10,7 +10,6 @@ opens its own connection to the one server that holds the weights.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from grpo_probe.policies.protocol import Policy
+from grpo_probe.user_code import load_callable
 
 if TYPE_CHECKING:
     from grpo_probe.policies.served import RecordedCheckpoint
@@ -134,16 +134,7 @@ class PolicySource:
                 raise FileNotFoundError(f"{path}: policy checkpoint not found")
             policy = load_policy(path, device=device, row_block=self.row_block)
         else:
-            module_name, _, attr = self.factory.partition(":")
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError as exc:
-                raise ValueError(
-                    f"policy source: cannot import module {module_name!r} of {self.factory!r}: {exc}"
-                ) from exc
-            function = getattr(module, attr, None)
-            if not callable(function):
-                raise ValueError(f"policy source: {module_name!r} has no callable {attr!r}")
+            function = load_callable(self.factory, "policy source")
             given = {} if self.checkpoint is None else {"checkpoint": self.checkpoint}
             policy = function(**given, device=device, **self.options)
         for name in ("head", "obs_dim", "act"):

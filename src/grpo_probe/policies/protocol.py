@@ -51,6 +51,8 @@ import numpy as np
 
 from grpo_probe.sampling import HEAD_OF_MODE, SAMPLING_KINDS, SamplingMode
 from grpo_probe.serve.contract import PolicyCapabilities as ServedCapabilities
+from grpo_probe.serve.contract import PolicyOutput, RowDiagnostics
+from grpo_probe.serve.contract import RowKey as ServedRowKey
 
 __all__ = [
     "CHUNK_LENGTH",
@@ -74,45 +76,16 @@ environment it runs in, ``EnvSpec.chunk_length`` x ``EnvSpec.action_dims``, whic
 
 
 @dataclass(frozen=True)
-class RowKey:
-    """Everything a row's random draws are keyed by (plus a stream tag chosen by the head)."""
-
-    run_key: int
-    seed: int
-    replan: int
-    draw: int
+class RowKey(ServedRowKey):
+    """Everything a row's random draws are keyed by (plus a stream tag chosen by the head): the served
+    contract's fields (``run_key``, ``seed``, ``replan``, ``draw``), each checked to be a non-negative
+    integer."""
 
     def __post_init__(self) -> None:
         for name in ("run_key", "seed", "replan", "draw"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise ValueError(f"RowKey.{name} must be a non-negative integer, got {value!r}")
-
-
-@dataclass
-class RowDiagnostics:
-    """What a later GRPO step needs from one sampled chunk; ``None`` where the head has no such thing."""
-
-    logprob: float | None
-    """Summed log-prob of the chunk under the sampling distribution."""
-    token_ids: np.ndarray | None = None
-    """AR: int32 [n_tokens], without BOS and EOS."""
-    token_logprobs: np.ndarray | None = None
-    """AR: float64 [n_tokens]."""
-    entropy: np.ndarray | None = None
-    """AR: float64 [n_tokens], entropy of each step's sampling distribution (nats)."""
-    step_logprobs: np.ndarray | None = None
-    """flow_sde: float64 [steps], Gaussian log-prob of each transition summed over the chunk."""
-
-
-@dataclass
-class PolicyOutput:
-    """A batch of chunks, float32 [B, chunk_length, action_dims] in [-1, 1], and one diagnostics record per
-    row; chunk_length and action_dims are the environment's (its ``EnvSpec``), e.g. [B, 50, 7] for the
-    pusher."""
-
-    actions: np.ndarray
-    diagnostics: list[RowDiagnostics]
 
 
 LOGPROBS_OF_HEAD: dict[str, Literal["per_token", "per_step"]] = {"ar": "per_token", "flow": "per_step"}

@@ -24,10 +24,13 @@ from torch import nn
 from grpo_probe.envs.observation import OBSERVATION_STATE, image_key
 from grpo_probe.policies.flow_head import (
     BlockNet,
+    FlowPolicyBase,
     check_flow_mode,
     padded_block,
     sample_flow_chunks,
+    state_and_time_nets,
     time_embedding,
+    velocity_body,
 )
 from grpo_probe.policies.protocol import PolicyOutput, RowKey, SamplingMode, check_obs_batch
 
@@ -77,16 +80,9 @@ class VisionVelocityNet(nn.Module):
             convs += [nn.Conv2d(c_in, c_out, kernel_size=3, stride=2, padding=1), nn.SiLU()]
         grid_h, grid_w = encoder_grid(image_height, image_width)
         self.encoder = nn.Sequential(*convs, nn.Flatten(), nn.Linear(channels * grid_h * grid_w, image_embed))
-        self.obs_net = nn.Sequential(
-            nn.Linear(obs_dim, obs_embed), nn.SiLU(), nn.Linear(obs_embed, obs_embed)
-        )
-        self.time_net = nn.Sequential(nn.Linear(time_embed, time_embed), nn.SiLU())
+        self.obs_net, self.time_net = state_and_time_nets(obs_dim, obs_embed, time_embed)
         width = chunk_length * action_dims
-        layers: list[nn.Module] = [nn.Linear(width + obs_embed + image_embed + time_embed, hidden), nn.SiLU()]
-        for _ in range(n_layers - 1):
-            layers += [nn.Linear(hidden, hidden), nn.SiLU()]
-        layers.append(nn.Linear(hidden, width))
-        self.net = nn.Sequential(*layers)
+        self.net = velocity_body(width + obs_embed + image_embed + time_embed, hidden, n_layers, width)
 
     def condition(self, obs: torch.Tensor, image: torch.Tensor) -> torch.Tensor:
         """Normalized state float32 [B, obs_dim], frame uint8 [B, H, W, 3] -> [B, obs_embed + image_embed]."""
@@ -104,7 +100,7 @@ class VisionVelocityNet(nn.Module):
         return self.velocity(x, t, self.condition(obs, image))
 
 
-class VisionFlowPolicy:
+class VisionFlowPolicy(FlowPolicyBase):
     """Flow-matching policy over the state and one camera's frames.
 
     Reads an observation mapping (:class:`grpo_probe.envs.observation.ObservationBatch`) holding
@@ -113,7 +109,7 @@ class VisionFlowPolicy:
     Sampling is :func:`grpo_probe.policies.flow_head.sample_flow_chunks`, as for the state-only head.
     """
 
-    head = "flow"
+    model: VisionVelocityNet
 
     def __init__(
         self,
@@ -125,17 +121,11 @@ class VisionFlowPolicy:
         action_high: np.ndarray,
         device: str = "cpu",
     ) -> None:
-        self.device = torch.device(device)
-        self.model = model.eval().to(self.device)
+        super().__init__(model, obs_mean, obs_std, action_low, action_high, device)
         self.camera = camera
         self.image_shape: tuple[int, int, int] = model.image_shape
         """(H, W, 3) of the frames the encoder was built for."""
         self.input_keys: tuple[str, ...] = (OBSERVATION_STATE, image_key(camera))
-        self.obs_mean = np.asarray(obs_mean, dtype=np.float32)
-        self.obs_std = np.asarray(obs_std, dtype=np.float32)
-        self.action_low = np.asarray(action_low, dtype=np.float64)
-        self.action_high = np.asarray(action_high, dtype=np.float64)
-        self.obs_dim = int(self.obs_mean.shape[0])
 
     def check_observation(
         self, obs: Mapping[str, Any], keys: Sequence[RowKey]

@@ -27,11 +27,12 @@ with log-probs for each head) live here. Errors name the prereg and the field.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grpo_probe.envs.protocol import EnvSpec
+from grpo_probe.name_registry import Registry, UnknownName
 from grpo_probe.prereg.seeds import expand_seeds
 from grpo_probe.sampling import SamplingMode
 
@@ -224,22 +225,23 @@ def penalty_problems(penalties: Mapping[str, float], spec: EnvSpec) -> list[str]
     ]
 
 
-def choice_problems(phase2: Phase2, policy_losses: Collection[str], advantages: Collection[str]) -> list[str]:
-    """A loss or estimator the design names that is not registered, as ``"phase2.<field>: ..."``.
+def choice_problems(phase2: Phase2, policy_losses: Registry[Any], advantages: Registry[Any]) -> list[str]:
+    """A loss or estimator the design names that is not registered, as ``"phase2.<field>: ..."`` with the
+    registered names and the closest one (``did you mean``).
 
-    ``policy_losses`` and ``advantages`` are the registered names, passed in by the phase-2 package that
-    owns the registries (:func:`grpo_probe.phase2.pilot_choices.pilot_choice_problems`). Why refuse it
-    before anything runs: the pilot would otherwise stop at its first update, after the probe's hours.
+    ``policy_losses`` and ``advantages`` are the registries, passed in by the phase-2 package that owns
+    them (:func:`grpo_probe.phase2.pilot_choices.pilot_choice_problems`). Why refuse it before anything
+    runs: the pilot would otherwise stop at its first update, after the probe's hours.
     """
     problems = []
-    for at, kind, name, registered in (
-        (POLICY_LOSS_FIELD, "policy loss", phase2.policy_loss, policy_losses),
-        (ADVANTAGE_FIELD, "advantage estimator", phase2.advantage, advantages),
+    for at, name, registry in (
+        (POLICY_LOSS_FIELD, phase2.policy_loss, policy_losses),
+        (ADVANTAGE_FIELD, phase2.advantage, advantages),
     ):
-        if name not in registered:
-            problems.append(
-                f"{at}: no {kind} {name!r} is registered (registered: {', '.join(registered) or 'none'})"
-            )
+        try:
+            registry.get(name)
+        except UnknownName as exc:
+            problems.append(f"{at}: {exc}")
     return problems
 
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from grpo_probe.atomic_io import atomic_path
 from grpo_probe.envs.protocol import EnvSpec
-from grpo_probe.parquet_io import read_parquet
+from grpo_probe.parquet_io import read_table_file
 from grpo_probe.prereg.replay import ReplaySection
 from grpo_probe.rollout.perturb import Replay
 from grpo_probe.rollout.progress import RolloutProgress
@@ -185,13 +185,8 @@ def write_replay_shard(
 
 def read_replay_table(path: str | os.PathLike[str], episode_schema: pa.Schema) -> pa.Table:
     """A replay table with its environment's schema; a missing or mistyped file is an error naming it."""
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: replay table not found")
+    table = read_table_file(path, "replay table")
     expected = replay_schema(episode_schema)
-    try:
-        table = read_parquet(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise ValueError(f"{path}: not a readable parquet table ({exc})") from exc
     missing = [f.name for f in REPLAY_COLUMNS if f.name not in table.schema.names]
     if missing:
         raise ValueError(f"{path}: not a replay table (missing column(s) {', '.join(missing)})")

@@ -1,11 +1,13 @@
 """The act() contract's types for a policy served without the probe installed: numpy only.
 
-Why copies of the probe's types: the lab's server runs in the lab's own environment (its Python, its
-torch), where grpo-probe and its torch need not be installed. These dataclasses have the fields and
-names of ``grpo_probe.policies.protocol``'s, so an adapter written against them reads the same on both
-sides; the server reads a policy's output by attribute, so the probe's own ``PolicyOutput`` and
-``RowDiagnostics`` serve as well. Nothing here validates what the probe validates: the probe's client
-checks every reply against the contract and names the server's address when one breaks it.
+Why here: the lab's server runs in the lab's own environment (its Python, its torch), where grpo-probe
+and its torch need not be installed. ``PolicyOutput`` and ``RowDiagnostics`` are the probe's own
+(``grpo_probe.policies.protocol`` imports them from here), so an adapter written against them is the
+same on both sides. ``RowKey``, ``SamplingMode`` and ``PolicyCapabilities`` are copies with the fields
+and names of the probe's, which validate their values and carry the sampling registry; the server reads
+them by attribute, so the probe's own serve as well. Nothing here validates what the probe validates:
+the probe's client checks every reply against the contract and names the server's address when one
+breaks it.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ class SamplingMode:
 
 @dataclass
 class RowDiagnostics:
-    """What a later GRPO step needs from one sampled chunk; None where the head has no such thing."""
+    """What a later GRPO step needs from one sampled chunk; ``None`` where the head has no such thing."""
 
     logprob: float | None
+    """Summed log-prob of the chunk under the sampling distribution."""
     token_ids: np.ndarray | None = None
     """AR: int32 [n_tokens], without BOS and EOS."""
     token_logprobs: np.ndarray | None = None
@@ -58,7 +61,9 @@ class RowDiagnostics:
 
 @dataclass
 class PolicyOutput:
-    """float32 actions [B, chunk_length, action_dims] in [-1, 1] and one :class:`RowDiagnostics` a row."""
+    """A batch of chunks, float32 [B, chunk_length, action_dims] in [-1, 1], and one diagnostics record per
+    row; chunk_length and action_dims are the environment's (its ``EnvSpec``), e.g. [B, 50, 7] for the
+    pusher."""
 
     actions: np.ndarray
     diagnostics: list[RowDiagnostics]

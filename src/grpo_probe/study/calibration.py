@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.prereg import Prereg, load_prereg
-from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
+from grpo_probe.prereg import Prereg
+from grpo_probe.prereg.canonical import canonical_sha256
 from grpo_probe.prereg.design import prereg_from_mapping
-from grpo_probe.prereg.schema import validate_against
 from grpo_probe.prereg.seeds import expand_seeds
-from grpo_probe.study.design import StudyError, read_file_lock, write_file_lock
+from grpo_probe.study.design import StudyError, each_design, read_file_lock, read_study_file, write_file_lock
 
 __all__ = [
     "CALIBRATION_LOCK_FORMAT",
@@ -139,17 +137,8 @@ class Calibration:
         return tuple(c.id for c in self.candidates)
 
 
-def _schema() -> dict[str, Any]:
-    return read_yaml(resources.files("grpo_probe.study").joinpath("calibration.schema.yaml"))
-
-
 def _raw(path: Path) -> dict[str, Any]:
-    try:
-        raw = read_yaml(path)
-    except FileNotFoundError:
-        raise StudyError(f"{path}: calibration file not found") from None
-    validate_against(raw, _schema(), str(path), shipped=True)
-    return raw
+    return read_study_file(path, "calibration", "calibration.schema.yaml")
 
 
 def _pilot_section(raw: dict[str, Any], base: dict[str, Any], head: str, lr: float) -> dict[str, Any]:
@@ -178,13 +167,7 @@ def _pilot_section(raw: dict[str, Any], base: dict[str, Any], head: str, lr: flo
 def _candidates(path: Path, raw: dict[str, Any]) -> tuple[Candidate, ...]:
     problems: list[str] = []
     candidates: list[Candidate] = []
-    for i, entry in enumerate(raw["candidates"]):
-        at = f"{path}: candidates[{i}]"
-        try:
-            member = load_prereg(entry["design"])
-        except (OSError, ValueError) as exc:
-            problems.append(f"{at}.design: {entry['design']} does not load ({exc})")
-            continue
+    for at, entry, member in each_design(path, raw, "candidates", problems):
         base = None if member.raw is None else member.raw.get("phase2")
         if base is None:
             problems.append(

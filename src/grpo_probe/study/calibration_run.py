@@ -51,10 +51,9 @@ from grpo_probe.phase2.losses import approx_kl_k3
 from grpo_probe.phase2.recompute import (
     HeadModel,
     ar_logprobs,
-    flow_step_logprobs,
     load_head_model,
+    score_units,
     token_batch,
-    unit_frames,
 )
 from grpo_probe.phase2.rollouts import (
     RolloutBatch,
@@ -108,15 +107,7 @@ def _update_kl(policy: HeadModel, batch: RolloutBatch, chains: Mapping[Any, torc
             return approx_kl_k3(logprob, tokens.old_logprob, tokens.mask)
         assert chains is not None
         chain = torch.stack([chains[(e.seed, e.draw, r.replan)] for e, r in units])
-        cond = torch.from_numpy(policy.normalize(np.stack([r.obs for _, r in units])))
-        seen = unit_frames(policy, units)
-        scored = flow_step_logprobs(
-            policy.model,  # type: ignore[arg-type]
-            cond,
-            chain,
-            batch.mode,
-            frames=None if seen is None else torch.from_numpy(seen),
-        )
+        scored = score_units(policy, batch.mode, units, chain)
         old = torch.from_numpy(np.stack([r.step_logprobs for _, r in units]))  # type: ignore[arg-type]
         dims = int(np.prod(chain.shape[2:]))
         return approx_kl_k3(scored.logprob, old, torch.ones_like(old, dtype=torch.bool)) / dims

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -33,9 +34,11 @@ __all__ = [
     "PowerSpec",
     "Study",
     "StudyError",
+    "each_design",
     "load_study",
     "lock_study",
     "read_file_lock",
+    "read_study_file",
     "study_lock_path",
     "write_file_lock",
 ]
@@ -116,17 +119,21 @@ def study_lock_path(path: str | os.PathLike[str]) -> Path:
     return Path(f"{path}.lock")
 
 
-def _schema() -> dict[str, Any]:
-    return read_yaml(resources.files("grpo_probe.study").joinpath("study.schema.yaml"))
-
-
-def _raw(path: Path) -> dict[str, Any]:
+def read_study_file(path: Path, what: str, schema: str) -> dict[str, Any]:
+    """A file of this package's kinds (``what``: ``study``, ``calibration``), parsed and checked against
+    its shipped schema ``schema`` (a file of :mod:`grpo_probe.study`); errors name the file and field."""
     try:
         raw = read_yaml(path)
     except FileNotFoundError:
-        raise StudyError(f"{path}: study file not found") from None
-    validate_against(raw, _schema(), str(path), shipped=True)
+        raise StudyError(f"{path}: {what} file not found") from None
+    validate_against(
+        raw, read_yaml(resources.files("grpo_probe.study").joinpath(schema)), str(path), shipped=True
+    )
     return raw
+
+
+def _raw(path: Path) -> dict[str, Any]:
+    return read_study_file(path, "study", "study.schema.yaml")
 
 
 def lock_study(path: str | os.PathLike[str]) -> Path:
@@ -175,16 +182,27 @@ def read_file_lock(
     return str(recorded.get("locked_at", ""))
 
 
-def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
-    problems: list[str] = []
-    members: list[Member] = []
-    for i, entry in enumerate(raw["members"]):
-        at = f"{path}: members[{i}]"
+def each_design(
+    path: Path, raw: Mapping[str, Any], field: str, problems: list[str]
+) -> Iterator[tuple[str, Mapping[str, Any], Prereg]]:
+    """Each entry of ``raw[field]`` (a study's ``members``, a calibration's ``candidates``) with the
+    design its ``design`` names, loaded and checked against its lock, and ``at`` (``<file>:
+    <field>[i]``) to word the entry's problems with. A design that does not load is a problem appended
+    to ``problems``, and its entry is passed over, so one reading lists every broken entry."""
+    for i, entry in enumerate(raw[field]):
+        at = f"{path}: {field}[{i}]"
         try:
             design = load_prereg(entry["design"])
         except (OSError, ValueError) as exc:
             problems.append(f"{at}.design: {entry['design']} does not load ({exc})")
             continue
+        yield at, entry, design
+
+
+def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
+    problems: list[str] = []
+    members: list[Member] = []
+    for at, entry, design in each_design(path, raw, "members", problems):
         phase2 = design.phase2
         if phase2 is None or phase2.pilot != "every_arm":
             problems.append(

@@ -9,31 +9,47 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["register"]
 
+T = TypeVar("T")
 
-def _lock(args: argparse.Namespace) -> int:
-    from grpo_probe.study.design import StudyError, lock_study
+
+def _attempt(command: str, action: Callable[[], T]) -> T | None:
+    """``action()``; or, when it refuses the file (a study or value error), None after printing
+    ``<command>: <why>`` to stderr. Every study command reads its file this way and exits 1 on None."""
+    from grpo_probe.study.design import StudyError
 
     try:
-        lock = lock_study(args.file)
+        return action()
     except (StudyError, ValueError) as exc:
-        print(f"study lock: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
+        return None
+
+
+def _locked(command: str, lock: Callable[[str], Path], file: str) -> int:
+    """Lock ``file`` with ``lock`` (a study's or a calibration's) and say where the lock went."""
+    written = _attempt(command, lambda: lock(file))
+    if written is None:
         return 1
-    print(f"{args.file}: locked in {lock}")
+    print(f"{file}: locked in {written}")
     return 0
 
 
-def _check(args: argparse.Namespace) -> int:
-    from grpo_probe.study.design import StudyError, load_study
+def _lock(args: argparse.Namespace) -> int:
+    from grpo_probe.study.design import lock_study
 
-    try:
-        study = load_study(args.file)
-    except (StudyError, ValueError) as exc:
-        print(f"study check: {exc}", file=sys.stderr)
+    return _locked("study lock", lock_study, args.file)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from grpo_probe.study.design import load_study
+
+    study = _attempt("study check", lambda: load_study(args.file))
+    if study is None:
         return 1
     arms = sum(len(m.cells) for m in study.members)
     subjects = sum(len(m.cells) for m in study.subject_members)
@@ -84,25 +100,15 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _calibrate_lock(args: argparse.Namespace) -> int:
     from grpo_probe.study.calibration import lock_calibration
-    from grpo_probe.study.design import StudyError
 
-    try:
-        lock = lock_calibration(args.file)
-    except (StudyError, ValueError) as exc:
-        print(f"study calibrate lock: {exc}", file=sys.stderr)
-        return 1
-    print(f"{args.file}: locked in {lock}")
-    return 0
+    return _locked("study calibrate lock", lock_calibration, args.file)
 
 
 def _calibrate_check(args: argparse.Namespace) -> int:
     from grpo_probe.study.calibration import load_calibration
-    from grpo_probe.study.design import StudyError
 
-    try:
-        calibration = load_calibration(args.file)
-    except (StudyError, ValueError) as exc:
-        print(f"study calibrate check: {exc}", file=sys.stderr)
+    calibration = _attempt("study calibrate check", lambda: load_calibration(args.file))
+    if calibration is None:
         return 1
     episodes = calibration.iterations * calibration.seeds_per_iteration * calibration.rollouts_per_seed
     print(

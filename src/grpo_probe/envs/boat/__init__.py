@@ -12,12 +12,9 @@ does first, picks a headless OpenGL backend for camera frames before MuJoCo can 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from grpo_probe.lazy_exports import lazy_exports
 
-__all__ = ["ACTION_DIMS", "OBS_DIM", "BoatPushEnv", "EnvState", "EpisodeRecord", "SimParams", "run_episode"]
-
-_HOMES = {
+_WHERE = {
     "ACTION_DIMS": "grpo_probe.envs.boat.params",
     "SimParams": "grpo_probe.envs.boat.params",
     "OBS_DIM": "grpo_probe.envs.boat.simulator",
@@ -26,13 +23,8 @@ _HOMES = {
     "run_episode": "grpo_probe.envs.boat.simulator",
     "EpisodeRecord": "grpo_probe.envs.boat.record",
 }
+"""Each exported name and the module it is imported from on first use."""
 
+__getattr__ = lazy_exports(__name__, _WHERE, globals())
 
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__all__ = sorted(_WHERE)

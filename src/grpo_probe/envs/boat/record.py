@@ -7,32 +7,22 @@ downstream. ``canonical_bytes`` is the byte form the determinism tests compare.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
-from grpo_probe.envs.episode_table import canonical_row_bytes
+from grpo_probe.envs.episode_table import EpisodeMetrics
 
 __all__ = ["EpisodeRecord"]
 
 
 @dataclass(frozen=True)
-class EpisodeRecord:
-    """One episode's outcome. Distances in cm unless the name says otherwise; ticks count from 1."""
+class EpisodeRecord(EpisodeMetrics):
+    """One episode's outcome. Distances in cm unless the name says otherwise; ticks count from 1.
 
-    seed: int
-    n_ticks: int
-    """Control ticks executed (fewer than replans x executed_actions when the strike cap ends it)."""
-    d0_cm: float
-    """Boat-to-disk centre distance in the table plane at spawn."""
-    d_final_cm: float
-    """The same distance after the last executed tick."""
-    progress_final_cm: float
-    """100 * (d0 - d_final) in metres: how far the boat moved toward the disk."""
-    best_point_cm: float
-    """max over executed ticks t >= 1 of 100 * (d0 - d_t); negative when every tick is farther than d0."""
-    distance_trace_cm: tuple[float, ...]
-    """d_t for t = 0..n_ticks (index 0 is the spawn)."""
+    The leading columns are every environment's (:class:`grpo_probe.envs.episode_table.EpisodeMetrics`):
+    here the distance is the boat's centre to the disk's in the table plane, and ``n_ticks`` counts the
+    control ticks executed (fewer than replans x executed_actions when the strike cap ends it).
+    """
+
     boat_x_trace_m: tuple[float, ...]
     boat_y_trace_m: tuple[float, ...]
     pusher_x_trace_m: tuple[float, ...]
@@ -57,15 +47,3 @@ class EpisodeRecord:
     """Largest boat linear speed seen at a tick boundary (the swat signature)."""
     success: bool
     """Boat centre within the disk radius at the end, and still on the table."""
-
-    def to_row(self) -> dict[str, Any]:
-        """Column name -> value, lists for traces (the episode table's row form)."""
-        row = dataclasses.asdict(self)
-        for name, value in row.items():
-            if isinstance(value, tuple):
-                row[name] = list(value)
-        return row
-
-    def canonical_bytes(self) -> bytes:
-        """Exact byte form of the row (:func:`canonical_row_bytes`)."""
-        return canonical_row_bytes(self.to_row())

@@ -71,6 +71,7 @@ from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.boat.record import EpisodeRecord
 from grpo_probe.envs.boat.spawn import Spawn, draw_spawn
 from grpo_probe.envs.progress import progress_of
+from grpo_probe.envs.protocol import check_running
 
 __all__ = ["CAMERAS", "OBS_DIM", "BoatPushEnv", "EnvState", "load_model", "run_episode"]
 
@@ -214,10 +215,7 @@ class BoatPushEnv:
         The environment protocol's step (``grpo_probe.envs.protocol``): the engine passes the registered
         ``executed_actions``, so an episode is the same whichever of the two methods ran it.
         """
-        if self._seed is None:
-            raise RuntimeError("call reset(seed) before execute")
-        if self.done:
-            raise RuntimeError(f"seed {self._seed}: the episode is over; call reset(seed)")
+        check_running(self._seed, self.done)
         if self._tick_in_replan:
             raise RuntimeError(f"seed {self._seed}: a replan stepped tick by tick is unfinished")
         p = self.params
@@ -255,10 +253,7 @@ class BoatPushEnv:
         monitor's hold ends where a replan begins and the episode ends after ``replans`` of them, so the
         ticks of a chunk stepped one by one make the same episode, byte for byte, as the chunk.
         """
-        if self._seed is None:
-            raise RuntimeError("call reset(seed) before execute_tick")
-        if self.done:
-            raise RuntimeError(f"seed {self._seed}: the episode is over; call reset(seed)")
+        check_running(self._seed, self.done, "execute_tick")
         p = self.params
         action = np.asarray(action, dtype=np.float64)
         if action.shape != (p.action_dims,):

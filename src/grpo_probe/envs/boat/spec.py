@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.episode_table import EPISODE_SCHEMA
-from grpo_probe.envs.protocol import EnvSpec, Guard, TopDownView, away_tail_guard
+from grpo_probe.envs.protocol import EnvSpec, Guard, TopDownView, away_tail_guard, swat_guard
 
 __all__ = ["BOAT_ENV", "BOAT_EXPERT", "BOAT_ID", "BOAT_VERSION", "boat_guards", "boat_spec"]
 
@@ -58,14 +58,7 @@ def boat_guards(params: SimParams) -> tuple[Guard, ...]:
             f"sim.upright_max_tilt_deg = {params.upright_max_tilt_deg:g} degrees from vertical",
         ),
         away_tail_guard("boat", "disk"),
-        Guard(
-            "swat",
-            "max_boat_speed_m_s",
-            ">",
-            "the boat's peak speed exceeded analysis.swat_speed_m_s = {threshold:g} m/s: "
-            "it was struck, not pushed",
-            threshold="swat_speed_m_s",
-        ),
+        swat_guard("boat", "max_boat_speed_m_s"),
     )
 
 

@@ -30,6 +30,7 @@ import mujoco
 import numpy as np
 
 from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.gym_setup import gymnasium_model
 from grpo_probe.envs.pusher.spec import ACTION_DIMS, PusherParams
 
 __all__ = ["PusherExpert", "pusher_xml"]
@@ -62,9 +63,7 @@ TORQUE_LIMIT = 2.0
 
 def pusher_xml() -> Path:
     """Pusher-v5's model file as installed with Gymnasium (the file the environment itself loads)."""
-    import gymnasium
-
-    return Path(gymnasium.__file__).parent / "envs" / "mujoco" / "assets" / "pusher_v5.xml"
+    return gymnasium_model("pusher_v5.xml")
 
 
 class PusherExpert:

@@ -43,7 +43,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from grpo_probe.envs.protocol import EnvSpec, Guard, TopDownView, away_tail_guard
+from grpo_probe.envs.protocol import EnvSpec, Guard, TopDownView, away_tail_guard, swat_guard
 from grpo_probe.envs.push_record import push_schema
 
 __all__ = [
@@ -172,14 +172,7 @@ def pusher_guards(params: PusherParams) -> tuple[Guard, ...]:
             f"{params.table_region_half_extent_m:g} m around the goal)",
         ),
         away_tail_guard("object", "goal"),
-        Guard(
-            "swat",
-            "max_object_speed_m_s",
-            ">",
-            "the object's peak speed exceeded analysis.swat_speed_m_s = {threshold:g} m/s: "
-            "it was struck, not pushed",
-            threshold="swat_speed_m_s",
-        ),
+        swat_guard("object", "max_object_speed_m_s"),
     )
 
 

@@ -8,7 +8,6 @@ and does not import it.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from grpo_probe.policies.protocol import (
     policy_name,
 )
 from grpo_probe.sampling import mode_text
+from grpo_probe.user_code import load_callable
 
 __all__ = ["arm_modes", "check_arm", "phase2_refusal", "served_refusal"]
 
@@ -137,18 +137,7 @@ def _build(adapter: str | None, checkpoint: str, device: str, row_block: int | N
         from grpo_probe.policies.checkpoint import load_policy
 
         return load_policy(checkpoint, device=device, row_block=row_block)
-    module_name, _, attr = adapter.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(
-            f"adapter {adapter!r}: cannot import module {module_name!r} ({exc}); install it or put it on "
-            "PYTHONPATH"
-        ) from exc
-    function = getattr(module, attr, None)
-    if not callable(function):
-        raise ValueError(f"adapter {adapter!r}: module {module_name!r} has no callable {attr!r}")
-    return function(checkpoint=checkpoint, device=device)
+    return load_callable(adapter, "adapter")(checkpoint=checkpoint, device=device)
 
 
 def _design_states(prereg: Any, n: int) -> tuple[np.ndarray, list[int]]:
