@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from grpo_probe.phase2 import pilot_jobs as steps
-from grpo_probe.phase2.replicate_jobs import stage_paths
+from grpo_probe.phase2.paths import stage_paths
+from grpo_probe.phase2.replicate_jobs import phase2_replicate
 from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.phase2 import Phase2Error
 from grpo_probe.provenance import read_manifest, verify_chain
@@ -43,7 +44,7 @@ def test_replicates_train_on_their_own_seeds_and_both_policies_are_scored(
     decision = write_decision(tmp_path / "decision.json", "phase2_ar", ar_arm=ARM)
     source = write_source(tmp_path / "source.json", ARM, checkpoint)
     root = tmp_path / "phase2"
-    paths = stage_paths(prereg, root, ARM)
+    paths = stage_paths(prereg.phase2, root, ARM)
     plan, plan_manifest = root / "plan.json", root / "plan.manifest.json"
     steps.phase2_plan(design, decision, [], plan, plan_manifest)
     steps.phase2_rollouts(
@@ -54,12 +55,12 @@ def test_replicates_train_on_their_own_seeds_and_both_policies_are_scored(
         design, plan, ARM, source, checkpoint, paths.rollouts(0),
         [paths.first_rollouts_manifest], paths.metrics, paths.train_manifest, 0,
     )  # fmt: skip
-    steps.phase2_replicate(
+    phase2_replicate(
         design, plan, ARM, 1, source, checkpoint, [paths.first_rollouts_manifest],
         paths.replicate_final(1), paths.replicate_metrics(1), paths.replicate_manifest(1), 0,
     )  # fmt: skip
     with pytest.raises(ValueError, match="no replicate 2"):
-        steps.phase2_replicate(
+        phase2_replicate(
             design, plan, ARM, 2, source, checkpoint, [paths.first_rollouts_manifest],
             tmp_path / "x.pt", tmp_path / "x.parquet", tmp_path / "x.json", 0,
         )  # fmt: skip
@@ -120,6 +121,6 @@ def test_a_design_without_the_new_fields_keeps_its_paths_and_record_fields(desig
     prereg = load_prereg(design_path)
     assert prereg.phase2 is not None
     assert (prereg.phase2.replicates, prereg.phase2.sampled_draws) == (1, None)
-    paths = stage_paths(prereg, "phase2", ARM)
+    paths = stage_paths(prereg.phase2, "phase2", ARM)
     assert paths.extra_eval_tables() == {} and paths.replicate_finals() == {}
     assert paths.eval_table("anchor", "final-0") == paths.eval_final

@@ -37,10 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from grpo_probe.phase2.evaluate import METRIC_READS, paired_t_interval
+from grpo_probe.phase2.evaluate import METRIC_READS, evaluate_checkpoint, paired_t_interval
+from grpo_probe.phase2.paths import StagePaths
+from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import read_rollout_table
 
-__all__ = ["PolicyGains", "ReplicateGain", "policy_gains", "seed_scores"]
+__all__ = ["PolicyGains", "ReplicateGain", "evaluate_extra", "policy_gains", "seed_scores"]
 
 
 def seed_scores(table: str | os.PathLike[str], read: str) -> tuple[list[int], np.ndarray]:
@@ -149,3 +151,44 @@ def policy_gains(
         for policy, by_label in tables.items()
         for read in reads
     ]
+
+
+def evaluate_extra(
+    prereg: Prereg,
+    arm: str,
+    paths: StagePaths,
+    initial: str | os.PathLike[str],
+    pool: Any,
+    device: str = "cpu",
+) -> list[str]:
+    """The held-out tables beyond the anchor's two (:meth:`StagePaths.extra_eval_tables`): each further
+    replicate's final policy by the anchor, and, when registered, every policy by the phase-2 sampler at
+    ``phase2.sampled_draws`` draws a seed. Returns the tables written, in order."""
+    phase2 = prereg.phase2
+    assert phase2 is not None
+    sampler = phase2.recipe(prereg.arms[arm].head).mode
+    written = []
+    extra = set(paths.extra_eval_tables().values())
+    for policy in paths.policies:
+        for label in paths.eval_labels:
+            table = paths.eval_table(policy, label)
+            if table not in extra:
+                continue
+            checkpoint = initial if label == "initial" else paths.final_of(int(label.removeprefix("final-")))
+            if policy == "sampled":
+                mode, draws = sampler, int(phase2.sampled_draws or 1)
+            else:
+                mode, draws = None, 1
+            evaluate_checkpoint(
+                prereg,
+                arm,
+                checkpoint,
+                f"{policy}-{label}",
+                table,
+                device=device,
+                pool=pool,
+                mode=mode,
+                draws=draws,
+            )
+            written.append(table)
+    return written

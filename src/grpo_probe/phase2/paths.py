@@ -12,9 +12,11 @@ anchor's two. A design that registers neither has exactly the paths it had befor
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["HELD_OUT_POLICIES", "StagePaths"]
+__all__ = ["HELD_OUT_POLICIES", "StagePaths", "stage_paths"]
 
 HELD_OUT_POLICIES: tuple[str, ...] = ("anchor", "sampled")
 """What a stage's held-out evaluation can score: the anchor a lab deploys (greedy / ODE, always), and the
@@ -157,3 +159,9 @@ class StagePaths:
     def replicate_manifests(self) -> dict[str, str]:
         """``replicate_<r>`` -> replicate r's train manifest, r >= 1."""
         return {f"replicate_{r}": self.replicate_manifest(r) for r in range(1, self.replicates)}
+
+
+def stage_paths(phase2: Any, root: str | os.PathLike[str], arm: str) -> StagePaths:
+    """The stage's artifacts under ``root`` (the plan's folder), with the replicates and the sampled score
+    that ``phase2`` (a :class:`grpo_probe.prereg.phase2.Phase2`) registers."""
+    return StagePaths(str(root), arm, phase2.iterations, phase2.replicates, phase2.sampled_draws is not None)

@@ -24,7 +24,6 @@ from grpo_probe.phase2.gate import (
     read_plan,
     write_plan,
 )
-from grpo_probe.phase2.replicate_jobs import phase2_replicate
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.phase2 import Phase2
 from grpo_probe.provenance import write_design_manifest
@@ -33,7 +32,6 @@ __all__ = [
     "phase2_compute",
     "phase2_eval",
     "phase2_plan",
-    "phase2_replicate",
     "phase2_report",
     "phase2_rollouts",
     "phase2_root",
@@ -363,18 +361,19 @@ def phase2_eval(
     rollouts, and the anchor's actions on theta_0's held-out observations; on the CPU).
 
     A design with replicates or a sampled score also gets the tables of
-    :func:`grpo_probe.phase2.replicate_jobs.evaluate_extra` beside the two, at their
+    :func:`grpo_probe.phase2.held_out.evaluate_extra` beside the two, at their
     :class:`~grpo_probe.phase2.paths.StagePaths` paths, and the replicates' manifests join ``upstream``."""
     from grpo_probe.phase2.evaluate import evaluate_checkpoint
+    from grpo_probe.phase2.held_out import evaluate_extra
     from grpo_probe.phase2.movement import policy_movement
-    from grpo_probe.phase2.replicate_jobs import evaluate_extra, stage_paths
+    from grpo_probe.phase2.paths import stage_paths
     from grpo_probe.phase2.rollouts import read_batch
     from grpo_probe.rollout import RolloutPool, worker_count
 
     prereg, _ = _load(prereg_path, plan_json, arm)
     phase2 = _registered(prereg)
     initial = _initial_checkpoint(source, checkpoint, arm)
-    paths = stage_paths(prereg, Path(plan_json).parent, arm)
+    paths = stage_paths(phase2, Path(plan_json).parent, arm)
     upstream = [*upstream, *paths.replicate_manifests().values()]
     started = worker_count(len(phase2.eval_seeds), workers)
     with RolloutPool(started) if started > 0 else contextlib.nullcontext() as pool:

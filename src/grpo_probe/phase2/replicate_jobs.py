@@ -11,8 +11,9 @@ policy alone).
 
 The held-out evaluation (``phase2_eval``) scores, beside the anchor's initial and replicate 0's final
 policy, each further replicate's final policy by the anchor, and, when the design registers
-``phase2.sampled_draws``, every one of them by the arm's phase-2 sampler (:func:`evaluate_extra`).
-A design that registers neither runs none of this.
+``phase2.sampled_draws``, every one of them by the arm's phase-2 sampler.
+A design that registers neither runs none of this. The extra held-out tables are
+:func:`grpo_probe.phase2.held_out.evaluate_extra`'s, written by ``phase2_eval``.
 """
 
 from __future__ import annotations
@@ -24,21 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.phase2.paths import StagePaths
-from grpo_probe.prereg import Prereg
 from grpo_probe.provenance import write_design_manifest
 
-__all__ = ["evaluate_extra", "phase2_replicate", "stage_paths"]
+__all__ = ["phase2_replicate"]
 
 PathLike = str | os.PathLike[str]
-
-
-def stage_paths(prereg: Prereg, root: PathLike, arm: str) -> StagePaths:
-    """The stage's artifacts under ``root`` (the plan's folder), with the design's replicates and sampling."""
-    phase2 = prereg.phase2
-    if phase2 is None:
-        raise ValueError(f"{prereg.path}: the design registers no phase2 section")
-    return StagePaths(str(root), arm, phase2.iterations, phase2.replicates, phase2.sampled_draws is not None)
 
 
 def phase2_replicate(
@@ -151,41 +142,3 @@ def phase2_replicate(
             "final_checkpoint_sha256": rows[-1].checkpoint_sha256,
         },
     )
-
-
-def evaluate_extra(
-    prereg: Prereg, arm: str, paths: StagePaths, initial: PathLike, pool: Any, device: str = "cpu"
-) -> list[str]:
-    """The held-out tables beyond the anchor's two (:meth:`StagePaths.extra_eval_tables`): each further
-    replicate's final policy by the anchor, and, when registered, every policy by the phase-2 sampler at
-    ``phase2.sampled_draws`` draws a seed. Returns the tables written, in order."""
-    from grpo_probe.phase2.evaluate import evaluate_checkpoint
-
-    phase2 = prereg.phase2
-    assert phase2 is not None
-    sampler = phase2.recipe(prereg.arms[arm].head).mode
-    written = []
-    extra = set(paths.extra_eval_tables().values())
-    for policy in paths.policies:
-        for label in paths.eval_labels:
-            table = paths.eval_table(policy, label)
-            if table not in extra:
-                continue
-            checkpoint = initial if label == "initial" else paths.final_of(int(label.removeprefix("final-")))
-            if policy == "sampled":
-                mode, draws = sampler, int(phase2.sampled_draws or 1)
-            else:
-                mode, draws = None, 1
-            evaluate_checkpoint(
-                prereg,
-                arm,
-                checkpoint,
-                f"{policy}-{label}",
-                table,
-                device=device,
-                pool=pool,
-                mode=mode,
-                draws=draws,
-            )
-            written.append(table)
-    return written

@@ -54,8 +54,7 @@ from grpo_probe.phase2.evaluate import (
 from grpo_probe.phase2.gate import Phase2Plan, Stage
 from grpo_probe.phase2.held_out import policy_gains
 from grpo_probe.phase2.page import phase2_markdown
-from grpo_probe.phase2.paths import StagePaths
-from grpo_probe.phase2.replicate_jobs import stage_paths
+from grpo_probe.phase2.paths import StagePaths, stage_paths
 from grpo_probe.prereg import Prereg
 from grpo_probe.prereg.phase2 import Phase2
 from grpo_probe.provenance import read_manifest
@@ -355,7 +354,7 @@ def build_phase2_report(
     named = {plan.ar_arm, plan.flow_arm} - {None}
     for stage in plan.stages:
         stage_record, stage_figures = _stage_record(
-            prereg, stage, stage_paths(prereg, phase2_dir, stage.arm), figures_path
+            prereg, stage, stage_paths(prereg.phase2, phase2_dir, stage.arm), figures_path
         )
         stage_record["predicted"] = stage.arm in named
         stages.append(stage_record)
