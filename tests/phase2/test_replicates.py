@@ -124,3 +124,24 @@ def test_a_design_without_the_new_fields_keeps_its_paths_and_record_fields(desig
     paths = stage_paths(prereg.phase2, "phase2", ARM)
     assert paths.extra_eval_tables() == {} and paths.replicate_finals() == {}
     assert paths.eval_table("anchor", "final-0") == paths.eval_final
+
+
+def test_the_estimate_prices_every_replicate_and_the_sampled_score(tmp_path: Path) -> None:
+    from grpo_probe.compute.accounting import estimate_phase2
+
+    prereg = load_prereg(
+        write_design(
+            tmp_path / "pilot.yaml", train_seeds={"first": 2000, "count": 8}, replicates=2, sampled_draws=2
+        )
+    )
+    bench = tmp_path / "benchmarks" / "phase2_train"
+    bench.mkdir(parents=True)
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    (bench / "flow_teacher.tsv").write_text(header + "5.0\t0:00:05\t1.0\t1\t1\t1\t0\t0\t50\t42.0\n")
+    priced = estimate_phase2(prereg, 0.5, tmp_path / "benchmarks")
+    assert priced is not None
+    flow = priced["heads"]["flow"]
+    # 2 replicates x 2 iterations x 2 seeds x K = 2; initial + 2 finals x 3 seeds x (anchor + 2 draws)
+    assert (flow["train_episodes"], flow["eval_episodes"]) == (16, 27)
+    assert flow["rollout_cpu_s"] == pytest.approx((16 + 27) * 0.5)
+    assert flow["update_cpu_s"] == pytest.approx(2 * 42.0)

@@ -199,7 +199,8 @@ def estimate_phase2(
         rollout_s = (train_episodes + eval_episodes) * per_episode
         arms = {a for a, registered in prereg.arms.items() if registered.head == head}
         measured = [cpu for arm, cpu in by_arm.items() if arm in arms]
-        update_s = max(measured) if measured else None
+        # each replicate's updates cost what the stage's own did (phase2_replicate trains the same loop)
+        update_s = max(measured) * phase2.replicates if measured else None
         total_h = (rollout_s + (update_s or 0.0)) / 3600.0
         heads[head] = {
             "train_episodes": train_episodes,
