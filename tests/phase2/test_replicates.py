@@ -20,7 +20,7 @@ from grpo_probe.phase2.paths import stage_paths
 from grpo_probe.phase2.replicate_jobs import phase2_replicate
 from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.phase2 import Phase2Error
-from grpo_probe.provenance import read_manifest, verify_chain
+from grpo_probe.provenance import file_sha256, read_manifest, verify_chain
 
 from .conftest import write_decision, write_design, write_source
 
@@ -56,12 +56,20 @@ def test_replicates_train_on_their_own_seeds_and_both_policies_are_scored(
         [paths.first_rollouts_manifest], paths.metrics, paths.train_manifest, 0,
     )  # fmt: skip
     phase2_replicate(
-        design, plan, ARM, 1, source, checkpoint, [paths.first_rollouts_manifest],
+        design, plan, ARM, 1, source, checkpoint, [plan_manifest],
         paths.replicate_final(1), paths.replicate_metrics(1), paths.replicate_manifest(1), 0,
     )  # fmt: skip
+    again = tmp_path / "again"
+    phase2_replicate(
+        design, plan, ARM, 1, source, checkpoint, [plan_manifest],
+        again / "policy.pt", again / "metrics.parquet", again / "train.manifest.json", 0,
+    )  # fmt: skip
+    kept = {"policy.pt": paths.replicate_final(1), "metrics.parquet": paths.replicate_metrics(1)}
+    for name, path in kept.items():
+        assert file_sha256(again / name) == file_sha256(path), f"a replicate's {name} must be byte-identical"
     with pytest.raises(ValueError, match="no replicate 2"):
         phase2_replicate(
-            design, plan, ARM, 2, source, checkpoint, [paths.first_rollouts_manifest],
+            design, plan, ARM, 2, source, checkpoint, [plan_manifest],
             tmp_path / "x.pt", tmp_path / "x.parquet", tmp_path / "x.json", 0,
         )  # fmt: skip
     steps.phase2_eval(

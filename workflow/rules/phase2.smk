@@ -86,14 +86,16 @@ rule phase2_train:
 
 
 # Replicate r >= 1 of a stage (phase2.replicates): GRPO from theta_0 on training seeds of its own, beside
-# the stage's own pilot; only its final policy and metrics are kept. None for a design without replicates.
+# the stage's own pilot (it reads what that pilot's rollouts read, so a cluster runs them side by side and
+# the phase2_arm group has no way out and back in); only its final policy and metrics are kept. None for
+# a design without replicates.
 rule phase2_replicate:
     input:
         **prereg_files(),
         plan=f"{P2}/plan.json",
         source=arm_source,
         checkpoint=arm_checkpoint,
-        upstream=STAGE.first_rollouts_manifest,
+        upstream=phase2_rollouts_upstream,
     output:
         final=STAGE.replicate_final("{replicate}"),
         metrics=STAGE.replicate_metrics("{replicate}"),

@@ -16,7 +16,7 @@ if __name__ == "__main__":  # rollout worker processes re-import this file: only
         replicate=int(snakemake.wildcards.replicate),
         source=snakemake.input.source,
         checkpoint=snakemake.input.checkpoint,
-        upstream=[snakemake.input.upstream],
+        upstream=list(snakemake.input.upstream),
         final=snakemake.output.final,
         metrics=snakemake.output.metrics,
         manifest=snakemake.output.manifest,

@@ -5,9 +5,10 @@ theta_0 on its own block of training seeds (:meth:`grpo_probe.prereg.phase2.Phas
 independently of replicate 0 (the stage's own ``phase2_rollouts`` / ``phase2_train`` chain), so the
 replicates run side by side. Each update is checked by the log-prob replay oracle before it steps, as in
 replicate 0's training (:func:`grpo_probe.phase2.trainer.train_loop`); what the replicate keeps is its
-final policy, its per-iteration metrics and a manifest chained to replicate 0's replay oracle (its
-intermediate policies and rollouts are work files, removed at the end: the held-out score reads the final
-policy alone).
+final policy, its per-iteration metrics and a manifest chained to what the stage's own pilot starts from
+(the plan and the arm's manifests), not to that pilot's files, so the two run side by side (on a cluster,
+each replicate is a job of its own beside the stage's ``phase2_arm`` group). Its intermediate policies and
+rollouts are work files, removed at the end: the held-out score reads the final policy alone.
 
 The held-out evaluation (``phase2_eval``) scores, beside the anchor's initial and replicate 0's final
 policy, each further replicate's final policy by the anchor, and, when the design registers
