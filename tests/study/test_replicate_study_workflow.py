@@ -5,8 +5,9 @@ on 3 held-out seeds) pilot each arm twice (``phase2.replicates: 2``) and score t
 the anchor (``phase2.sampled_draws: 2``); the study registers the sampled policy's gain. The run shows the
 rules hold together: each arm's second replicate trains in a job of its own, the evaluation scores both
 policies of both replicates, phase2.json and the study page carry both gains with the replicates' spread,
-the gains' reliability is the replicates' ICC(1,k), and ``grpo-probe study verify`` walks every chain,
-the replicates' manifests included.
+the gains' reliability is the replicates' ICC(1,k), a replicate's job and the evaluation rerun to the
+same bytes (``grpo-probe audit``), and ``grpo-probe study verify`` walks every chain, the replicates'
+manifests included.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ PILOT = {
 
 def _write_study(workdir: Path) -> None:
     from grpo_probe.prereg import lock_prereg
+    from grpo_probe.prereg.extends import read_design
     from grpo_probe.study.design import lock_study
 
     members = []
     for design in MEMBERS:
-        raw = yaml.safe_load((workdir / "prereg" / f"{design}.yaml").read_text())
+        # the shared criteria written out (an audit's scratch copy holds the design, not prereg/rules/)
+        raw = read_design(workdir / "prereg" / f"{design}.yaml")
         name = design.removesuffix("_smoke") + "_replicated"
         raw.update(name=name, amendments=[])
         raw["phase2"].update(PILOT)
@@ -91,6 +94,16 @@ def test_a_study_with_replicates_and_a_sampled_gain_runs_and_verifies(
     page = (folder / "validation.md").read_text()
     assert "ICC(1,k) of the one-way random-effects model" in page
     assert record["reliability"]["replicates"] == 2
+    # the replicate's job and the evaluation that scores it rerun to the same bytes
+    stage = Path("results/smooth_plane_replicated/phase2/flow_teacher")
+    for produced, rule in (
+        (stage / "replicate-1" / "policy.pt", "phase2_replicate"),
+        (stage / "eval" / "sampled-final-1.parquet", "phase2_eval"),
+    ):
+        audit = grpo_probe(fresh_copy, "audit", str(produced), "--cores", "2")
+        assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
+        assert f"(rule {rule})" in audit.stdout
+        assert audit.stdout.strip().splitlines()[-1].startswith("IDENTICAL")
     verify = grpo_probe(
         fresh_copy, "study", "verify", str(folder.relative_to(fresh_copy) / "validation.manifest.json")
     )
