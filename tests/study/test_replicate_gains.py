@@ -140,6 +140,11 @@ def test_the_study_ranks_the_registered_policys_mean_gain_with_the_replicate_rel
     assert "ICC(1,k) of the one-way random-effects model" in page
     assert "pilot gain in progress_final_cm, sampled policy (trained), mean of replicates [CI]" in page
     assert "| replicate gains |" in page and "| +2, +2.2 |" in page
+    # both policies per arm, whichever the study ranks
+    assert "## What GRPO trains and what a lab deploys" in page
+    row = "| rep_a | flow_teacher | yes | +1.2 [+0.9, +1.5] (se 0.2) | +2.1 [+1.8, +2.4] (se 0.1) |"
+    assert row in page
+    assert record["rows"][1]["policy_gains"]["anchor"]["gain"] == pytest.approx(1.2)
     # the anchor's gain is another column of the same records: registering it ranks other numbers
     anchor_path = study_file(
         tmp_path / "anchor.yaml", _entries(designs), gain={"read": "progress_final_cm", "policy": "anchor"}
@@ -160,6 +165,7 @@ def test_a_gain_registered_as_a_column_reads_as_before(tmp_path: Path, designs: 
     out = [tmp_path / n for n in ("v.md", "v.json", "v.parquet", "v.png")]
     record = build_study_report(study, decisions, phase2s, *out)
     assert all("replicate_gains" not in r for r in record["rows"]) and "gain_policy" not in record["study"]
+    assert all(set(r["policy_gains"]) == {"anchor", "sampled"} for r in record["rows"])
     assert "replicates" not in record["reliability"]
     assert "Reliability = 1 - mean(se^2) / var(gains)" in out[0].read_text()
 

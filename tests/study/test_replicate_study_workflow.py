@@ -93,6 +93,8 @@ def test_a_study_with_replicates_and_a_sampled_gain_runs_and_verifies(
         )
     page = (folder / "validation.md").read_text()
     assert "ICC(1,k) of the one-way random-effects model" in page
+    assert "## What GRPO trains and what a lab deploys" in page
+    assert all(set(r["policy_gains"]) == {"anchor", "sampled"} for r in record["rows"])
     assert record["reliability"]["replicates"] == 2
     # the replicate's job and the evaluation that scores it rerun to the same bytes
     stage = Path("results/smooth_plane_replicated/phase2/flow_teacher")

@@ -269,12 +269,47 @@ def _reliability_text(rel: Mapping[str, Any]) -> str:
     )
 
 
+def _policy_gains_markdown(rows: Sequence[Mapping[str, Any]], read: str) -> list[str]:
+    """Per arm, the held-out gain of each policy its member scored: the anchor (what a lab deploys) and
+    the sampled policy (what GRPO trains), each the mean over the replicates with its interval and se;
+    nothing when no member scored more than the anchor's own change."""
+    scored = [r for r in rows if r.get("policy_gains")]
+    if not scored:
+        return []
+
+    def cell(gains: Mapping[str, Any], policy: str) -> str:
+        g = gains.get(policy)
+        if g is None:
+            return "not scored"
+        return f"{g['gain']:+.3g} [{g['ci_low']:+.3g}, {g['ci_high']:+.3g}] (se {_fmt(g['se'], 2)})"
+
+    lines = [
+        "",
+        "## What GRPO trains and what a lab deploys",
+        "",
+        f"Held-out gain in {read} of each policy, the mean over the pilot replicates [the paired t interval "
+        "of their mean per-seed difference] (se = s_r / sqrt(R) from the replicates' spread): the anchor "
+        "(greedy / ODE, what a lab deploys) and the sampled policy (the pilot's sampler, what GRPO trains).",
+        "",
+        "| design | arm | counted | anchor gain | sampled-policy gain |",
+        "|---|---|---|---|---|",
+    ]
+    for r in scored:
+        gains = r["policy_gains"]
+        lines.append(
+            f"| {r['design']} | {r['arm']} | {'yes' if r['counted'] else 'no'} | {cell(gains, 'anchor')} | "
+            f"{cell(gains, 'sampled')} |"
+        )
+    return lines
+
+
 def _row_record(row: ArmRow) -> dict[str, Any]:
-    """One per-arm row of the record; ``replicate_gains`` only for a gain registered by policy, so a study
-    that registers a column keeps its record's bytes."""
+    """One per-arm row of the record; ``replicate_gains`` only for a gain registered by policy and
+    ``policy_gains`` only for members that score both policies, so an earlier study keeps its bytes."""
     fields = asdict(row)
-    if not row.replicate_gains:
-        del fields["replicate_gains"]
+    for name in ("replicate_gains", "policy_gains"):
+        if not fields[name]:
+            del fields[name]
     return fields
 
 
@@ -328,6 +363,7 @@ def study_markdown(record: Mapping[str, Any]) -> str:
             f"{probe} | {r['gain']:+.3g} [{r['gain_ci_low']:+.3g}, {r['gain_ci_high']:+.3g}] | "
             f"{_fmt(r['gain_se'], 2)} |{each} {r['pilot_verdict']} |"
         )
+    lines += _policy_gains_markdown(record["rows"], study["gain"])
     lines += ["", "## The gains' reliability", "", _reliability_text(rel), ""]
     lines += [
         "## Rank correlation of each read with the gain",

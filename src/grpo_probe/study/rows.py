@@ -12,7 +12,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,10 @@ class ArmRow:
     replicate_gains: tuple[float, ...] = ()
     """Each pilot replicate's gain of the registered policy (``gain.policy``), whose mean is ``gain``;
     empty for a study that registers the gain as a column alone."""
+    policy_gains: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """Every held-out policy the member scored (anchor, sampled) -> its mean gain over the replicates in
+    the study's gain read, with its interval and se (:mod:`grpo_probe.phase2.held_out`), so the page shows
+    what GRPO trains beside what a lab deploys; empty for a member whose pilot scored the anchor alone."""
 
     @property
     def gained(self) -> bool:
@@ -116,6 +120,16 @@ def _policy_gain(
     }
 
 
+def _held_out_gains(stage: dict[str, Any], read: str) -> dict[str, dict[str, float | None]]:
+    """Each scored policy's mean gain in ``read`` with its interval and se, from the stage's held-out
+    block (none for a stage without one)."""
+    return {
+        g["policy"]: {"gain": g["gain"], "ci_low": g["ci_low"], "ci_high": g["ci_high"], "se": g["se"]}
+        for g in stage.get("held_out", {}).get("gains", [])
+        if g["read"] == read
+    }
+
+
 def _member_rows(
     study: Study, member: Member, decision_path: str | os.PathLike[str], phase2_path: str | os.PathLike[str]
 ) -> list[ArmRow]:
@@ -165,6 +179,7 @@ def _member_rows(
                 **gain,
                 pilot_verdict=str(stage["verdict"]),
                 moved=bool(stage["movement"]["moved"]),
+                policy_gains=_held_out_gains(stage, study.gain),
             )
         )
     return rows
