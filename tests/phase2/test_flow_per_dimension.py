@@ -28,10 +28,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_shipped_design_keeps_the_per_chunk_sum() -> None:
-    """Designs locked before the field existed load against their locks and train as before."""
-    loaded = [load_prereg(p) for p in sorted((REPO / "prereg").glob("*.yaml"))]
-    flows = [d.phase2.recipe("flow") for d in loaded if d.phase2 is not None and "flow" in d.phase2.heads]
-    assert flows and all(r.chunk_logprob == "sum" and not r.per_dimension for r in flows)
+    """Designs locked before the field existed load against their locks and train as before; the
+    calibrated study's designs (prereg/cv_*.yaml) register the calibration's per-dimension recipe."""
+    paths = sorted((REPO / "prereg").glob("*.yaml"))
+    loaded = {p.name: load_prereg(p) for p in paths}
+    flows = {
+        name: d.phase2.recipe("flow")
+        for name, d in loaded.items()
+        if d.phase2 is not None and "flow" in d.phase2.heads
+    }
+    before = {n: r for n, r in flows.items() if not n.startswith("cv_")}
+    assert before and all(r.chunk_logprob == "sum" and not r.per_dimension for r in before.values())
+    calibrated = {n: r for n, r in flows.items() if n.startswith("cv_")}
+    assert len(calibrated) == 11 and all(r.per_dimension and r.lr == 5e-5 for r in calibrated.values())
 
 
 def test_only_the_flow_head_reduces_a_chunk(tmp_path: Path) -> None:

@@ -85,9 +85,44 @@ rule phase2_train:
         "../scripts/phase2_train.py"
 
 
+# Replicate r >= 1 of a stage (phase2.replicates): GRPO from theta_0 on training seeds of its own, beside
+# the stage's own pilot (it reads what that pilot's rollouts read, so a cluster runs them side by side and
+# the phase2_arm group has no way out and back in); only its final policy and metrics are kept. None for
+# a design without replicates.
+rule phase2_replicate:
+    input:
+        **prereg_files(),
+        plan=f"{P2}/plan.json",
+        source=arm_source,
+        checkpoint=arm_checkpoint,
+        upstream=phase2_rollouts_upstream,
+    output:
+        final=STAGE.replicate_final("{replicate}"),
+        metrics=STAGE.replicate_metrics("{replicate}"),
+        manifest=STAGE.replicate_manifest("{replicate}"),
+    log:
+        f"{R}/logs/phase2/{{arm}}/replicate-{{replicate}}.log",
+    benchmark:
+        f"{R}/benchmarks/phase2_replicate/{{arm}}-{{replicate}}.tsv"
+    wildcard_constraints:
+        replicate=r"[1-9][0-9]*",
+    conda:
+        "../envs/grpo-probe.yaml"
+    threads: RUN.workers
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../scripts/phase2_replicate.py"
+
+
+# The held-out evaluation; with phase2.replicates or phase2.sampled_draws it also reads the replicates'
+# final policies and manifests and writes their tables and the sampled policy's (none by default).
 rule phase2_eval:
     input:
         **prereg_files(),
+        **STAGE.replicate_finals(),
+        **STAGE.replicate_manifests(),
         plan=f"{P2}/plan.json",
         source=arm_source,
         checkpoint=arm_checkpoint,
@@ -96,6 +131,7 @@ rule phase2_eval:
         first=STAGE.rollouts(0),
         upstream=STAGE.train_manifest,
     output:
+        **STAGE.extra_eval_tables(),
         initial=STAGE.eval_initial,
         final=STAGE.eval_final,
         movement=STAGE.eval_movement,

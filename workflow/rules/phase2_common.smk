@@ -5,8 +5,17 @@ from grpo_probe.phase2.gate import read_plan
 
 P2 = f"{R}/phase2"
 P2_ITERATIONS = 0 if PREREG.phase2 is None else PREREG.phase2.iterations
+# Replicates beside each stage's own pilot, and whether the held-out evaluation scores the sampled policy
+# (phase2.replicates, phase2.sampled_draws; a design that registers neither has the rules it had).
+P2_REPLICATES = 1 if PREREG.phase2 is None else PREREG.phase2.replicates
+P2_SAMPLED = PREREG.phase2 is not None and PREREG.phase2.sampled_draws is not None
 # Snakemake patterns of one stage's artifacts ({arm} stays a wildcard); the report reads the same paths.
-STAGE = StagePaths(P2, "{arm}", P2_ITERATIONS)
+STAGE = StagePaths(P2, "{arm}", P2_ITERATIONS, P2_REPLICATES, P2_SAMPLED)
+
+
+def stage_paths(arm):
+    """One stage's artifacts, with the design's replicates and sampled score."""
+    return StagePaths(P2, arm, P2_ITERATIONS, P2_REPLICATES, P2_SAMPLED)
 
 
 def phase2_plan_file():
@@ -22,7 +31,7 @@ def phase2_rollouts_upstream(wildcards):
     stage = read_plan(phase2_plan_file()).stage(wildcards.arm)
     upstream = [f"{P2}/plan.manifest.json", arm_manifest(wildcards)]
     if stage.after is not None:
-        upstream.append(StagePaths(P2, stage.after, P2_ITERATIONS).eval_manifest)
+        upstream.append(stage_paths(stage.after).eval_manifest)
     return upstream
 
 
@@ -31,13 +40,14 @@ def phase2_report_inputs(wildcards):
     plan = read_plan(phase2_plan_file())
     files, upstream = [], [f"{P2}/plan.manifest.json"]
     for stage in plan.stages:
-        paths = StagePaths(P2, stage.arm, P2_ITERATIONS)
+        paths = stage_paths(stage.arm)
         files += [
             paths.oracle_report,
             paths.metrics,
             paths.eval_initial,
             paths.eval_final,
             paths.eval_movement,
+            *paths.extra_eval_tables().values(),
         ]
         upstream += [
             paths.first_rollouts_manifest,

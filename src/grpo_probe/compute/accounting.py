@@ -177,17 +177,21 @@ def estimate_phase2(
     """Price the registered phase-2 pilot before it runs, for each head the decision could name.
 
     Rollouts are priced from the same CPU seconds per episode as the probe: ``iterations x
-    seeds_per_iteration x rollouts_per_seed`` training episodes, and the initial and the final policy on
-    every held-out seed. The GRPO updates are priced only once a phase-2 run of this design has left its
-    ``phase2_train`` benchmark (then by that measurement); until then the estimate says they are not
-    included, so it is a lower bound. A head's updates are priced by the largest measured run of one of
-    its arms (``phase2_train/<arm>.tsv``). None when the design registers no phase 2.
+    seeds_per_iteration x rollouts_per_seed`` training episodes per replicate, and the initial and each
+    replicate's final policy on every held-out seed (by the anchor, and by ``sampled_draws`` draws of the
+    sampler when the design registers them). The GRPO updates are priced only once a phase-2 run of this
+    design has left its ``phase2_train`` benchmark (then by that measurement); until then the estimate
+    says they are not included, so it is a lower bound. A head's updates are priced by the largest
+    measured run of one of its arms (``phase2_train/<arm>.tsv``). None when the design registers no phase 2.
     """
     phase2 = prereg.phase2
     if phase2 is None:
         return None
-    train_episodes = phase2.iterations * phase2.seeds_per_iteration * phase2.rollouts_per_seed
-    eval_episodes = 2 * len(phase2.eval_seeds)
+    train_episodes = (
+        phase2.replicates * phase2.iterations * phase2.seeds_per_iteration * phase2.rollouts_per_seed
+    )
+    # the initial policy and each replicate's final one, by the anchor and (when registered) the sampler
+    eval_episodes = (1 + phase2.replicates) * len(phase2.eval_seeds) * (1 + (phase2.sampled_draws or 0))
     train_dir = Path(bench_dir) / "phase2_train"
     by_arm = {s.stage: s.cpu_s for s in read_benchmarks(train_dir)} if train_dir.is_dir() else {}
     heads = {}
@@ -195,7 +199,8 @@ def estimate_phase2(
         rollout_s = (train_episodes + eval_episodes) * per_episode
         arms = {a for a, registered in prereg.arms.items() if registered.head == head}
         measured = [cpu for arm, cpu in by_arm.items() if arm in arms]
-        update_s = max(measured) if measured else None
+        # each replicate's updates cost what the stage's own did (phase2_replicate trains the same loop)
+        update_s = max(measured) * phase2.replicates if measured else None
         total_h = (rollout_s + (update_s or 0.0)) / 3600.0
         heads[head] = {
             "train_episodes": train_episodes,

@@ -74,6 +74,7 @@ from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.shards import remove_stale_temps
 from grpo_probe.rollout.table import write_rollout_table
+from grpo_probe.sampling import SamplingMode
 
 __all__ = [
     "METRIC_READS",
@@ -131,8 +132,14 @@ def evaluate_checkpoint(
     device: str = "cpu",
     workers: int = 0,
     pool: RolloutPool | None = None,
+    mode: SamplingMode | None = None,
+    draws: int = 1,
 ) -> HeldOutObservations:
     """The arm's anchor sampler with ``checkpoint`` on the held-out seeds, one rollout each, to ``table``.
+
+    ``mode`` and ``draws``: another sampler (the arm's phase-2 sampler, to score the sampled policy) and
+    how many keyed draws per held-out seed; the draws' noise is keyed by (run key, seed, replan, draw), so
+    the initial and the final policy meet the same draws and stay paired by seed and draw.
 
     The policy runs through the recording wrapper, which returns the same actions and keeps each replan's
     observation (the table's bytes are those of a plain run: rows never name the policy's factory); the
@@ -144,9 +151,9 @@ def evaluate_checkpoint(
         arm=arm,
         cell=f"phase2-eval-{label}",
         source=PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device),
-        mode=prereg.arms[arm].anchor,
+        mode=prereg.arms[arm].anchor if mode is None else mode,
         seeds=prereg.phase2.eval_seeds,
-        group_size=1,
+        group_size=draws,
         run_key=prereg.run_key,
         env=prereg.env,
         observation=prereg.observation,

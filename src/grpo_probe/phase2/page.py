@@ -144,15 +144,50 @@ def _stage_markdown(number: int, record: dict[str, Any], figures_rel: str) -> li
             f"| {c['label']} | {n} | {before} | {after} | {c['delta']:+.3f} | "
             f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | {c['verdict']} |"
         )
+    lines += ["", _detectable_markdown(ev), *_held_out_markdown(record.get("held_out"))]
     lines += [
-        "",
-        _detectable_markdown(ev),
         "",
         f"Final checkpoint sha256 `{record['final_checkpoint_sha256']}`.",
         "",
         *[f"![{name}]({figures_rel}/{name})" for name in record["figures"]],
         "",
     ]
+    return lines
+
+
+_POLICY_TEXT = {
+    "anchor": "anchor (greedy / ODE: what a lab deploys)",
+    "sampled": "sampled policy (the phase-2 sampler: what GRPO trains)",
+}
+
+
+def _held_out_markdown(held_out: dict[str, Any] | None) -> list[str]:
+    """Both policies' gains over the replicates (:mod:`grpo_probe.phase2.held_out`); nothing for a design
+    that registers neither replicates nor the sampled score."""
+    if not held_out:
+        return []
+    replicates = held_out["replicates"]
+    lines = [
+        "",
+        f"**Held-out gain by policy and replicate** ({replicates} replicate(s): each trained from the same "
+        "initial policy on training spawns of its own, each final policy scored on the same held-out "
+        "seeds; a sampled seed's score is the mean of its keyed draws). Per replicate: mean over seeds of "
+        "final - initial with its paired t interval; mean: the replicates' mean gain with the paired t "
+        "interval of their mean per-seed difference (held-out noise only), and se = s_r / sqrt(R) from "
+        "the replicates' spread (training luck and held-out noise: the error a study's reliability reads).",
+        "",
+        "| policy | read | draws | per replicate: gain [interval] | mean [interval] | replicate sd | se |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for g in held_out["gains"]:
+        each = "; ".join(
+            f"r{r['replicate']} {r['gain']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+            for r in g["replicates"]
+        )
+        lines.append(
+            f"| {_POLICY_TEXT[g['policy']]} | {g['read']} | {g['draws']} | {each} | {g['gain']:+.3f} "
+            f"[{g['ci_low']:+.3f}, {g['ci_high']:+.3f}] | {_fmt(g['replicate_sd'])} | {_fmt(g['se'])} |"
+        )
     return lines
 
 

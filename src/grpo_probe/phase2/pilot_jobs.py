@@ -358,20 +358,29 @@ def phase2_eval(
 ) -> None:
     """theta_0 and theta_N on the held-out seeds with the arm's anchor sampler (paired by seed), and how far
     theta_N moved from theta_0 (:mod:`grpo_probe.phase2.movement`: KL on ``first_table``, iteration 0's
-    rollouts, and the anchor's actions on theta_0's held-out observations; on the CPU)."""
+    rollouts, and the anchor's actions on theta_0's held-out observations; on the CPU).
+
+    A design with replicates or a sampled score also gets the tables of
+    :func:`grpo_probe.phase2.held_out.evaluate_extra` beside the two, at their
+    :class:`~grpo_probe.phase2.paths.StagePaths` paths, and the replicates' manifests join ``upstream``."""
     from grpo_probe.phase2.evaluate import evaluate_checkpoint
+    from grpo_probe.phase2.held_out import evaluate_extra
     from grpo_probe.phase2.movement import policy_movement
+    from grpo_probe.phase2.paths import stage_paths
     from grpo_probe.phase2.rollouts import read_batch
     from grpo_probe.rollout import RolloutPool, worker_count
 
     prereg, _ = _load(prereg_path, plan_json, arm)
     phase2 = _registered(prereg)
     initial = _initial_checkpoint(source, checkpoint, arm)
+    paths = stage_paths(phase2, Path(plan_json).parent, arm)
+    upstream = [*upstream, *paths.replicate_manifests().values()]
     started = worker_count(len(phase2.eval_seeds), workers)
     with RolloutPool(started) if started > 0 else contextlib.nullcontext() as pool:
         kwargs = {"device": device, "pool": pool}
         held_out = evaluate_checkpoint(prereg, arm, initial, "initial", initial_table, **kwargs)
         evaluate_checkpoint(prereg, arm, final_checkpoint, "final", final_table, **kwargs)
+        extra = evaluate_extra(prereg, arm, paths, initial, pool, device)
     batch = read_batch(first_table, prereg.run_key)
     anchor = prereg.arms[arm].anchor
     atol = phase2.recipe(prereg.arms[arm].head).replay_atol
@@ -387,7 +396,7 @@ def phase2_eval(
         prereg,
         manifest,
         "phase2_eval",
-        [initial_table, final_table, movement_json],
+        [initial_table, final_table, movement_json, *extra],
         upstream,
         {"arm": arm},
     )

@@ -52,9 +52,11 @@ from grpo_probe.phase2.evaluate import (
     paired_changes,
 )
 from grpo_probe.phase2.gate import Phase2Plan, Stage
+from grpo_probe.phase2.held_out import policy_gains
 from grpo_probe.phase2.page import phase2_markdown
-from grpo_probe.phase2.paths import StagePaths
+from grpo_probe.phase2.paths import StagePaths, stage_paths
 from grpo_probe.prereg import Prereg
+from grpo_probe.prereg.phase2 import Phase2
 from grpo_probe.provenance import read_manifest
 from grpo_probe.provenance.manifest import relative_to_root
 
@@ -228,10 +230,32 @@ def _stage_record(
         "verdict": verdict,
         "sentence": sentence,
         "detectability": detectability,
+        **_held_out(phase2, paths, boot.confidence),
         "guards_worse": worse_guards,
         "figures": [f.name for f in figures],
     }
     return record, figures
+
+
+_LATER_DEFAULTS: dict[str, Any] = {"replicates": 1, "sampled_draws": None}
+"""Fields of the pilot added after designs were locked, at the value that means what those designs ran:
+left out of phase2.json at that value, so a design that does not register them keeps its record's bytes."""
+
+
+def _unregistered_default(field: str, value: Any) -> bool:
+    return field in _LATER_DEFAULTS and value == _LATER_DEFAULTS[field]
+
+
+def _held_out(phase2: Phase2, paths: StagePaths, confidence: float) -> dict[str, Any]:
+    """``held_out``: each scored policy's gains over the replicates (:mod:`grpo_probe.phase2.held_out`),
+    for a design that registers replicates or the sampled score; nothing for one that registers neither,
+    whose record keeps its bytes."""
+    if paths.replicates == 1 and not paths.sampled:
+        return {}
+    tables = {p: {label: paths.eval_table(p, label) for label in paths.eval_labels} for p in paths.policies}
+    draws = {"anchor": 1, "sampled": phase2.sampled_draws or 1}
+    gains = policy_gains(tables, draws, confidence)
+    return {"held_out": {"replicates": paths.replicates, "gains": [g.to_dict() for g in gains]}}
 
 
 def _registered(prereg: Prereg) -> dict[str, Any] | None:
@@ -247,7 +271,11 @@ def _registered(prereg: Prereg) -> dict[str, Any] | None:
             {"name": g.name, "meaning": g.describe(numbers), "penalty_cm": phase2.penalties.get(g.name)}
             for g in spec.guards
         ],
-        **{k: v for k, v in asdict(phase2).items() if k not in ("heads", "train_seeds", "eval_seeds")},
+        **{
+            k: v
+            for k, v in asdict(phase2).items()
+            if k not in ("heads", "train_seeds", "eval_seeds") and not _unregistered_default(k, v)
+        },
         "heads": heads,
         "train_seeds": {
             "first": min(phase2.train_seeds),
@@ -321,13 +349,12 @@ def build_phase2_report(
     decision = json.loads(Path(decision_json).read_text())
     figures_path = Path(figures_dir)
     figures_path.mkdir(parents=True, exist_ok=True)
-    iterations = 0 if prereg.phase2 is None else prereg.phase2.iterations
     stages: list[dict[str, Any]] = []
     figures: list[Path] = []
     named = {plan.ar_arm, plan.flow_arm} - {None}
     for stage in plan.stages:
         stage_record, stage_figures = _stage_record(
-            prereg, stage, StagePaths(str(phase2_dir), stage.arm, iterations), figures_path
+            prereg, stage, stage_paths(prereg.phase2, phase2_dir, stage.arm), figures_path
         )
         stage_record["predicted"] = stage.arm in named
         stages.append(stage_record)

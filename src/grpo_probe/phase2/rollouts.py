@@ -261,8 +261,12 @@ def run_iteration(
     workers: int = 0,
     pool: RolloutPool | None = None,
     show_progress: bool = True,
+    replicate: int = 0,
 ) -> pa.Table:
-    """Run iteration ``iteration``'s groups with the policy in ``checkpoint``; returns its table."""
+    """Run iteration ``iteration``'s groups with the policy in ``checkpoint``; returns its table.
+
+    ``replicate``: which replicate's training seeds (``phase2.replicates``; 0, the stage's own, by default).
+    """
     phase2 = prereg.phase2
     if phase2 is None:
         raise ValueError(f"{prereg.path}: the design registers no phase2 section")
@@ -273,7 +277,7 @@ def run_iteration(
         cell=iteration_cell(iteration),
         source=PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device),
         mode=mode,
-        seeds=phase2.iteration_seeds(iteration),
+        seeds=phase2.iteration_seeds(iteration, replicate),
         group_size=phase2.rollouts_per_seed,
         run_key=prereg.run_key,
         env=prereg.env,

@@ -185,6 +185,11 @@ class Phase2:
     """The registered policy loss the update minimises (``phase2.policy_loss``)."""
     advantage: str = DEFAULT_ADVANTAGE
     """The registered advantage estimator that scores each iteration's rollouts (``phase2.advantage``)."""
+    replicates: int = 1
+    """``phase2.replicates``: independent pilots per arm, each on its own block of training seeds."""
+    sampled_draws: int | None = None
+    """``phase2.sampled_draws``: keyed draws per held-out seed under the arm's phase-2 sampler, when the
+    held-out evaluation also scores the sampled policy; None (the default) scores the anchor alone."""
 
     def recipe(self, head: str) -> HeadRecipe:
         """The recipe of ``head``; a ``KeyError`` names the registered heads."""
@@ -192,11 +197,15 @@ class Phase2:
             raise KeyError(f"phase2.heads has no {head!r} (registered: {', '.join(self.heads) or 'none'})")
         return self.heads[head]
 
-    def iteration_seeds(self, iteration: int) -> tuple[int, ...]:
-        """The training seeds of iteration ``iteration`` (0-based)."""
+    def iteration_seeds(self, iteration: int, replicate: int = 0) -> tuple[int, ...]:
+        """The training seeds of iteration ``iteration`` (0-based) of replicate ``replicate`` (0-based):
+        replicate r's block starts at position r x iterations x seeds_per_iteration, so replicate 0 trains
+        on the seeds a design without replicates trains on."""
         if not 0 <= iteration < self.iterations:
             raise ValueError(f"iteration {iteration} is outside 0..{self.iterations - 1}")
-        start = iteration * self.seeds_per_iteration
+        if not 0 <= replicate < self.replicates:
+            raise ValueError(f"replicate {replicate} is outside 0..{self.replicates - 1}")
+        start = (replicate * self.iterations + iteration) * self.seeds_per_iteration
         return self.train_seeds[start : start + self.seeds_per_iteration]
 
     @property
@@ -273,12 +282,19 @@ def phase2_problems(raw: Mapping[str, Any]) -> list[str]:
             f"phase2.eval_seeds: overlaps phase2.train_seeds ({_overlap(held_out, train)}); "
             "held-out seeds must not be trained on"
         )
-    needed = section["iterations"] * section["seeds_per_iteration"]
-    if len(train) != needed:
+    replicates = int(section.get("replicates", 1))
+    needed = replicates * section["iterations"] * section["seeds_per_iteration"]
+    if len(train) != needed and replicates == 1:
         problems.append(
             f"phase2.train_seeds: holds {len(train)} seeds, but iterations x seeds_per_iteration = "
             f"{section['iterations']} x {section['seeds_per_iteration']} = {needed} (each iteration trains "
             "on fresh spawns)"
+        )
+    elif len(train) != needed:
+        problems.append(
+            f"phase2.train_seeds: holds {len(train)} seeds, but replicates x iterations x "
+            f"seeds_per_iteration = {replicates} x {section['iterations']} x "
+            f"{section['seeds_per_iteration']} = {needed} (each replicate trains on spawns of its own)"
         )
     for head, recipe in section["heads"].items():
         at = f"phase2.heads.{head}"
@@ -349,4 +365,6 @@ def parse_phase2(raw: Mapping[str, Any], where: str) -> Phase2 | None:
         pilot=str(section.get("pilot", "gated")),
         policy_loss=str(section.get("policy_loss", DEFAULT_POLICY_LOSS)),
         advantage=str(section.get("advantage", DEFAULT_ADVANTAGE)),
+        replicates=int(section.get("replicates", 1)),
+        sampled_draws=int(section["sampled_draws"]) if "sampled_draws" in section else None,
     )

@@ -104,6 +104,17 @@ class Study:
     engagement: Engagement | None = None
     min_subject_arms: int | None = None
     power: PowerSpec | None = None
+    gain_policy: str | None = None
+    """The held-out policy whose gain the study ranks (``gain.policy``: anchor or sampled), read from the
+    members' replicate gains (:mod:`grpo_probe.phase2.held_out`); None for a study that registers the gain
+    as a column alone, which ranks the anchor's change of each stage's own pilot, as before the field."""
+
+    @property
+    def replicates(self) -> int:
+        """Pilot replicates per arm of the subject members (``phase2.replicates``; 1 when they register
+        none). The members of one study register the same number (:func:`load_study` checks it)."""
+        counts = {m.design.phase2.replicates for m in self.subject_members if m.design.phase2 is not None}
+        return max(counts, default=1)
 
     @property
     def subject_members(self) -> tuple[Member, ...]:
@@ -225,6 +236,7 @@ def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
             elif cell.arm != arm:
                 problems.append(f"{at}.cells.{arm}: cell {cell_id!r} samples arm {cell.arm!r}, not {arm!r}")
         members.append(Member(design=design, role=str(entry["role"]), cells=cells))
+    problems += _gain_problems(path, raw, members)
     named = [("predictor", raw["predictor"])] + [(f"reads[{i}]", r) for i, r in enumerate(raw["reads"])]
     if "engagement" in raw:
         named.append(("engagement.read", raw["engagement"]["read"]))
@@ -239,6 +251,35 @@ def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
     if problems:
         raise StudyError("\n".join(problems))
     return tuple(members)
+
+
+def _gain_problems(path: Path, raw: dict[str, Any], members: list[Member]) -> list[str]:
+    """A gain registered by policy must be one every member scores, and the subjects' replicates must
+    agree (one number of replicates per arm, so each gain's error is of the same mean)."""
+    gain = raw["gain"]
+    if not isinstance(gain, dict):
+        return []
+    problems = []
+    if gain["policy"] == "sampled":
+        for i, member in enumerate(members):
+            phase2 = member.design.phase2
+            if phase2 is not None and phase2.sampled_draws is None:
+                problems.append(
+                    f"{path}: gain.policy: sampled, but members[{i}] ({member.design.path}) does not score "
+                    "the sampled policy held-out (register phase2.sampled_draws in it)"
+                )
+    counts = {
+        str(m.design.path): m.design.phase2.replicates
+        for m in members
+        if m.role == "subject" and m.design.phase2 is not None
+    }
+    if len(set(counts.values())) > 1:
+        listed = ", ".join(f"{p} {n}" for p, n in counts.items())
+        problems.append(
+            f"{path}: members: the subject designs register different phase2.replicates ({listed}); a "
+            "study's gains are means of the same number of replicates"
+        )
+    return problems
 
 
 def load_study(path: str | os.PathLike[str]) -> Study:
@@ -259,7 +300,8 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         members=members,
         predictor=str(raw["predictor"]),
         reads=tuple(str(r) for r in raw["reads"]),
-        gain=str(raw["gain"]),
+        gain=str(raw["gain"]["read"] if isinstance(raw["gain"], dict) else raw["gain"]),
+        gain_policy=str(raw["gain"]["policy"]) if isinstance(raw["gain"], dict) else None,
         resamples=int(boot["resamples"]),
         confidence=float(boot["confidence"]),
         seed=int(boot["seed"]),

@@ -29,7 +29,12 @@ from grpo_probe.study.nested import (
 )
 from grpo_probe.study.power import StudyPower, study_power
 from grpo_probe.study.ranks import RankCorrelation, rank_correlation
-from grpo_probe.study.reliability import GainReliability, gain_reliability
+from grpo_probe.study.reliability import (
+    GainReliability,
+    ReplicateReliability,
+    gain_reliability,
+    replicate_reliability,
+)
 from grpo_probe.study.rows import ArmRow
 
 __all__ = ["StudyInference", "counted", "infer"]
@@ -50,7 +55,8 @@ class StudyInference:
     primary: RankCorrelation
     permutation: PermutationTest | None
     within_design_rho: float | None
-    reliability: GainReliability
+    reliability: GainReliability | ReplicateReliability
+    """From the pilot replicates' spread when every counted arm has replicates, else from standard errors."""
     power_registered: StudyPower | None
     """At the registered reliability; None without a registered power simulation or with fewer than two
     designs of counted arms."""
@@ -101,6 +107,16 @@ def _power(study: Study, sizes: Sequence[int], reliability: float) -> StudyPower
     )
 
 
+def _reliability(arms: Sequence[ArmRow]) -> GainReliability | ReplicateReliability:
+    """From the replicates' spread when every counted arm has two or more pilot replicates (ICC(1,k),
+    :func:`grpo_probe.study.reliability.replicate_reliability`), else from each gain's standard error over
+    held-out seeds (:func:`grpo_probe.study.reliability.gain_reliability`)."""
+    if arms and all(len(r.replicate_gains) >= 2 for r in arms):
+        return replicate_reliability([r.replicate_gains for r in arms])
+    with_se = [r for r in arms if r.gain_se is not None]
+    return gain_reliability([r.gain for r in with_se], [float(r.gain_se) for r in with_se])  # type: ignore[arg-type]
+
+
 def infer(study: Study, rows: Sequence[ArmRow]) -> StudyInference:
     """The study's conclusions from its rows (see the module docstring for which arms count)."""
     arms = counted(rows)
@@ -117,8 +133,7 @@ def infer(study: Study, rows: Sequence[ArmRow]) -> StudyInference:
         if study.permutations is not None and len(ranked) >= 3
         else None
     )
-    with_se = [r for r in arms if r.gain_se is not None]
-    reliability = gain_reliability([r.gain for r in with_se], [float(r.gain_se) for r in with_se])  # type: ignore[arg-type]
+    reliability = _reliability(arms)
     per_design = {d: sum(1 for r in arms if r.design == d) for d in dict.fromkeys(r.design for r in arms)}
     sizes = list(per_design.values())
     power_registered = None if study.power is None else _power(study, sizes, study.power.reliability)

@@ -16,6 +16,23 @@ Here var(X) is the sample variance of the gains over arms (ddof 1) and var(E) th
 squared standard errors. For a gain measured as a paired difference (the same seeds with and without the
 pilot), that standard error is s_d / sqrt(n), the standard error of a mean of n paired differences with
 sample std s_d (Student 1908); the caller supplies it.
+
+With pilot replicates (``phase2.replicates`` = R >= 2: each arm trained R times from the same initial
+policy on training spawns of its own, :mod:`grpo_probe.phase2.held_out`), the error is measured rather
+than modelled: an arm's gain is the mean of its R replicate gains, and the replicates' spread within an
+arm is the error of one pilot, training luck and held-out noise together, which a standard error over
+held-out seeds alone cannot see. :func:`replicate_reliability` is the reliability of that mean,
+
+    R_k = var_b / (var_b + var_e / k),    var_e = mean over arms of the replicates' variance (ddof 1),
+                                         var_b = var(arm means, ddof 1) - var_e / k,
+
+k = R replicates: the between-arm variance of the true gains over the variance of the observed mean gains.
+It is the intraclass correlation ICC(1,k) of the one-way random-effects model, (MSB - MSW) / MSB with
+MSB = k var(arm means) and MSW = var_e (Shrout & Fleiss 1979, "Intraclass correlations: uses in
+assessing rater reliability", Psychol. Bull. 86, Case 1), which is the Spearman-Brown prophecy
+(Spearman 1910; Brown 1910) applied to one replicate's reliability R_1 = var_b / (var_b + var_e):
+R_k = k R_1 / (1 + (k - 1) R_1). It equals :func:`gain_reliability` with each arm's standard error
+s_r / sqrt(k), so both read on one scale; the page states which the study used.
 """
 
 from __future__ import annotations
@@ -25,7 +42,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GainReliability", "gain_reliability"]
+__all__ = [
+    "GainReliability",
+    "ReplicateReliability",
+    "gain_reliability",
+    "replicate_note",
+    "replicate_reliability",
+    "spearman_brown",
+]
 
 
 @dataclass(frozen=True)
@@ -64,3 +88,73 @@ def gain_reliability(gains: Sequence[float], standard_errors: Sequence[float]) -
         return GainReliability(n, observed_var, mean_error_var, None)
     reliability = max(0.0, 1.0 - mean_error_var / observed_var)
     return GainReliability(n, observed_var, mean_error_var, reliability)
+
+
+def spearman_brown(single: float, k: float) -> float:
+    """The reliability of a mean of ``k`` parallel measurements each of reliability ``single``:
+    k r / (1 + (k - 1) r) (Spearman 1910; Brown 1910). Solved for ``single`` with ``k`` = 1 / k' it gives
+    the one-measurement reliability a mean of k' needs: spearman_brown(R_k, 1 / k')."""
+    if not 0.0 <= single <= 1.0:
+        raise ValueError(f"a reliability lies in [0, 1], got {single!r}")
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k!r}")
+    return k * single / (1.0 + (k - 1.0) * single)
+
+
+@dataclass(frozen=True)
+class ReplicateReliability:
+    """The reliability of arms' mean gains over k pilot replicates, from the replicates' own spread."""
+
+    n: int
+    """Arms."""
+    replicates: int
+    """k, the replicates per arm."""
+    observed_var: float | None
+    """var(arm mean gains), ddof 1; None with fewer than two arms."""
+    within_var: float | None
+    """var_e: mean over arms of the replicates' variance (ddof 1), the error of one pilot's gain."""
+    mean_error_var: float | None
+    """var_e / k: the error variance of an arm's mean gain."""
+    between_var: float | None
+    """var_b = observed_var - var_e / k (may be negative: no true spread seen)."""
+    reliability: float | None
+    """R_k = max(0, var_b / observed_var) = max(0, 1 - var_e / (k observed_var)); None when undefined."""
+    single_replicate: float | None
+    """R_1 = max(0, var_b / (var_b + var_e)): one pilot's reliability; None when undefined."""
+
+
+def replicate_reliability(replicate_gains: Sequence[Sequence[float]]) -> ReplicateReliability:
+    """ICC(1,k) of the arms' mean gains from each arm's ``replicate_gains`` (the module docstring);
+    every arm must have the same k >= 2 replicates."""
+    counts = {len(g) for g in replicate_gains}
+    if len(counts) > 1:
+        raise ValueError(f"every arm needs the same number of replicates, got {sorted(counts)}")
+    k = counts.pop() if counts else 0
+    if replicate_gains and k < 2:
+        raise ValueError(f"the replicate reliability needs at least 2 replicates per arm, got {k}")
+    x = np.asarray(replicate_gains, dtype=np.float64).reshape(len(replicate_gains), k)
+    if not np.isfinite(x).all():
+        raise ValueError("replicate gains must be finite")
+    n = x.shape[0]
+    within = float(np.var(x, axis=1, ddof=1).mean()) if n else None
+    error = None if within is None else within / k
+    if n < 2 or within is None or error is None:
+        return ReplicateReliability(n, k, None, within, error, None, None, None)
+    observed = float(np.var(x.mean(axis=1), ddof=1))
+    between = observed - error
+    if observed == 0.0:
+        return ReplicateReliability(n, k, observed, within, error, between, None, None)
+    single = max(0.0, between / (between + within)) if between + within > 0 else None
+    return ReplicateReliability(n, k, observed, within, error, between, max(0.0, between / observed), single)
+
+
+def replicate_note(replicates: int, reliability: float) -> str:
+    """What a registered reliability asks of one pilot when each gain is a mean of ``replicates``: the
+    single-replicate reliability R_1 whose Spearman-Brown mean of k reaches it, R_1 = R_k / (k - (k - 1)
+    R_k) (:func:`spearman_brown` with 1 / k), so a study states before it runs what its pilots must show."""
+    single = spearman_brown(reliability, 1.0 / replicates)
+    return (
+        f"each arm's gain is the mean of {replicates} pilot replicates; the registered reliability "
+        f"{reliability:g} of that mean holds when one pilot's reliability is at least {single:.3f} "
+        f"(Spearman-Brown: R_k = k R_1 / (1 + (k - 1) R_1)); the page measures it from the replicates' spread"
+    )

@@ -34,6 +34,7 @@ _ROLE_TEXT = {
     "positive_control": "positive control",
     "negative_control": "negative control",
 }
+_POLICY_TEXT = {"anchor": "anchor (deployed)", "sampled": "sampled policy (trained)"}
 _INFERENCE_TEXT = {
     "arms": "percentile bootstrap over arms",
     "designs_then_arms": "two-stage percentile bootstrap (designs, then arms within each drawn design)",
@@ -242,6 +243,76 @@ def _table(study: Study, rows: Sequence[ArmRow], arms: Sequence[ArmRow]) -> pa.T
     return pa.Table.from_pydict({n: [value(r, n) for r in rows] for n in schema.names}, schema=schema)
 
 
+def _reliability_text(rel: Mapping[str, Any]) -> str:
+    """How reliable the gains are, in the words of the method the run used (replicates or standard errors)."""
+    if "replicates" not in rel:
+        return (
+            "Reliability = 1 - mean(se^2) / var(gains) over the counted subject arms (classical test theory: "
+            "true-gain variance over observed-gain variance), se = s_d / sqrt(n) of each arm's paired "
+            f"held-out differences: {_fmt(rel['reliability'], 2)} over {rel['n']} arms (var(gains) "
+            f"{_fmt(rel['observed_var'])}, mean se^2 {_fmt(rel['mean_error_var'])}). A rank correlation "
+            "with the true gains is attenuated by measurement error; the power above is simulated at this "
+            "reliability too."
+        )
+    k = rel["replicates"]
+    return (
+        f"Reliability of each arm's gain, the mean of its {k} pilot replicates (each trained from the same "
+        "initial policy on training spawns of its own), from the replicates' own spread: R_k = var_b / "
+        "(var_b + var_e / k), var_e the mean over arms of the replicates' variance (one pilot's error: "
+        "training luck and held-out noise), var_b = var(arm means) - var_e / k the true gains' variance "
+        "(ICC(1,k) of the one-way random-effects model, Shrout & Fleiss 1979; the Spearman-Brown prophecy "
+        f"of one replicate's reliability): {_fmt(rel['reliability'], 2)} over {rel['n']} arms (var(arm "
+        f"means) {_fmt(rel['observed_var'])}, var_e {_fmt(rel['within_var'])}, var_e / k "
+        f"{_fmt(rel['mean_error_var'])}; one replicate's reliability R_1 {_fmt(rel['single_replicate'], 2)}"
+        "). A rank correlation with the true gains is attenuated by measurement error; the power above is "
+        "simulated at this reliability too."
+    )
+
+
+def _policy_gains_markdown(rows: Sequence[Mapping[str, Any]], read: str) -> list[str]:
+    """Per arm, the held-out gain of each policy its member scored: the anchor (what a lab deploys) and
+    the sampled policy (what GRPO trains), each the mean over the replicates with its interval and se;
+    nothing when no member scored more than the anchor's own change."""
+    scored = [r for r in rows if r.get("policy_gains")]
+    if not scored:
+        return []
+
+    def cell(gains: Mapping[str, Any], policy: str) -> str:
+        g = gains.get(policy)
+        if g is None:
+            return "not scored"
+        return f"{g['gain']:+.3g} [{g['ci_low']:+.3g}, {g['ci_high']:+.3g}] (se {_fmt(g['se'], 2)})"
+
+    lines = [
+        "",
+        "## What GRPO trains and what a lab deploys",
+        "",
+        f"Held-out gain in {read} of each policy, the mean over the pilot replicates [the paired t interval "
+        "of their mean per-seed difference] (se = s_r / sqrt(R) from the replicates' spread): the anchor "
+        "(greedy / ODE, what a lab deploys) and the sampled policy (the pilot's sampler, what GRPO trains).",
+        "",
+        "| design | arm | counted | anchor gain | sampled-policy gain |",
+        "|---|---|---|---|---|",
+    ]
+    for r in scored:
+        gains = r["policy_gains"]
+        lines.append(
+            f"| {r['design']} | {r['arm']} | {'yes' if r['counted'] else 'no'} | {cell(gains, 'anchor')} | "
+            f"{cell(gains, 'sampled')} |"
+        )
+    return lines
+
+
+def _row_record(row: ArmRow) -> dict[str, Any]:
+    """One per-arm row of the record; ``replicate_gains`` only for a gain registered by policy and
+    ``policy_gains`` only for members that score both policies, so an earlier study keeps its bytes."""
+    fields = asdict(row)
+    for name in ("replicate_gains", "policy_gains"):
+        if not fields[name]:
+            del fields[name]
+    return fields
+
+
 def study_markdown(record: Mapping[str, Any]) -> str:
     """validation.md from validation.json alone (links relative to the study's folder)."""
     study = record["study"]
@@ -269,6 +340,9 @@ def study_markdown(record: Mapping[str, Any]) -> str:
     if record["left_out"]:
         lines += ["", "Listed, not counted:", "", *record["left_out"]]
     rel = record["reliability"]
+    # a gain registered by policy: which policy, and each replicate's gain beside the mean
+    policy = f", {_POLICY_TEXT[study['gain_policy']]}, mean of replicates" if "gain_policy" in study else ""
+    replicate_head = " replicate gains |" if policy else ""
     lines += [
         "",
         "## Per arm",
@@ -276,29 +350,22 @@ def study_markdown(record: Mapping[str, Any]) -> str:
         "| design | role | arm | cell | "
         + " | ".join(reads)
         + " | engagement | counted | probe | pilot gain in "
-        + f"{study['gain']} [CI] | se | pilot |",
-        "|---|---|---|---|" + "---|" * len(reads) + "---|---|---|---|---|---|",
+        + f"{study['gain']}{policy} [CI] | se |{replicate_head} pilot |",
+        "|---|---|---|---|" + "---|" * len(reads) + "---|---|---|---|---|---|" + "---|" * bool(policy),
     ]
     for r in record["rows"]:
         values = " | ".join(_fmt(r["reads"][read]) for read in reads)
         probe = "go" if r["qualifies"] else "no"
+        each = f" {', '.join(f'{g:+.3g}' for g in r.get('replicate_gains', []))} |" if replicate_head else ""
         lines.append(
             f"| {r['design']} | {_ROLE_TEXT[r['role']]} | {r['arm']}{' (named)' if r['predicted'] else ''} | "
             f"{r['cell']} | {values} | {_fmt(r['engagement'], 2)} | {'yes' if r['counted'] else 'no'} | "
             f"{probe} | {r['gain']:+.3g} [{r['gain_ci_low']:+.3g}, {r['gain_ci_high']:+.3g}] | "
-            f"{_fmt(r['gain_se'], 2)} | {r['pilot_verdict']} |"
+            f"{_fmt(r['gain_se'], 2)} |{each} {r['pilot_verdict']} |"
         )
+    lines += _policy_gains_markdown(record["rows"], study["gain"])
+    lines += ["", "## The gains' reliability", "", _reliability_text(rel), ""]
     lines += [
-        "",
-        "## The gains' reliability",
-        "",
-        "Reliability = 1 - mean(se^2) / var(gains) over the counted subject arms (classical test theory: "
-        "true-gain variance over observed-gain variance), se = s_d / sqrt(n) of each arm's paired held-out "
-        f"differences: {_fmt(rel['reliability'], 2)} over {rel['n']} arms (var(gains) "
-        f"{_fmt(rel['observed_var'])}, mean se^2 {_fmt(rel['mean_error_var'])}). A rank correlation with "
-        "the true gains is attenuated by measurement error; the power above is simulated at this reliability "
-        "too.",
-        "",
         "## Rank correlation of each read with the gain",
         "",
         f"Spearman's rho over the counted subject arms, {study['confidence']:.0%} "
@@ -363,6 +430,7 @@ def build_study_report(
             "engagement": None if study.engagement is None else asdict(study.engagement),
             "min_subject_arms": study.min_subject_arms,
             "power": None if study.power is None else asdict(study.power),
+            **({} if study.gain_policy is None else {"gain_policy": study.gain_policy}),
         },
         "members": [
             {
@@ -392,7 +460,7 @@ def build_study_report(
             "classification": asdict(inference.classification),
         },
         "reliability": asdict(inference.reliability),
-        "rows": [{**asdict(r), "counted": id(r) in kept} for r in rows],
+        "rows": [{**_row_record(r), "counted": id(r) in kept} for r in rows],
         "correlations": [asdict(c) for c in inference.correlations],
         "figure": Path(os.path.relpath(out_figure, page_dir)).as_posix(),
         "table": Path(os.path.relpath(out_table, page_dir)).as_posix(),

@@ -12,7 +12,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,20 @@ class ArmRow:
     pilot_verdict: str
     """The stage's verdict on phase2.md: held, did not hold, not shown or not tested."""
     moved: bool
+    replicate_gains: tuple[float, ...] = ()
+    """Each pilot replicate's gain of the registered policy (``gain.policy``), whose mean is ``gain``;
+    empty for a study that registers the gain as a column alone."""
+    policy_gains: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """Every held-out policy the member scored (anchor, sampled) -> its mean gain over the replicates in
+    the study's gain read, with its interval and se (:mod:`grpo_probe.phase2.held_out`), so the page shows
+    what GRPO trains beside what a lab deploys; empty for a member whose pilot scored the anchor alone."""
 
     @property
     def gained(self) -> bool:
-        """The pilot resolved a gain: its held-out interval lies above zero (phase2.md's "held")."""
+        """The pilot resolved a gain: its held-out interval lies above zero (phase2.md's "held"; for a gain
+        registered by policy, the interval of that policy's mean gain over the replicates)."""
+        if self.replicate_gains:
+            return self.gain_ci_low > 0
         return self.pilot_verdict == "held"
 
 
@@ -72,6 +82,52 @@ def _gain_se(stage: dict[str, Any], gain: str) -> float | None:
     if not detectable or detectable.get("read") != gain or detectable.get("diff_sd") is None:
         return None
     return float(detectable["diff_sd"]) / math.sqrt(int(detectable["seeds"]))
+
+
+def _policy_gain(
+    study: Study, stage: dict[str, Any], phase2_path: str | os.PathLike[str], arm: str
+) -> dict[str, Any]:
+    """The arm's gain fields: the anchor's change of the stage's own pilot (a gain registered as a column),
+    or the registered policy's mean over the replicates with its replicate standard error
+    (:mod:`grpo_probe.phase2.held_out`; one replicate: s_d / sqrt(n) of its paired differences)."""
+    if study.gain_policy is None:
+        change = next((c for c in stage["eval"]["changes"] if c["read"] == study.gain), None)
+        if change is None:
+            raise ValueError(f"{phase2_path}: arm {arm!r} has no held-out change in {study.gain!r}")
+        return {
+            "gain": float(change["delta"]),
+            "gain_ci_low": float(change["ci_low"]),
+            "gain_ci_high": float(change["ci_high"]),
+            "gain_se": _gain_se(stage, study.gain),
+        }
+    gains = stage.get("held_out", {}).get("gains", [])
+    entry = next((g for g in gains if g["policy"] == study.gain_policy and g["read"] == study.gain), None)
+    if entry is None:
+        raise ValueError(
+            f"{phase2_path}: stages[{arm}].held_out: no {study.gain_policy} gain in {study.gain!r} (the "
+            "study's gain); the member must register phase2.sampled_draws for a sampled gain, and be rerun"
+        )
+    replicates = entry["replicates"]
+    se = entry["se"]
+    if se is None and replicates and replicates[0]["seeds"] >= 2:
+        se = float(replicates[0]["diff_sd"]) / math.sqrt(int(replicates[0]["seeds"]))
+    return {
+        "gain": float(entry["gain"]),
+        "gain_ci_low": float(entry["ci_low"]),
+        "gain_ci_high": float(entry["ci_high"]),
+        "gain_se": None if se is None else float(se),
+        "replicate_gains": tuple(float(r["gain"]) for r in replicates),
+    }
+
+
+def _held_out_gains(stage: dict[str, Any], read: str) -> dict[str, dict[str, float | None]]:
+    """Each scored policy's mean gain in ``read`` with its interval and se, from the stage's held-out
+    block (none for a stage without one)."""
+    return {
+        g["policy"]: {"gain": g["gain"], "ci_low": g["ci_low"], "ci_high": g["ci_high"], "se": g["se"]}
+        for g in stage.get("held_out", {}).get("gains", [])
+        if g["read"] == read
+    }
 
 
 def _member_rows(
@@ -103,9 +159,7 @@ def _member_rows(
         missing = [r for r in needed if r not in cell["reads"]]
         if missing:
             raise ValueError(f"{decision_path}: cell {cell_id!r} has no read {', '.join(missing)}")
-        change = next((c for c in stage["eval"]["changes"] if c["read"] == study.gain), None)
-        if change is None:
-            raise ValueError(f"{phase2_path}: arm {arm!r} has no held-out change in {study.gain!r}")
+        gain = _policy_gain(study, stage, phase2_path, arm)
         engagement = None if study.engagement is None else cell["reads"][study.engagement.read]
         engages = study.engagement is None or (
             engagement is not None and float(engagement) >= study.engagement.min
@@ -122,12 +176,10 @@ def _member_rows(
                 engages=engages,
                 qualifies=bool(cell["verdict"]["qualifies"]),
                 predicted=bool(stage.get("predicted", False)),
-                gain=float(change["delta"]),
-                gain_ci_low=float(change["ci_low"]),
-                gain_ci_high=float(change["ci_high"]),
-                gain_se=_gain_se(stage, study.gain),
+                **gain,
                 pilot_verdict=str(stage["verdict"]),
                 moved=bool(stage["movement"]["moved"]),
+                policy_gains=_held_out_gains(stage, study.gain),
             )
         )
     return rows

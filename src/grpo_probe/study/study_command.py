@@ -77,6 +77,10 @@ def _check(args: argparse.Namespace) -> int:
             f"{power.power:.0%} [{power.ci_low:.0%}, {power.ci_high:.0%}] of {power.simulations} simulated "
             "studies"
         )
+    if study.power is not None and study.replicates > 1:
+        from grpo_probe.study.reliability import replicate_note
+
+        print(f"replicates: {replicate_note(study.replicates, study.power.reliability)}")
     return 0
 
 
