@@ -123,3 +123,19 @@ def test_audit_refuses_to_rerun_from_an_input_that_changed(run_copy: Path, workf
         in (proc.stderr)
     )
     assert "rerun:" not in proc.stdout
+
+
+def test_a_rerun_is_staged_with_the_shared_rule_files_its_design_extends(tmp_path: Path) -> None:
+    """A design that ``extends:`` a shared rule file is read merged with it by every job, so the audit's
+    scratch copy must hold the file: each shipped design that extends one was otherwise unauditable."""
+    from grpo_probe.audit.locate import JobRecord, upstream_files
+
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "prereg" / "rules").mkdir(parents=True)
+    for name in ("reacher_smoke.yaml", "rules/signal_and_competence.yaml"):
+        (tmp_path / "prereg" / name).write_text((repo / "prereg" / name).read_text())
+    assert "extends:" in (tmp_path / "prereg" / "reacher_smoke.yaml").read_text()
+    record = JobRecord("results/x/probe.manifest.json", "probe", "prereg/reacher_smoke.yaml", (), (), {})
+    staged = upstream_files(record, tmp_path, "results")
+    assert "prereg/rules/signal_and_competence.yaml" in staged
+    assert {"prereg/reacher_smoke.yaml", "prereg/reacher_smoke.yaml.lock"} <= set(staged)

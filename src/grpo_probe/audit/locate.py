@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.prereg.canonical import read_yaml
+from grpo_probe.prereg.extends import merge_extends
 from grpo_probe.prereg.lock import lock_path
 from grpo_probe.provenance.manifest import ManifestError, read_manifest
 
@@ -122,6 +123,7 @@ def upstream_files(record: JobRecord, root: str | os.PathLike[str], results_dir:
     """
     root_path = Path(root)
     files: list[str] = [record.prereg_path, lock_path(record.prereg_path).as_posix()]
+    files += _extended_files(record.prereg_path, root_path)
     prefix = results_dir.rstrip("/") + "/"
     files += [entry["path"] for entry in record.outputs if not entry["path"].startswith(prefix)]
     stack = [entry["path"] for entry in record.inputs]
@@ -136,3 +138,11 @@ def upstream_files(record: JobRecord, root: str | os.PathLike[str], results_dir:
         files += [entry["path"] for entry in manifest["outputs"]]
         stack += [entry["path"] for entry in manifest["inputs"]]
     return sorted(set(files))
+
+
+def _extended_files(prereg: str, root: Path) -> list[str]:
+    """Root-relative paths of the shared rule files the design extends (``extends:``): every job of the
+    workflow reads the design merged with them, so its rerun needs them beside the design."""
+    design = root / prereg
+    _, extended = merge_extends(read_yaml(design), design)
+    return [Path(os.path.relpath(shared.path.resolve(), root.resolve())).as_posix() for shared in extended]
