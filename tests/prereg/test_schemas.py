@@ -18,7 +18,7 @@ from grpo_probe.prereg import schema as schemas
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.rule import analysis_schema
 from grpo_probe.prereg.run_config import load_config
-from grpo_probe.study.design import _schema as study_schema
+from grpo_probe.study.design import study_schema
 
 SHIPPED = {
     # the prereg schema as the workflow uses it: base and analysis fragment merged, with the sampler

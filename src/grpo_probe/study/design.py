@@ -143,6 +143,12 @@ def read_study_file(path: Path, what: str, schema: str) -> dict[str, Any]:
     return raw
 
 
+def study_schema() -> dict[str, Any]:
+    """The shipped schema of a study file (``study.schema.yaml``), which the suite checks against its
+    metaschema."""
+    return read_yaml(resources.files("grpo_probe.study").joinpath("study.schema.yaml"))
+
+
 def _raw(path: Path) -> dict[str, Any]:
     return read_study_file(path, "study", "study.schema.yaml")
 
