@@ -20,6 +20,7 @@ from typing import Any
 
 import jinja2
 
+from grpo_probe.analysis.arm_sampler import sampler_line
 from grpo_probe.analysis.decision_rule import rank_text, short_clause
 from grpo_probe.analysis.glossary import count_words, flagged_guards, number
 from grpo_probe.analysis.gradient_page import gradient_section
@@ -100,7 +101,7 @@ def _arm_lines(decision: Mapping[str, Any]) -> list[str]:
         if arm is None:
             continue
         ranked = outcome["ranking"][head]
-        # a served arm is named, not trained: phase 2 trains checkpoints it holds (see _served_line)
+        # a served arm is named, not trained: phase 2 trains checkpoints it holds (analysis/arm_sampler.py)
         names = "The rule names" if arm in decision.get("served_arms", {}) else "Phase 2 trains"
         if len(ranked) == 1:
             line = (
@@ -113,7 +114,7 @@ def _arm_lines(decision: Mapping[str, Any]) -> list[str]:
                 f"{names} the {label} arm `{arm}`, the arm of the first qualifying {label} cell "
                 f"{rank_text(keys, rows)}."
             )
-        sampler = _sampler_line(decision, head, ranked[0], arm)
+        sampler = sampler_line(decision, head, ranked[0], arm)
         lines.append(line if sampler is None else f"{line} {sampler}")
     return lines
 
@@ -127,59 +128,6 @@ def _validation_line() -> str:
     """The first screen's word on what a go is worth: whether the probe is shown to predict a pilot's gain,
     with the link to the study that asks it."""
     return f"A go is not yet shown to predict what GRPO gains: see the validation study, `{VALIDATION_PAGE}`."
-
-
-def _sampler_line(decision: Mapping[str, Any], head: str, cell_id: str, arm: str) -> str | None:
-    """Why phase 2 samples the arm under another sampler than the cell that named it was read with: GRPO's
-    ratio divides by each action's log-probability, which only the head's trainable sampler records
-    (temperature sampling for AR, the SDE sampler for flow; an ODE draw is deterministic given its noise).
-
-    A served arm (``served_arms``, added by the workflow's decision step from the arm's binding) is told
-    apart: whether it declares that sampler with its log-probs, and that phase 2 does not train it."""
-    mode = next(c for c in decision["cells"] if c["id"] == cell_id)["mode"]
-    trains = _TRAINS_UNDER[head]
-    served = decision.get("served_arms", {}).get(arm)
-    if served is not None:
-        return _served_line(head, mode["kind"], served.get("capabilities"))
-    if mode["kind"] == trains[0]:
-        return None
-    return (
-        f"The probe read it with the {_SAMPLER_WORDS.get(mode['kind'], mode['kind'])}; phase 2 samples it "
-        f"with {trains[1]}, because GRPO's ratio divides by each action's log-probability, which only "
-        "that sampler records."
-    )
-
-
-_LOGPROBS = {"ar": "per_token", "flow": "per_step"}
-"""Per head, the log-probs GRPO's ratio reads (``PolicyCapabilities.logprobs``)."""
-
-
-def _served_line(head: str, read_kind: str, declared: Mapping[str, Any] | None) -> str:
-    """What the page can honestly say of training a served arm: what the server declares against what
-    GRPO's ratio needs (the head's trainable sampler and its log-probs), and that phase 2 trains only
-    checkpoints it holds."""
-    kind, words = _TRAINS_UNDER[head]
-    read = f"The probe read it with the {_SAMPLER_WORDS.get(read_kind, read_kind)}. "
-    needs = f"{words} (`{kind}`) with {_LOGPROBS[head].replace('_', '-')} log-probs"
-    if declared is None:
-        said = f"It is served and declares no capabilities; GRPO's ratio needs {needs}."
-    elif kind in declared.get("kinds", ()) and declared.get("logprobs") == _LOGPROBS[head]:
-        said = f"It is served and declares {needs}, which GRPO's ratio needs."
-    else:
-        kinds = ", ".join(f"`{k}`" for k in declared.get("kinds", ())) or "no sampler"
-        said = (
-            f"It is served and declares {kinds} only; GRPO's ratio needs {needs}, which it does not declare."
-        )
-    return (
-        f"{read}{said} Phase 2 trains only checkpoints it holds, not a served arm: a pilot binds the arm "
-        "to its checkpoint (`source: checkpoint`) or runs in the lab's own trainer."
-    )
-
-
-_TRAINS_UNDER = {"ar": ("temperature", "temperature sampling"), "flow": ("flow_sde", "the SDE sampler")}
-"""Per head, the sampler phase 2 trains under (its kind, in words): the one that records the log-probs."""
-
-_SAMPLER_WORDS = {"flow_ode": "ODE sampler", "temperature": "temperature sampler", "flow_sde": "SDE sampler"}
 
 
 def _short_flags(cell: Mapping[str, Any]) -> str:
