@@ -48,7 +48,8 @@ from grpo_probe.envs.boat.render import make_renderer
 from measure import load_average
 
 # No `import mujoco` here: MuJoCo reads MUJOCO_GL once, at its first import, and importing
-# grpo_probe.envs first is what sets it to egl (grpo_probe.envs.gl); sorted imports would put mujoco first.
+# grpo_probe.envs first is what sets it to egl (with grpo_probe.render_setup); sorted imports would put
+# mujoco first.
 CAMERA = "overhead"
 TARGET_MS = 1.0
 """Render budget per 96 x 96 frame on the CPU (the camera issue)."""

@@ -96,8 +96,9 @@ def other_python() -> tuple[str, str] | tuple[None, str]:
     return None, "no Python 3.12 or 3.13 found (~/.pyenv/versions, python3.13, python3.12 on PATH)"
 
 
-SERVE_SOURCES = ("src/grpo_probe/serve", "src/grpo_probe/keyed_rng.py")
-"""What serve/pyproject.toml packages, beside serve/ itself: the served package and the keyed streams."""
+SERVE_SOURCES = ("src/grpo_probe/serve", "src/grpo_probe/keyed_rng.py", "src/grpo_probe/render_setup.py")
+"""What serve/pyproject.toml packages, beside serve/ itself: the served package, the keyed streams and the
+camera set-up."""
 
 
 def copy_serve_sources(tree: Path) -> Path:

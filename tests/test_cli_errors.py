@@ -65,13 +65,13 @@ LIGHT_FOR_HELP = frozenset(
         "grpo_probe.atomic_io",
         "grpo_probe.lazy_exports",
         "grpo_probe.compute.accounting",
-        "grpo_probe.envs.gl",
         "grpo_probe.provenance.environment",
+        "grpo_probe.render_setup",
     }
 )
 """The package's own modules, other than packages and ``*_command`` modules, that building a command's
-parser may import: each is standard library only (``envs.gl`` picks the headless OpenGL backend on
-import)."""
+parser may import: each is standard library only (``grpo_probe.envs`` picks the headless OpenGL backend
+with ``render_setup`` on import)."""
 
 
 def _loaded_after(*argv: str) -> dict[str, bool]:

@@ -84,3 +84,15 @@ def test_the_policy_server_loads_nothing_of_the_package_but_itself() -> None:
     ours = sorted(m for m in loaded if m.startswith("grpo_probe"))
     assert all(m == "grpo_probe" or m.startswith("grpo_probe.serve") for m in ours), ours
     assert not {m for m in loaded if m.split(".")[0] in (*HEAVY, "pyarrow", "scipy", "pandas", "yaml")}
+
+
+def test_the_environment_server_loads_only_itself_and_the_camera_setup_it_ships_with() -> None:
+    """The environment server draws frames with grpo_probe.render_setup, which serve/pyproject.toml ships
+    beside it; nothing else of ours may load, nor MuJoCo before a factory imports it (MuJoCo reads
+    MUJOCO_GL once, and the server picks the backend when it is imported)."""
+    loaded = loaded_after("import grpo_probe.serve.env_server, grpo_probe.serve.env_cameras")
+    ours = sorted(m for m in loaded if m.startswith("grpo_probe"))
+    assert "grpo_probe.render_setup" in ours
+    beside = ("grpo_probe", "grpo_probe.render_setup")
+    assert all(m in beside or m.startswith("grpo_probe.serve") for m in ours), ours
+    assert not {m for m in loaded if m.split(".")[0] in (*HEAVY, "pyarrow", "scipy", "pandas", "yaml")}

@@ -51,7 +51,8 @@ if [[ ! -f "$STAMP" ]]; then
   touch "$STAMP"
 fi
 
-# the distribution reads ../src/grpo_probe/serve and keyed_rng.py: build from a copy, so nothing is written in the checkout
+# the distribution reads ../src/grpo_probe/serve, keyed_rng.py and render_setup.py: build from a copy, so nothing is
+# written in the checkout
 TREE="$(mktemp -d)"
 trap 'rm -rf "$TREE"' EXIT
 mkdir -p "$TREE/src/grpo_probe"
@@ -59,6 +60,7 @@ cp -r "$REPO/serve" "$TREE/serve"
 rm -rf "$TREE/serve/build" "$TREE/serve"/*.egg-info
 cp -r "$REPO/src/grpo_probe/serve" "$TREE/src/grpo_probe/serve"
 cp "$REPO/src/grpo_probe/keyed_rng.py" "$TREE/src/grpo_probe/keyed_rng.py"
+cp "$REPO/src/grpo_probe/render_setup.py" "$TREE/src/grpo_probe/render_setup.py"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$TREE/serve" >&2
 # grpo-probe-serve's own dependencies (numpy came with lerobot)
 "$VENV/bin/python" -c 'import msgpack, websockets' 2>/dev/null ||

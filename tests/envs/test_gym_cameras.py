@@ -95,7 +95,7 @@ for build in ("first", "second"):  # a second env in the same process renders th
 print(json.dumps(out))
 """
 _NO_BACKEND = "camera frames need an OpenGL backend"
-"""The start of grpo_probe.envs.gl.make_renderer's error when no GL context can be made."""
+"""The start of grpo_probe.render_setup.make_renderer's error when no GL context can be made."""
 
 
 def _frame_hashes_in_a_fresh_process(xml_file: Path) -> dict[str, str]:

@@ -1,9 +1,11 @@
-"""What grpo-probe-serve ships: the served package and the keyed streams a served policy draws from.
+"""What grpo-probe-serve ships: the served package, the keyed streams a served policy draws from, and
+the camera set-up the environment server draws frames with.
 
 Why: check-policy's fixes tell a lab which module to draw its noise from; a lab serving its policy from
 its own environment has only grpo-probe-serve there, so every module a fix names must be in that
 distribution's wheel, and the package's ``__init__`` must not be (it would shadow a grpo-probe installed
-beside it).
+beside it). The environment server imports ``grpo_probe.render_setup`` (the frames it draws are the
+probe's in-process bytes), so the wheel must hold it, and nothing else of the package.
 """
 
 from __future__ import annotations
@@ -46,17 +48,18 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
         return set(archive.namelist())
 
 
-def test_the_wheel_holds_the_served_package_and_the_keyed_streams_without_the_package_init(
+def test_the_wheel_holds_the_served_package_the_keyed_streams_and_the_camera_setup_without_the_package_init(
     wheel_names: set[str],
 ) -> None:
     served = {
         str(path.relative_to(REPO / "src")) for path in (REPO / "src" / "grpo_probe" / "serve").rglob("*.py")
     }
     assert served <= wheel_names, sorted(served - wheel_names)
-    assert "grpo_probe/keyed_rng.py" in wheel_names
+    shipped_beside = {"grpo_probe/keyed_rng.py", "grpo_probe/render_setup.py"}
+    assert shipped_beside <= wheel_names, sorted(shipped_beside - wheel_names)
     assert "grpo_probe/__init__.py" not in wheel_names
     ours = {name for name in wheel_names if name.startswith("grpo_probe/")}
-    assert ours == served | {"grpo_probe/keyed_rng.py"}, sorted(ours - served)
+    assert ours == served | shipped_beside, sorted(ours - served)
 
 
 def _shipped_module(dotted: str, wheel_names: set[str]) -> str | None:

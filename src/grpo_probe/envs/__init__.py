@@ -5,14 +5,14 @@ Pusher-v5, and ``"module:factory"`` is any environment of your own (:mod:`grpo_p
 a Gymnasium one through :mod:`grpo_probe.envs.gym_adapter`). A design names one as ``env: {id, params}``.
 
 The names below load on first use, so reading a design's environment does not import MuJoCo. Importing
-this package picks a headless OpenGL backend for camera frames (:mod:`grpo_probe.envs.gl`) before any
+this package picks a headless OpenGL backend for camera frames (:mod:`grpo_probe.render_setup`) before any
 environment can import MuJoCo: rollout workers are fresh processes, and MuJoCo reads ``MUJOCO_GL`` once.
 """
 
 from __future__ import annotations
 
-from grpo_probe.envs.gl import select_headless_gl
 from grpo_probe.lazy_exports import lazy_exports
+from grpo_probe.render_setup import select_headless_gl
 
 select_headless_gl()
 

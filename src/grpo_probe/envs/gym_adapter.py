@@ -38,7 +38,7 @@ Cameras: a camera-fed policy reads ``observation.images.<camera>``, so the adapt
 MuJoCo cameras by name (every named ``<camera>`` of the model, in model order) and the environment's
 own viewpoint as the camera ``default`` (MuJoCo's free camera with the environment's
 ``default_camera_config``, the view Gymnasium's ``render()`` opens on), at the size the design
-registers (``observation.cameras``), with :func:`grpo_probe.envs.gl.make_renderer` offscreen on the CPU,
+registers (``observation.cameras``), with :func:`grpo_probe.render_setup.make_renderer` offscreen on the CPU,
 as the boat scene renders its overhead camera; a scene function's ``cameras`` (a simulator that draws
 itself, as gym-pusht's pygame view) come first and are drawn by its ``render``. ``spec.cameras`` lists
 them; a design that registers another name is refused at ``prereg check``. The free camera's
@@ -46,7 +46,7 @@ pose is fixed by the model alone: Gymnasium centres its viewer on the geoms at t
 call, which would make a frame depend on when rendering started. Frames are a pure function of the
 MuJoCo state (shadows and multisampling off), so the oracles' frame digests match across processes.
 Nothing is drawn, and no GL context made, unless a policy reads a camera; ``MUJOCO_GL`` is chosen by
-:mod:`grpo_probe.envs.gl` (EGL when present) before MuJoCo is imported.
+:mod:`grpo_probe.render_setup` (EGL when present) before MuJoCo is imported.
 """
 
 from __future__ import annotations
@@ -58,18 +58,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from grpo_probe.envs.gl import free_camera, make_renderer
 from grpo_probe.envs.gym_params import GOAL_ENV_KEYS, POINT_PLACES, GymnasiumParams
 from grpo_probe.envs.gym_setup import (
-    DEFAULT_CAMERA,
-    camera_names,
     check_point,
     distribution_version,
     import_gymnasium,
     make_wrapped,
     perturbed_coordinates,
     remove_generated_scene,
-    simulator,
     state_layout,
     wrapper_chain,
 )
@@ -86,6 +82,15 @@ from grpo_probe.envs.protocol import (
 )
 from grpo_probe.envs.push_record import PushRecord, push_schema
 from grpo_probe.envs.scene import SCENE_FIELD, BoundScene, ScenePositions
+from grpo_probe.render_setup import (
+    DEFAULT_CAMERA,
+    camera_names,
+    default_camera_config,
+    free_camera,
+    make_renderer,
+    named_cameras,
+    simulator,
+)
 from grpo_probe.user_code import load_callable
 
 # The params, the record and the camera name are re-exported: designs, examples and labs' modules import
@@ -460,7 +465,8 @@ class GymnasiumAdapter:
     def _camera_names(self) -> tuple[str, ...]:
         """The scene function's cameras (drawn by the simulator itself), then the MuJoCo model's."""
         drawn = self._scene.cameras if self._scene is not None else ()
-        return (*drawn, *(c for c in camera_names(self._sim) if c not in drawn))
+        drawn_by_mujoco = camera_names(self._sim.model) if self._sim is not None else ()
+        return (*drawn, *(c for c in drawn_by_mujoco if c not in drawn))
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """The current frame of ``camera`` (one of ``spec.cameras``), uint8 [height, width, 3].
@@ -477,7 +483,7 @@ class GymnasiumAdapter:
         renderer = self._renderers.get((height, width))
         if renderer is None:
             renderer = self._renderers[(height, width)] = make_renderer(self._sim.model, height, width)
-        named = {self._sim.model.camera(i).name for i in range(int(self._sim.model.ncam))}
+        named = named_cameras(self._sim.model)
         renderer.update_scene(self._sim.data, camera=camera if camera in named else self._default_view())
         frame: np.ndarray = renderer.render().copy()
         return frame
@@ -490,8 +496,7 @@ class GymnasiumAdapter:
         process, whenever rendering starts. Built once per environment.
         """
         if self._free_camera is None:
-            owner = getattr(self._sim, "mujoco_renderer", None) or getattr(self.env, "mujoco_renderer", None)
-            self._free_camera = free_camera(self._sim.model, getattr(owner, "default_cam_config", None))
+            self._free_camera = free_camera(self._sim.model, default_camera_config(self._sim, self.env))
         return self._free_camera
 
     def close(self) -> None:

@@ -21,8 +21,6 @@ from grpo_probe.envs.scene import SCENE_DOCS, SCENE_SIGNATURE
 from grpo_probe.user_code import load_callable
 
 __all__ = [
-    "DEFAULT_CAMERA",
-    "camera_names",
     "check_point",
     "distribution_version",
     "gymnasium_model",
@@ -30,15 +28,10 @@ __all__ = [
     "make_wrapped",
     "perturbed_coordinates",
     "remove_generated_scene",
-    "simulator",
     "state_layout",
     "unreadable",
     "wrapper_chain",
 ]
-
-DEFAULT_CAMERA = "default"
-"""The camera name of the environment's own viewpoint (MuJoCo's free camera placed by the environment's
-``default_camera_config``); a named MuJoCo camera of the same name takes precedence."""
 
 
 def import_gymnasium() -> Any:
@@ -91,24 +84,6 @@ def remove_generated_scene(unwrapped: Any) -> None:
     written_by_the_maze = scene.name.startswith("ant_maze") and scene.suffix == ".xml"
     if written_by_the_maze and scene.parent == Path(tempfile.gettempdir()):
         scene.unlink(missing_ok=True)
-
-
-def simulator(unwrapped: Any) -> Any | None:
-    """The object holding the MuJoCo model and data (and ``set_state``): the unwrapped environment, or
-    the MuJoCo environment it drives (PointMaze's ``point_env``, AntMaze's ``ant_env``); None when there
-    is none the adapter can read."""
-
-    def simulates(obj: Any) -> bool:
-        return all(hasattr(obj, name) for name in ("model", "data", "set_state"))
-
-    if simulates(unwrapped):
-        return unwrapped
-    for value in vars(unwrapped).values():
-        if simulates(value):
-            return value
-    if hasattr(unwrapped, "model") and hasattr(unwrapped, "data"):
-        return unwrapped
-    return None
 
 
 def _dm_control_physics(unwrapped: Any) -> bool:
@@ -298,14 +273,3 @@ def _observes_state_directly(unwrapped: Any, sim: Any) -> bool:
         if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
     return not required
-
-
-def camera_names(sim: Any | None) -> tuple[str, ...]:
-    """The cameras the adapter renders: the model's named cameras in model order, then ``default``;
-    none for an environment without a MuJoCo model the adapter reads (one bound by a scene function)."""
-    if sim is None:
-        return ()
-    model = sim.model
-    named = [model.camera(i).name for i in range(int(model.ncam))]
-    names = [n for n in named if n]
-    return (*names, *(() if DEFAULT_CAMERA in names else (DEFAULT_CAMERA,)))

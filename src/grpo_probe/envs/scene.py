@@ -43,6 +43,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from grpo_probe.render_setup import checked_frame, scene_cameras
+
 __all__ = [
     "SCENE_DOCS",
     "SCENE_FIELD",
@@ -133,13 +135,8 @@ class BoundScene:
                     f"{where}: {type(scene).__name__}.{optional} must be a method, got {member!r}"
                 )
         self._scene = scene
-        self.cameras = _camera_names(getattr(scene, "cameras", ()), f"{where}: {type(scene).__name__}")
+        self.cameras = scene_cameras(scene, f"{where}: {type(scene).__name__}")
         """The cameras the scene draws itself (``render``); none by default."""
-        if self.cameras and not callable(getattr(scene, "render", None)):
-            raise ValueError(
-                f"{where}: {type(scene).__name__} names cameras {list(self.cameras)} but has no "
-                "render(camera, height, width) method to draw them"
-            )
         self.traces_effector = bool(getattr(scene, "traces_effector", False))
         self.offers_perturbation = callable(getattr(scene, "perturb", None))
         self.offers_engagement = callable(getattr(scene, "engaged", None))
@@ -208,26 +205,5 @@ class BoundScene:
             frame = self._scene.render(camera, height, width)
         except Exception as exc:
             raise ValueError(f"{self._where}: {call} failed: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8 or frame.shape != (height, width, 3):
-            found = (
-                f"{frame.dtype} {list(frame.shape)}"
-                if isinstance(frame, np.ndarray)
-                else type(frame).__name__
-            )
-            raise ValueError(
-                f"{self._where}: {call} returned {found}; it must return a numpy uint8 array "
-                f"[{height}, {width}, 3] (RGB)"
-            )
-        return np.ascontiguousarray(frame)
-
-
-def _camera_names(value: Any, where: str) -> tuple[str, ...]:
-    """A scene's ``cameras``: distinct non-empty names, as a tuple; else a ``ValueError`` naming ``where``."""
-    if isinstance(value, str) or not isinstance(value, (tuple, list)):
-        raise ValueError(f"{where}.cameras must be a list of camera names, got {value!r}")
-    names = tuple(value)
-    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
-        raise ValueError(
-            f"{where}.cameras must name distinct cameras by non-empty strings, got {list(names)}"
-        )
-    return names
+        checked: np.ndarray = checked_frame(frame, height, width, f"{self._where}: {call}")
+        return checked

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from grpo_probe.render_setup import select_headless_gl
 from grpo_probe.serve import env_cameras, env_wire, wire
 from grpo_probe.serve.link import LinkServer, serve_until_interrupted
 from grpo_probe.serve.server import parse_address
@@ -53,7 +54,7 @@ __all__ = ["EnvServer", "gymnasium_make", "load_callable", "serve_env", "simulat
 
 log = logging.getLogger(__name__)
 
-env_cameras.select_headless_gl()  # before any factory imports MuJoCo, which reads MUJOCO_GL once
+select_headless_gl()  # before any factory imports MuJoCo, which reads MUJOCO_GL once
 
 
 def load_callable(path: str, what: str) -> Callable[..., Any]:

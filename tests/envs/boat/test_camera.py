@@ -23,7 +23,7 @@ print(env.last_frame.shape, env.last_frame.dtype, int(env.last_frame.std() > 0))
 def _run(gl: str, script: str = _RENDER) -> subprocess.CompletedProcess[str]:
     """``script`` in a fresh interpreter with ``MUJOCO_GL=gl``, as if started from a clean shell.
 
-    Without PYOPENGL_PLATFORM: importing MuJoCo here (egl, from grpo_probe.envs.gl) set it in this
+    Without PYOPENGL_PLATFORM: importing MuJoCo here (egl, from grpo_probe.render_setup) set it in this
     process's environment, and a child that inherits ``egl`` would load PyOpenGL's EGL platform whatever
     ``gl`` says.
     """
