@@ -1,19 +1,23 @@
-"""Policy servers started as processes for the tests: ``grpo-probe serve`` or ``python -m grpo_probe.serve``.
+"""Servers started as processes for the tests: ``grpo-probe serve`` or ``python -m grpo_probe.serve``.
 
-Why a process: a served policy runs in another interpreter; the tests prove the probe's bytes do not
-change across that boundary. The server prints its address (port 0: a free port) once it listens; the
-helper reads that line, so no port is guessed and none is shared between tests.
+Why a process: a served policy or simulator runs in another interpreter; the tests prove the probe's
+bytes do not change across that boundary. The server prints its address (port 0: a free port) once it
+listens; the helper reads that line, so no port is guessed and none is shared between tests. A served
+simulator that cannot live in the probe's environment runs from its own venv (:func:`sim_venv_python`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -142,6 +146,30 @@ def lab_environment(root: Path) -> tuple[Path | None, str]:
     return lab, found
 
 
+SIM_VENV_VARIABLE = "GRPO_PROBE_SIM_VENV"
+"""Set to 1 (as `.ci/run` does) to build the simulators' own venvs and run the tests that serve from them."""
+
+
+def sim_venv_python(simulator: str) -> str:
+    """The python of ``simulator``'s own venv (``tools/make_sim_venv.sh SIMULATOR``: built on first use,
+    then reused from .venvs/), for a module fixture; a skip with the reason unless SIM_VENV_VARIABLE is 1,
+    since the first build downloads the simulator, its MuJoCo and Gymnasium from the package index."""
+    if os.environ.get(SIM_VENV_VARIABLE) != "1":
+        pytest.skip(
+            f"the served-simulator tests run when asked: {SIM_VENV_VARIABLE}=1 (builds {simulator}'s own "
+            f"venv with tools/make_sim_venv.sh {simulator})"
+        )
+    proc = subprocess.run(
+        ["bash", str(REPO / "tools/make_sim_venv.sh"), simulator],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
 @contextlib.contextmanager
 def env_server_process(
     python: str | Path,
@@ -155,8 +183,6 @@ def env_server_process(
     """``python -m grpo_probe.serve env FACTORY`` on ``port`` (0: a free one) by ``python`` (the project's
     or a simulator's own); yields its address and process (a test may kill it), stopped on exit.
     ``extra_path`` goes on the server's ``PYTHONPATH`` (where a scene module of the tests lies)."""
-    import os
-
     env = dict(os.environ)
     if extra_path:
         env["PYTHONPATH"] = os.pathsep.join([*map(str, extra_path), env.get("PYTHONPATH", "")]).rstrip(

@@ -14,18 +14,15 @@ Opt-in (``GRPO_PROBE_SIM_VENV=1``, which `.ci/run` sets): the first build downlo
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from serve_processes import env_server_process
+from serve_processes import env_server_process, sim_venv_python
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 DESIGN = "metaworld_reach_smoke"
 PORT = 18766
 """The design's env.address port."""
@@ -33,20 +30,7 @@ PORT = 18766
 
 @pytest.fixture(scope="module")
 def sim_python() -> str:
-    if os.environ.get("GRPO_PROBE_SIM_VENV") != "1":
-        pytest.skip(
-            "the served-simulator test runs when asked: GRPO_PROBE_SIM_VENV=1 (builds MetaWorld's own venv "
-            "with tools/make_sim_venv.sh metaworld)"
-        )
-    proc = subprocess.run(
-        ["bash", str(REPO / "tools/make_sim_venv.sh"), "metaworld"],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()[-1]
+    return sim_venv_python("metaworld")
 
 
 @pytest.fixture(scope="module")

@@ -15,19 +15,16 @@ and MuJoCo 3.3.0 from the package index (under a minute here); it skips, with th
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from grpo_probe.envs.served import ServedEnvError, served_env, served_env_config
-from serve_processes import env_server_process
+from serve_processes import env_server_process, sim_venv_python
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 FACTORY = "grpo_probe.serve.aloha_env:make"
 SCENE = "grpo_probe.serve.aloha_env:scene"
 INSERTION = "gym_aloha/AlohaInsertion-v0"
@@ -48,20 +45,7 @@ CAMERAS = (
 
 @pytest.fixture(scope="module")
 def aloha_python() -> str:
-    if os.environ.get("GRPO_PROBE_SIM_VENV") != "1":
-        pytest.skip(
-            "the served-simulator tests run when asked: GRPO_PROBE_SIM_VENV=1 (builds gym-aloha's own venv "
-            "with tools/make_sim_venv.sh aloha)"
-        )
-    proc = subprocess.run(
-        ["bash", str(REPO / "tools/make_sim_venv.sh"), "aloha"],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.strip().splitlines()[-1]
+    return sim_venv_python("aloha")
 
 
 @pytest.fixture(scope="module")
