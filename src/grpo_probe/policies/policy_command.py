@@ -153,7 +153,6 @@ def _serve(args: argparse.Namespace) -> int:
     from grpo_probe.policies.protocol import RowKey
     from grpo_probe.sampling import SamplingMode
     from grpo_probe.serve import parse_address, serve_policy
-    from grpo_probe.user_code import tree_sha256
 
     parse_address(args.address)  # a wrong address fails before the checkpoint loads
     if not Path(args.checkpoint).exists():
@@ -164,6 +163,8 @@ def _serve(args: argparse.Namespace) -> int:
     source = PolicySource(
         checkpoint=args.checkpoint, factory=args.adapter, device=args.device, row_block=args.row_block
     )
-    metadata = {"checkpoint": str(args.checkpoint), "checkpoint_sha256": tree_sha256(args.checkpoint)}
-    serve_policy(source.build(), args.address, metadata=metadata, row_key=RowKey, sampling_mode=SamplingMode)
+    # the hello declares the checkpoint and its sha256, which the arm's binding records
+    serve_policy(
+        source.build(), args.address, checkpoint=args.checkpoint, row_key=RowKey, sampling_mode=SamplingMode
+    )
     return 0
