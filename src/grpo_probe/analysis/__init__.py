@@ -1,5 +1,10 @@
-"""The probe's analysis: group statistics, the anchor join, guard trips, AR entropy, the registered
-decision rule, and decision.md / decision.json with their figures.
+"""The probe's analysis, in four rooms, each importing only the rooms below it (import-linter contract
+``analysis-rooms`` in pyproject.toml):
+
+- :mod:`~grpo_probe.analysis.page`: decision.json and decision.md, their figures and template;
+- :mod:`~grpo_probe.analysis.error_rates`: how often a go is wrong, at the measured levels and at the bar;
+- :mod:`~grpo_probe.analysis.rule`: the registered rule's verdict on each cell, its stability and versions;
+- :mod:`~grpo_probe.analysis.cells`: one cell's tables to its reads.
 
 The entry point is :func:`grpo_probe.analysis.page.report.build_decision`, on the typed registered design
 (:class:`grpo_probe.prereg.Prereg`). It is loaded on first use, so importing this package does not
