@@ -6,7 +6,7 @@ Run by hand (a few minutes a variant on 2 cores; not in CI), after the design ra
         [--confidence 0.95,0.98,0.99] [--split none,bonferroni] [--simulations 1000]
 
 For each variant of ``analysis.bootstrap`` (its confidence and split) the run's own tables are analysed
-again (:func:`grpo_probe.analysis.report.decision_record`, in a temporary folder: nothing under results/
+again (:func:`grpo_probe.analysis.page.report.decision_record`, in a temporary folder: nothing under results/
 is written) and the table prints the outcome, the design's false go at the bar with normal chaos and
 with chaos resampled from the run's residuals, under pure chaos, and the go and arm rates at the
 measured levels. It is how a design's registered confidence is sized for its false-go target, and how
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grpo_probe.analysis.report import decision_record
+from grpo_probe.analysis.page.report import decision_record
 from grpo_probe.prereg import load_prereg
 
 REPO = Path(__file__).resolve().parents[1]

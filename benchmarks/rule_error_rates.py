@@ -13,7 +13,7 @@ For one flow cell of the default design (its registered bootstrap, 2000 resample
 
 each at a true chaos share of 1 (pure chaos), 0.6, 0.5 (the bar) and 0.43 (the default's flow cells'
 earlier read), chaos std ``--chaos-std`` cm. Every rate is the share of simulated runs
-(:mod:`grpo_probe.analysis.operating`) in which the criterion passes.
+(:mod:`grpo_probe.analysis.error_rates.operating`) in which the criterion passes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import argparse
 import math
 from pathlib import Path
 
-from grpo_probe.analysis.operating import CellSize, Levels, Rate, simulate_cell
+from grpo_probe.analysis.error_rates.operating import CellSize, Levels, Rate, simulate_cell
 from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.rule import DecisionRule, OperatingSpec
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.headline import BLOCKS, render_blocks
+from grpo_probe.analysis.page.headline import BLOCKS, render_blocks
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "docs" / "reference" / "grpo_signal_probe.decision.json"

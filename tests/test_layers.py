@@ -45,7 +45,7 @@ def test_loading_a_policy_for_inference_does_not_import_the_trainer(statement: s
     "statement",
     [
         "from grpo_probe.rollout import merge_shards, read_rollout_table",
-        "import grpo_probe.analysis.report",
+        "import grpo_probe.analysis.page.report",
         "from grpo_probe.rollout.replay import read_replay_table",
     ],
 )

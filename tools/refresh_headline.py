@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from grpo_probe.analysis.headline import refresh
+from grpo_probe.analysis.page.headline import refresh
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "docs" / "reference" / "grpo_signal_probe.decision.json"

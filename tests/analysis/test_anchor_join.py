@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_probe.analysis.anchor_join import check_seeds_match, join_seeds, summarize_join
-from grpo_probe.analysis.entropy import entropy_summary
-from grpo_probe.analysis.guards import guard_rates
-from grpo_probe.analysis.tables import read_anchor_table, read_probe_table, read_rollout_table
+from grpo_probe.analysis.cells.anchor_join import check_seeds_match, join_seeds, summarize_join
+from grpo_probe.analysis.cells.entropy import entropy_summary
+from grpo_probe.analysis.cells.guards import guard_rates
+from grpo_probe.analysis.cells.tables import read_anchor_table, read_probe_table, read_rollout_table
 from grpo_probe.envs.boat.spec import boat_spec
 
 from .rollout_factory import anchor_rows, as_prereg, probe_rows, rollout_row, write_table

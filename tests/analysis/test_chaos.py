@@ -20,7 +20,7 @@ import pytest
 
 from envs import chaos_envs
 from envs.user_envs import factory_name, make_noise_policy
-from grpo_probe.analysis.chaos import (
+from grpo_probe.analysis.cells.chaos import (
     ChaosColumns,
     ChaosSummary,
     SeedChaos,
@@ -28,7 +28,7 @@ from grpo_probe.analysis.chaos import (
     seed_chaos,
     summarize_chaos,
 )
-from grpo_probe.analysis.tables import RolloutTable, read_rollout_table
+from grpo_probe.analysis.cells.tables import RolloutTable, read_rollout_table
 from grpo_probe.envs.registry import env_config, env_spec
 from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.prereg import load_prereg

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_probe.analysis.joined import JOIN_SCHEMA, join_cell, joined_table, read_joined_table
-from grpo_probe.analysis.report import build_decision
-from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
+from grpo_probe.analysis.cells.joined import JOIN_SCHEMA, join_cell, joined_table, read_joined_table
+from grpo_probe.analysis.cells.tables import read_anchor_table, read_probe_table
+from grpo_probe.analysis.page.report import build_decision
 
 from .versions_case import SEEDS, versioned_design, write_tables
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grpo_probe.analysis.decision_rule import condition_text, evaluate_rule
-from grpo_probe.analysis.glossary import number
+from grpo_probe.analysis.rule.decision_rule import condition_text, evaluate_rule
+from grpo_probe.analysis.rule.glossary import number
 
 from .rollout_factory import as_prereg
 

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import yaml
 
-from grpo_probe.analysis.bootstrap import bootstrap_generator
-from grpo_probe.analysis.chaos import ChaosColumns, chaos_estimate, seed_chaos
-from grpo_probe.analysis.decision_rule import evaluate_rule
-from grpo_probe.analysis.operating import (
+from grpo_probe.analysis.cells.bootstrap import bootstrap_generator
+from grpo_probe.analysis.cells.chaos import ChaosColumns, chaos_estimate, seed_chaos
+from grpo_probe.analysis.cells.seed_columns import SeedColumns
+from grpo_probe.analysis.error_rates.operating import (
     CellSize,
     Levels,
     Rate,
@@ -29,8 +29,8 @@ from grpo_probe.analysis.operating import (
     simulate_cell,
     wilson_interval,
 )
-from grpo_probe.analysis.seed_columns import SeedColumns
-from grpo_probe.analysis.stability import resampled_bounds
+from grpo_probe.analysis.rule.decision_rule import evaluate_rule
+from grpo_probe.analysis.rule.stability import resampled_bounds
 from grpo_probe.envs.planes import make_luck_plane
 from grpo_probe.prereg import AnalysisNumbers, load_prereg
 from grpo_probe.prereg.rule import DecisionRule, OperatingSpec, parse_analysis_sections

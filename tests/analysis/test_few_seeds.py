@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.report import build_decision
-from grpo_probe.analysis.stability import MIN_RESAMPLED_SEEDS, too_few_seeds
+from grpo_probe.analysis.page.report import build_decision
+from grpo_probe.analysis.rule.stability import MIN_RESAMPLED_SEEDS, too_few_seeds
 
 from . import versions_case
 from .versions_case import versioned_design, write_tables

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.page import VALIDATION_PAGE, render_decision_md
+from grpo_probe.analysis.page.decision_md import VALIDATION_PAGE, render_decision_md
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "grpo_signal_probe.decision.json"
 

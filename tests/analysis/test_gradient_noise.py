@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_probe.analysis.gradient_noise import (
+from grpo_probe.analysis.cells.gradient_noise import (
     GRADIENT_FORMAT,
     GradientColumns,
     gradient_record,
@@ -23,9 +23,9 @@ from grpo_probe.analysis.gradient_noise import (
     noise_scale,
     read_gradient_file,
 )
-from grpo_probe.analysis.gradient_page import gradient_section
-from grpo_probe.analysis.reads import cell_read_names, cell_reads, read_rows
-from grpo_probe.analysis.seed_columns import SeedColumns
+from grpo_probe.analysis.cells.reads import cell_read_names, cell_reads, read_rows
+from grpo_probe.analysis.cells.seed_columns import SeedColumns
+from grpo_probe.analysis.page.gradient_page import gradient_section
 from grpo_probe.phase2 import gradients as phase2_gradients
 from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.rule import AnalysisNumbers

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from grpo_probe.analysis.bootstrap import bootstrap_generator, percentile_bootstrap
-from grpo_probe.analysis.group_stats import median_seed, seed_groups, summarize_groups, within_group_std
-from grpo_probe.analysis.tables import read_probe_table
+from grpo_probe.analysis.cells.bootstrap import bootstrap_generator, percentile_bootstrap
+from grpo_probe.analysis.cells.group_stats import median_seed, seed_groups, summarize_groups, within_group_std
+from grpo_probe.analysis.cells.tables import read_probe_table
 
 from .rollout_factory import as_prereg, probe_rows, write_table
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from grpo_probe.analysis.glossary import glossary
-from grpo_probe.analysis.guards import guard_rates
-from grpo_probe.analysis.reads import read_rows
-from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
+from grpo_probe.analysis.cells.guards import guard_rates
+from grpo_probe.analysis.cells.reads import read_rows
+from grpo_probe.analysis.cells.tables import read_anchor_table, read_probe_table
+from grpo_probe.analysis.rule.glossary import glossary
 from grpo_probe.envs.boat.spec import boat_spec
 from grpo_probe.envs.protocol import EnvSpec, Guard
 from grpo_probe.phase2.reward import guard_trips, shaped_rewards

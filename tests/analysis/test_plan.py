@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from grpo_probe.analysis.plan import plan_options, plan_text, recommended
+from grpo_probe.analysis.error_rates.plan import plan_options, plan_text, recommended
 from grpo_probe.cli import main
 from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.rule import OperatingSpec

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import yaml
 
-from grpo_probe.analysis import reads as analysis_reads
-from grpo_probe.analysis.decision_rule import evaluate_rule, read_words
-from grpo_probe.analysis.reads import cell_reads, compute_reads, read_rows
-from grpo_probe.analysis.seed_columns import SeedColumns
-from grpo_probe.analysis.stability import resample_indices, stability
+from grpo_probe.analysis.cells import reads as analysis_reads
+from grpo_probe.analysis.cells.reads import cell_reads, compute_reads, read_rows
+from grpo_probe.analysis.cells.seed_columns import SeedColumns
+from grpo_probe.analysis.rule.decision_rule import evaluate_rule, read_words
+from grpo_probe.analysis.rule.stability import resample_indices, stability
 from grpo_probe.prereg import load_prereg, vocabulary
 from grpo_probe.prereg.rule import parse_analysis_sections
 from grpo_probe.prereg.vocabulary import ReadSpec
@@ -93,7 +93,7 @@ def test_a_read_declared_without_a_statistic_is_refused_when_the_analysis_loads(
     code = (
         "from grpo_probe.prereg import vocabulary as v\n"
         "v.READS = (*v.READS, v.ReadSpec('orphan_cm', 'orphan', 'orphan (cm)', 'cm'))\n"
-        "import grpo_probe.analysis.reads\n"
+        "import grpo_probe.analysis.cells.reads\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode != 0

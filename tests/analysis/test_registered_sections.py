@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.reads import READ_NAMES, STATISTICS
+from grpo_probe.analysis.cells.reads import READ_NAMES, STATISTICS
 from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.rule import analysis_schema
 from grpo_probe.prereg.vocabulary import READS

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_probe.analysis.glossary import number
-from grpo_probe.analysis.report import build_decision, reads_tsv_text
+from grpo_probe.analysis.page.report import build_decision, reads_tsv_text
+from grpo_probe.analysis.rule.glossary import number
 from grpo_probe.envs.episode_table import EPISODE_SCHEMA
 from grpo_probe.rollout.replay import replay_schema
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.glossary import number
-from grpo_probe.analysis.reads import read_rows
-from grpo_probe.analysis.report import build_decision, decision_record
+from grpo_probe.analysis.cells.reads import read_rows
+from grpo_probe.analysis.page.report import build_decision, decision_record
+from grpo_probe.analysis.rule.glossary import number
 from grpo_probe.envs.boat.spec import boat_spec
 
 from .rollout_factory import anchor_rows, as_prereg, probe_rows, write_table

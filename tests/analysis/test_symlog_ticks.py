@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from grpo_probe.analysis.figure_canvas import symlog_axis
+from grpo_probe.analysis.page.figure_canvas import symlog_axis
 
 
 @pytest.mark.parametrize(

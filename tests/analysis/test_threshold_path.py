@@ -25,9 +25,9 @@ a relative threshold scales."""
 THE_PATH = {
     "prereg/rule.py": "parsed into a Condition; compared, recorded and printed by it",
     "prereg/cross_field.py": "a relative threshold's read checked against the vocabulary",
-    "analysis/decision_rule.py": "the verdict on one cell and its words",
-    "analysis/nulls.py": "the null scenario placed at the threshold",
-    "analysis/summary_figures.py": "the rule figure's threshold line",
+    "analysis/rule/decision_rule.py": "the verdict on one cell and its words",
+    "analysis/error_rates/nulls.py": "the null scenario placed at the threshold",
+    "analysis/page/summary_figures.py": "the rule figure's threshold line",
 }
 """Each module that reads a rule's threshold, and why it must (docs/layout.md lists the same five)."""
 

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from grpo_probe.analysis.chaos import ChaosColumns, chaos_statistics, seed_chaos
-from grpo_probe.analysis.variance_components import pooled_components, seed_sums
+from grpo_probe.analysis.cells.chaos import ChaosColumns, chaos_statistics, seed_chaos
+from grpo_probe.analysis.cells.variance_components import pooled_components, seed_sums
 
 
 def test_one_seed_by_hand() -> None:

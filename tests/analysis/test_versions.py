@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_probe.analysis.decision_rule import evaluate_rule
-from grpo_probe.analysis.joined import join_cell
-from grpo_probe.analysis.reads import compute_reads
-from grpo_probe.analysis.report import build_decision
-from grpo_probe.analysis.seed_columns import seed_columns
-from grpo_probe.analysis.stability import KINDS, resampled_outcomes
-from grpo_probe.analysis.tables import read_anchor_table, read_probe_table
+from grpo_probe.analysis.cells.joined import join_cell
+from grpo_probe.analysis.cells.reads import compute_reads
+from grpo_probe.analysis.cells.seed_columns import seed_columns
+from grpo_probe.analysis.cells.tables import read_anchor_table, read_probe_table
+from grpo_probe.analysis.page.report import build_decision
+from grpo_probe.analysis.rule.decision_rule import evaluate_rule
+from grpo_probe.analysis.rule.stability import KINDS, resampled_outcomes
 from grpo_probe.prereg.canonical import read_yaml
 
 from .versions_case import REPO, SEEDS, before_replays, versioned_design, write_tables

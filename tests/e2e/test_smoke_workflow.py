@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.glossary import number
+from grpo_probe.analysis.rule.glossary import number
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

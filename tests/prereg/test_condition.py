@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from grpo_probe.analysis.glossary import number
+from grpo_probe.analysis.rule.glossary import number
 from grpo_probe.prereg.rule import Condition, DecisionRule, ReadRef
 
 ABSOLUTE = Condition("chaos_share.upper", "<=", 0.5, "registered value")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from grpo_probe.analysis.operating import wilson_interval
+from grpo_probe.analysis.error_rates.operating import wilson_interval
 from grpo_probe.study.classify import classification
 from grpo_probe.study.reliability import gain_reliability
 

@@ -1,7 +1,7 @@
 # Config and prereg loading, validation, and the named helpers every rule uses.
 import sys
 
-from grpo_probe.analysis.figure_names import figure_files
+from grpo_probe.analysis.page.figure_names import figure_files
 from grpo_probe.envs.served import SERVED_FACTORY
 from grpo_probe.envs.served_record import RECORD_NAME
 from grpo_probe.prereg import arm_bindings, split_seeds

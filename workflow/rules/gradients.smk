@@ -1,7 +1,7 @@
 # The gradient reads (a design with `analysis.gradient_reads: true`): per cell, the probe's episodes run
 # again with the recording policy (checked against the probe shards bit for bit), and each episode's GRPO
 # gradient A_e grad log pi(actions_e | obs_e) is sketched to a few thousand coordinates; the decision
-# reads the Gram matrix (grpo_probe.phase2.gradients, grpo_probe.analysis.gradient_noise). A design that
+# reads the Gram matrix (grpo_probe.phase2.gradients, grpo_probe.analysis.cells.gradient_noise). A design that
 # does not register them has no gradients job, and its decision reads nothing from here (the helpers,
 # GRADIENT_CELLS and decision_gradient_files, are in common.smk).
 rule gradients:

@@ -1,6 +1,6 @@
 """``grpo-probe decide``: decision.md, decision.json and the figures from probe and anchor tables, by hand.
 
-The workflow's decision rule calls :func:`grpo_probe.analysis.report.build_decision` directly; this
+The workflow's decision rule calls :func:`grpo_probe.analysis.page.report.build_decision` directly; this
 command is the same call for a researcher with tables on disk. The prereg must match its lock.
 """
 
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_decide(args: argparse.Namespace) -> int:
-    from grpo_probe.analysis.report import build_decision
+    from grpo_probe.analysis.page.report import build_decision
     from grpo_probe.prereg.design import load_prereg
     from grpo_probe.provenance.manifest import file_sha256
 

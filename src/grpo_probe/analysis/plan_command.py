@@ -51,7 +51,7 @@ def run_plan(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from grpo_probe.analysis.plan import (
+    from grpo_probe.analysis.error_rates.plan import (
         DEFAULT_REPLAYS,
         DEFAULT_SEEDS,
         cpu_per_episode,

@@ -1,6 +1,6 @@
 """Per-episode GRPO policy gradients of a probe cell, for the gradient reads.
 
-Why here: the gradient reads (:mod:`grpo_probe.analysis.gradient_noise`) ask how many episodes a GRPO
+Why here: the gradient reads (:mod:`grpo_probe.analysis.cells.gradient_noise`) ask how many episodes a GRPO
 step needs before it points the same way twice, so the gradient must be the one phase 2 would take:
 each episode's contribution ``g_e = A_e grad_theta log pi_theta(actions_e | obs_e)``, with
 
@@ -72,8 +72,8 @@ __all__ = [
 ]
 
 GRADIENT_FORMAT = "grpo-probe gradients 1"
-"""The file's ``format``, which :func:`grpo_probe.analysis.gradient_noise.read_gradient_file` checks (the
-analysis reads the file without importing this module, a sibling layer)."""
+"""The file's ``format``, which :func:`grpo_probe.analysis.cells.gradient_noise.read_gradient_file`
+checks (the analysis reads the file without importing this module, a sibling layer)."""
 
 SKETCH_DIMS = 4096
 """Coordinates of the CountSketch every gradient is mapped to."""

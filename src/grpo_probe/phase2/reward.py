@@ -60,7 +60,7 @@ def guard_trips(
     ``columns``: episode-table columns (name -> one value per episode), at least each guard's
     ``column``; ``analysis``: the registered analysis numbers a guard's threshold may name
     (``swat_speed_m_s``, ``away_tail_cm``). The same rule the probe's analysis counts trips by
-    (:func:`grpo_probe.analysis.guards.guard_trips`).
+    (:func:`grpo_probe.analysis.cells.guards.guard_trips`).
     """
     return {guard.name: guard.trips(np.asarray(columns[guard.column]), analysis) for guard in guards}
 

@@ -77,7 +77,7 @@ class BootstrapSpec:
     so each end of a cell's interval misses with probability (1 - c) / (2m) and the design's any-cell
     false go stays at or below (1 - c) / 2 by the union bound, where the bootstrap's coverage is nominal.
     Where it is not (15 seeds, heavy-tailed chaos), the operating simulation measures the design's rate
-    at the boundary (:mod:`grpo_probe.analysis.operating`), and the page prints it.
+    at the boundary (:mod:`grpo_probe.analysis.error_rates.operating`), and the page prints it.
     """
 
     resamples: int

@@ -4,7 +4,8 @@ Why one declaration: a read is named by the registered rule, validated by the de
 decision.md's reads table and clauses, stored in decision.json and recomputed on every resample of the
 seeds. Each of those reads this list (the schema's enums are filled from it when the schema loads,
 :func:`grpo_probe.prereg.schema.load_prereg_schema`), and the analysis computes each read with the one
-statistic registered under its name (:data:`grpo_probe.analysis.reads.STATISTICS`, which refuses at import
+statistic registered under its name (:data:`grpo_probe.analysis.cells.reads.STATISTICS`, which refuses at
+import
 a declared read it has no statistic for, or a statistic no read declares). A new read is its declaration
 here and its statistic there, and its test.
 

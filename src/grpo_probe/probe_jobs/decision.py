@@ -37,11 +37,11 @@ def join(
     """Merge a cell's shards, then put each seed's group statistics next to its anchor row.
 
     The joined table is where the per-seed statistics decision.md reports are computed; the decision
-    step reads them from it (:func:`grpo_probe.analysis.joined.read_joined_table`).
+    step reads them from it (:func:`grpo_probe.analysis.cells.joined.read_joined_table`).
     """
     # Local: the analysis tables load pyarrow.compute (about 35 ms), which only this job needs.
-    from grpo_probe.analysis.joined import JOIN_SCHEMA, join_cell, joined_table
-    from grpo_probe.analysis.tables import read_rollout_table as read_analysed
+    from grpo_probe.analysis.cells.joined import JOIN_SCHEMA, join_cell, joined_table
+    from grpo_probe.analysis.cells.tables import read_rollout_table as read_analysed
 
     prereg = load_prereg(prereg_path)
     merge_shards(list(shards), cell_table)
@@ -74,12 +74,12 @@ def decision(
     The per-seed group statistics are read from ``join_tables`` (the join rule's output), not recomputed;
     the cell tables give the guard trips, the AR entropy and the figures. The provenance footer lists
     every file the decision read (cell, join and anchor tables, the prereg and its lock) with its sha256.
-    ``figures``: the figure files the workflow declared (:func:`grpo_probe.analysis.figure_names.
+    ``figures``: the figure files the workflow declared (:func:`grpo_probe.analysis.page.figure_names.
     figure_files`); the job clears any other figure from ``figures_dir`` first and checks that it drew
     exactly these, so the DAG knows every file the job writes.
     """
     # Local: the report loads matplotlib and jinja2 (about 0.4 s), which only the decision jobs need.
-    from grpo_probe.analysis.report import decision_record, reads_tsv_text, write_decision
+    from grpo_probe.analysis.page.report import decision_record, reads_tsv_text, write_decision
 
     prereg = load_prereg(prereg_path)
     declared = None if figures is None else {Path(p).resolve() for p in figures}
@@ -125,7 +125,7 @@ def decision(
         extra = sorted(str(p) for p in drawn if p.resolve() not in declared)
         raise ValueError(
             f"{figures_dir}: the figures drawn are not those the workflow declared (declared, not drawn: "
-            f"{missing}; drawn, not declared: {extra}); grpo_probe.analysis.figure_names.figure_files "
+            f"{missing}; drawn, not declared: {extra}); grpo_probe.analysis.page.figure_names.figure_files "
             "names every figure a design has"
         )
     write_design_manifest(prereg, manifest, "decision", [*outputs, *drawn], upstream)
@@ -213,8 +213,8 @@ def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out
     of that chain. A record of another design than the configured prereg is refused.
     """
     # Local: the report loads matplotlib and jinja2 (about 0.4 s), which only the decision jobs need.
-    from grpo_probe.analysis.page import VALIDATION_PAGE
-    from grpo_probe.analysis.report import write_decision
+    from grpo_probe.analysis.page.decision_md import VALIDATION_PAGE
+    from grpo_probe.analysis.page.report import write_decision
 
     prereg = load_prereg(prereg_path)
     source = Path(record)

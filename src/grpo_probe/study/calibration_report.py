@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from matplotlib.figure import Figure
 
-from grpo_probe.analysis.figure_canvas import png_bytes
+from grpo_probe.analysis.page.figure_canvas import png_bytes
 from grpo_probe.atomic_io import atomic_path, atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_probe.study.calibration import Calibration
 from grpo_probe.study.calibration_rule import CandidateVerdict, HeadChoice, choose, judge

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import fisher_exact
 
-from grpo_probe.analysis.operating import wilson_interval
+from grpo_probe.analysis.error_rates.operating import wilson_interval
 
 __all__ = ["Classification", "classification"]
 

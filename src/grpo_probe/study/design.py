@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.analysis.reads import READ_NAMES
+from grpo_probe.analysis.cells.reads import READ_NAMES
 from grpo_probe.atomic_io import atomic_write_json
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml

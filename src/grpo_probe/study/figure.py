@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy.stats import rankdata
 
-from grpo_probe.analysis.figure_canvas import png_bytes, symlog_axis, symlog_note
+from grpo_probe.analysis.page.figure_canvas import png_bytes, symlog_axis, symlog_note
 from grpo_probe.study.design import Study
 from grpo_probe.study.inference import StudyInference, counted
 from grpo_probe.study.rows import ArmRow

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grpo_probe.analysis.operating import wilson_interval
+from grpo_probe.analysis.error_rates.operating import wilson_interval
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.study.nested import nested_rank_correlation
 
