@@ -1,10 +1,10 @@
 """One candidate of the pilot calibration, run end to end: its learning curve and its held-out gains.
 
-A candidate (one design's competent arm at one learning rate) is trained by the pilot's own loop
-(:func:`grpo_probe.phase2.trainer.train_loop`: keyed rollouts, the log-prob replay oracle before every
-update, the registered loss and estimator), from the arm's checkpoint, in a work folder that is removed
-afterwards. What is kept is one JSON record per candidate, a pure function of the calibration, the
-candidate and the checkpoint (no clock, no path), so a rerun writes the same bytes:
+A candidate (one design's competent arm at one learning rate) is trained by the pilot's own stage
+function (:func:`grpo_probe.phase2.stage.train_stage`, replicate 0: keyed rollouts, the log-prob replay
+oracle before every update, the registered loss and estimator), from the arm's checkpoint, in a work
+folder that is removed afterwards. What is kept is one JSON record per candidate, a pure function of the
+calibration, the candidate and the checkpoint (no clock, no path), so a rerun writes the same bytes:
 
 - per iteration: the training reward under the sampler (the iteration's mean registered reward over
   seeds_per_iteration x K episodes, the policy before that iteration's update), the update's clip
@@ -203,9 +203,6 @@ def run_candidate(
 ) -> dict[str, Any]:
     """Train ``candidate`` from ``checkpoint`` (work files under ``work``, removed at the end), score it
     held-out, and write its record to ``out`` (JSON); returns the record."""
-    design, arm = candidate.design, candidate.arm
-    phase2 = design.phase2
-    assert phase2 is not None
     initial = Path(checkpoint)
     batches: dict[int, tuple[RolloutBatch, Any]] = {}
     kls: dict[int, float] = {}
@@ -221,7 +218,9 @@ def run_candidate(
         kls[iteration] = _update_kl(policy, batch, chains)
 
     with work_folder(work) as files:
-        rows = train_stage(design, arm, initial, files, on_batch=stash, on_iteration=update_kl)
+        rows = train_stage(
+            candidate.design, candidate.arm, initial, files, on_batch=stash, on_iteration=update_kl
+        )
         record = _record(calibration, candidate, initial, files, rows, kls)
         atomic_write_json(out, record)
     return record
