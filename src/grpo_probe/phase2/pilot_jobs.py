@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.atomic_io import atomic_write_json
-from grpo_probe.phase2.gate import (
-    Phase2Plan,
-    apply_guard_checks,
-    plan_from_decision,
-    read_plan,
-    write_plan,
+from grpo_probe.phase2.gate import apply_guard_checks, plan_from_decision, write_plan
+from grpo_probe.phase2.stage_inputs import (
+    design_and_plan,
+    initial_checkpoint,
+    load_stage,
+    registered_phase2,
+    stage_inputs,
 )
 from grpo_probe.prereg import Prereg, load_prereg
-from grpo_probe.prereg.phase2 import Phase2
 from grpo_probe.provenance import write_design_manifest
 
 __all__ = [
@@ -40,83 +40,6 @@ __all__ = [
 
 PathLike = str | os.PathLike[str]
 
-OWN_CHECKPOINT_FACTORIES = (None, "grpo_probe.policies.checkpoint:load_policy")
-"""Bindings phase 2 can train: this package's checkpoint format (a user adapter's weights it cannot see)."""
-
-
-def _design_and_plan(prereg_path: PathLike, plan_json: PathLike) -> tuple[Prereg, Phase2Plan]:
-    """The prereg and the plan; the plan must be this design's (written for its sha256)."""
-    prereg = load_prereg(prereg_path)
-    plan = read_plan(plan_json)
-    if plan.prereg_sha256 != prereg.sha256:
-        raise ValueError(
-            f"{plan_json}: written for prereg sha256 {plan.prereg_sha256}, "
-            f"but {prereg.path} is {prereg.sha256}"
-        )
-    return prereg, plan
-
-
-def _load(prereg_path: PathLike, plan_json: PathLike, arm: str) -> tuple[Prereg, Phase2Plan]:
-    """The prereg and the plan; the plan must be this design's and must train ``arm``."""
-    prereg, plan = _design_and_plan(prereg_path, plan_json)
-    plan.stage(arm)
-    return prereg, plan
-
-
-def _registered(prereg: Prereg) -> Phase2:
-    """The design's phase2 section (a plan with stages exists only for a design that registers one)."""
-    if prereg.phase2 is None:
-        raise ValueError(f"{prereg.path}: the design registers no phase2 section")
-    return prereg.phase2
-
-
-def _initial_checkpoint(source: PathLike, checkpoint: PathLike, arm: str) -> str:
-    """theta_0: the checkpoint the arm is bound to, which phase 2 must be able to train.
-
-    ``checkpoint`` is the file the rule declares (so Snakemake stages it); ``source`` is the arm's binding,
-    which must name that same file. An arm bound through a user's adapter is refused by what its policy
-    declares (the capabilities its source.json records, :func:`_capability_refusal`) before any phase-2
-    episode runs.
-    """
-    recipe = json.loads(Path(source).read_text())
-    if recipe.get("address"):
-        from grpo_probe.policies.check import served_refusal
-
-        raise ValueError(f"{source}: {served_refusal(arm, recipe['address'])}; phase 2 does not start")
-    if recipe.get("factory") not in OWN_CHECKPOINT_FACTORIES:
-        raise ValueError(_capability_refusal(source, recipe, arm))
-    if not recipe.get("checkpoint"):
-        raise ValueError(f"{source}: arm {arm!r} records no checkpoint for phase 2 to start from")
-    if Path(recipe["checkpoint"]).resolve() != Path(checkpoint).resolve():
-        raise ValueError(
-            f"{source}: arm {arm!r} is bound to {recipe['checkpoint']}, but the rule declares {checkpoint}"
-        )
-    return str(checkpoint)
-
-
-def _capability_refusal(source: PathLike, recipe: dict[str, Any], arm: str) -> str:
-    """Why phase 2 cannot train an arm bound through a user's adapter, in the words the binding step
-    printed (:func:`grpo_probe.policies.check.phase2_refusal`): the trainable parameters and log-probs
-    its policy lacks, or, for one that declares both, the checkpoint format phase 2's trainer reads."""
-    from grpo_probe.policies.check import phase2_refusal
-    from grpo_probe.policies.protocol import LOGPROBS_OF_HEAD, PolicyCapabilities
-
-    declared = recipe.get("capabilities")
-    capabilities = (
-        None if declared is None else PolicyCapabilities.from_dict(declared, f"{source}: capabilities")
-    )
-    head = recipe.get("head") or (capabilities.head if capabilities is not None else None)
-    factory = recipe.get("factory")
-    if head not in LOGPROBS_OF_HEAD:
-        return (
-            f"{source}: arm {arm!r} is bound through adapter {factory!r}, and its binding records neither "
-            "the policy's head nor its capabilities; phase 2 trains only checkpoints in grpo-probe's own "
-            "format (bind the arm again, or with source: reference or load_policy)"
-        )
-    policy = recipe.get("policy") or "a policy whose class the binding does not record"
-    refusal = phase2_refusal(arm, head, factory, policy, capabilities)
-    return f"{source}: {refusal}; phase 2 does not start"
-
 
 def _check_penalties(prereg: Prereg) -> None:
     """Every registered penalty names a guard the environment declares, or nothing is trained.
@@ -128,7 +51,7 @@ def _check_penalties(prereg: Prereg) -> None:
     from grpo_probe.prereg import PreregError
     from grpo_probe.prereg.phase2 import penalty_problems
 
-    phase2 = _registered(prereg)
+    phase2 = registered_phase2(prereg)
     problems = penalty_problems(phase2.penalties, env_spec(prereg.env))
     if problems:
         raise PreregError("\n".join(f"{prereg.path}: {p}" for p in problems))
@@ -195,20 +118,17 @@ def phase2_rollouts(
     run, and a job of its own would spend as long again starting up (importing torch alone is about
     2 CPU-s). One manifest lists the table and the report.
     """
-    from grpo_probe.phase2.pilot_choices import check_pilot_choices
     from grpo_probe.phase2.recompute import load_head_model
     from grpo_probe.phase2.recompute_oracle import check_recompute, recompute_batch
     from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteration_table
     from grpo_probe.phase2.trainer import deterministic_torch
 
-    prereg, _ = _load(prereg_path, plan_json, arm)
-    phase2 = _registered(prereg)
-    check_pilot_choices(prereg)
-    initial = _initial_checkpoint(source, checkpoint, arm)
-    write_iteration_table(run_iteration(prereg, arm, initial, 0, workers=workers), table)
+    stage = stage_inputs(prereg_path, plan_json, arm, source, checkpoint)
+    prereg = stage.prereg
+    write_iteration_table(run_iteration(prereg, arm, stage.initial, 0, workers=workers), table)
     with deterministic_torch():
-        policy = load_head_model(initial, trainable=False)
-        recipe = phase2.recipe(policy.head)
+        policy = load_head_model(str(stage.initial), trainable=False)
+        recipe = stage.phase2.recipe(policy.head)
         result = recompute_batch(policy, read_batch(table, prereg.run_key), recipe.replay_atol)
     _log(
         f"replay oracle ({arm}): {result.entries} log-probs of {result.replans} replans, max |diff| "
@@ -240,45 +160,14 @@ def phase2_train(
     to iteration k-1's; the stage's manifest closes the chain. Rollouts and updates run on the CPU (see
     :func:`phase2_rollouts`).
     """
-    from grpo_probe.envs.episode_table import write_episode_table
-    from grpo_probe.envs.registry import env_spec
     from grpo_probe.phase2.paths import StagePaths
-    from grpo_probe.phase2.pilot_choices import check_pilot_choices
-    from grpo_probe.phase2.recompute import load_head_model
-    from grpo_probe.phase2.rollouts import (
-        prereg_rollout_schema,
-        read_batch,
-        read_iteration_table,
-        run_iteration,
-        write_iteration_table,
-    )
-    from grpo_probe.phase2.trainer import IterationOutput, deterministic_torch, metrics_table, train_loop
-    from grpo_probe.rollout import RolloutPool, worker_count
+    from grpo_probe.phase2.stage import train_stage, write_stage_metrics
 
-    prereg, _ = _load(prereg_path, plan_json, arm)
-    phase2 = _registered(prereg)
-    check_pilot_choices(prereg)
-    guards = env_spec(prereg.env).guards
-    schema = prereg_rollout_schema(prereg)
+    stage = stage_inputs(prereg_path, plan_json, arm, source, checkpoint)
+    prereg, phase2 = stage.prereg, stage.phase2
     paths = StagePaths(str(Path(plan_json).parent), arm, phase2.iterations)
-    initial = _initial_checkpoint(source, checkpoint, arm)
-    outputs = [
-        IterationOutput(Path(paths.checkpoint(i + 1)), Path(paths.rollouts(i)) if i >= 1 else None)
-        for i in range(phase2.iterations)
-    ]
 
-    def read(path: Path) -> tuple[Any, Any]:
-        return read_batch(path, prereg.run_key), read_iteration_table(path, schema)
-
-    # one pool for every iteration's rollouts, when they are more than one task (engine.worker_count)
-    started = worker_count(phase2.seeds_per_iteration * phase2.rollouts_per_seed, workers)
-    pool = RolloutPool(started) if started > 0 and phase2.iterations > 1 else None
-
-    def rollouts(iteration: int, theta: Path) -> None:
-        table = run_iteration(prereg, arm, theta, iteration, pool=pool)
-        write_iteration_table(table, paths.rollouts(iteration))
-
-    def on_iteration(iteration: int, row: Any, report: Any) -> None:
+    def on_iteration(_policy: Any, iteration: int, row: Any, report: Any) -> None:
         written = [paths.rollouts(iteration)] if iteration >= 1 else []
         previous = [paths.iteration_manifest(iteration)] if iteration >= 1 else list(upstream)
         write_design_manifest(
@@ -295,32 +184,16 @@ def phase2_train(
             f"replay max |diff| {report.max_abs_diff:.3g}"
         )
 
-    try:
-        with deterministic_torch():
-            policy = load_head_model(initial, trainable=True)
-            recipe = phase2.recipe(policy.head)
-            reference = load_head_model(initial, trainable=False) if recipe.kl_beta > 0 else None
-            first_batch, first = read(Path(first_table))
-            rows = train_loop(
-                policy,
-                reference,
-                recipe,
-                phase2,
-                Path(initial),
-                first_batch,
-                first,
-                outputs,
-                rollouts,
-                read,
-                on_iteration,
-                guards,
-                prereg.analysis.to_dict(),
-            )
-    finally:
-        if pool is not None:
-            pool.close()
-    table = metrics_table(rows, [g.name for g in guards])
-    write_episode_table(metrics, table, schema=table.schema)
+    rows = train_stage(
+        prereg,
+        arm,
+        stage.initial,
+        paths,
+        first_table=Path(first_table),
+        workers=workers,
+        on_iteration=on_iteration,
+    )
+    write_stage_metrics(prereg, rows, metrics)
     # The iteration manifests list theta_1 .. theta_N and chain them back to iteration 0 and its oracle
     # (each file is listed by one manifest, which an audit reruns); this one closes the chain with the
     # metrics.
@@ -370,9 +243,9 @@ def phase2_eval(
     from grpo_probe.phase2.rollouts import read_batch
     from grpo_probe.rollout import RolloutPool, worker_count
 
-    prereg, _ = _load(prereg_path, plan_json, arm)
-    phase2 = _registered(prereg)
-    initial = _initial_checkpoint(source, checkpoint, arm)
+    prereg, _ = load_stage(prereg_path, plan_json, arm)
+    phase2 = registered_phase2(prereg)
+    initial = initial_checkpoint(source, checkpoint, arm)
     paths = stage_paths(phase2, Path(plan_json).parent, arm)
     upstream = [*upstream, *paths.replicate_manifests().values()]
     started = worker_count(len(phase2.eval_seeds), workers)
@@ -419,7 +292,7 @@ def phase2_report(
     """
     from grpo_probe.phase2.report import build_phase2_report
 
-    prereg, plan = _design_and_plan(prereg_path, plan_json)
+    prereg, plan = design_and_plan(prereg_path, plan_json)
     figures = build_phase2_report(
         prereg, plan, decision_json, Path(plan_json).parent, upstream, out_md, out_json, figures_dir
     )

@@ -1,10 +1,10 @@
 """One candidate of the pilot calibration, run end to end: its learning curve and its held-out gains.
 
-A candidate (one design's competent arm at one learning rate) is trained by the pilot's own loop
-(:func:`grpo_probe.phase2.trainer.train_loop`: keyed rollouts, the log-prob replay oracle before every
-update, the registered loss and estimator), from the arm's checkpoint, in a work folder that is removed
-afterwards. What is kept is one JSON record per candidate, a pure function of the calibration, the
-candidate and the checkpoint (no clock, no path), so a rerun writes the same bytes:
+A candidate (one design's competent arm at one learning rate) is trained by the pilot's own stage
+function (:func:`grpo_probe.phase2.stage.train_stage`, replicate 0: keyed rollouts, the log-prob replay
+oracle before every update, the registered loss and estimator), from the arm's checkpoint, in a work
+folder that is removed afterwards. What is kept is one JSON record per candidate, a pure function of the
+calibration, the candidate and the checkpoint (no clock, no path), so a rerun writes the same bytes:
 
 - per iteration: the training reward under the sampler (the iteration's mean registered reward over
   seeds_per_iteration x K episodes, the policy before that iteration's update), the update's clip
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,26 +44,20 @@ import numpy as np
 import torch
 
 from grpo_probe.atomic_io import atomic_write_json
-from grpo_probe.envs.registry import env_spec
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.losses import approx_kl_k3
 from grpo_probe.phase2.recompute import (
     HeadModel,
     ar_logprobs,
-    load_head_model,
     score_units,
     token_batch,
 )
 from grpo_probe.phase2.rollouts import (
     RolloutBatch,
     episode_rewards,
-    prereg_rollout_schema,
-    read_batch,
-    read_iteration_table,
-    run_iteration,
-    write_iteration_table,
 )
-from grpo_probe.phase2.trainer import IterationOutput, batch_chains, deterministic_torch, train_loop
+from grpo_probe.phase2.stage import WorkFiles, train_stage, work_folder
+from grpo_probe.phase2.trainer import IterationMetrics, batch_chains
 from grpo_probe.policies.flow_sde import sde_sigma, time_grid
 from grpo_probe.prereg import Prereg
 from grpo_probe.rollout import EpisodeResult, GroupJob, PolicySource, run_group
@@ -210,65 +203,44 @@ def run_candidate(
 ) -> dict[str, Any]:
     """Train ``candidate`` from ``checkpoint`` (work files under ``work``, removed at the end), score it
     held-out, and write its record to ``out`` (JSON); returns the record."""
+    initial = Path(checkpoint)
+    batches: dict[int, tuple[RolloutBatch, Any]] = {}
+    kls: dict[int, float] = {}
+
+    def stash(policy: HeadModel, batch: RolloutBatch) -> None:
+        """Keep pi_i's batch (and, flow, its chains, regenerated now, under pi_i) for the update KL."""
+        units = [(e, r) for e in batch.episodes for r in e.replans]
+        chains = batch_chains(policy, batch, units) if policy.head == "flow" else None
+        batches[batch.iteration] = (batch, chains)
+
+    def update_kl(policy: HeadModel, iteration: int, row: Any, report: Any) -> None:
+        batch, chains = batches.pop(iteration)
+        kls[iteration] = _update_kl(policy, batch, chains)
+
+    with work_folder(work) as files:
+        rows = train_stage(
+            candidate.design, candidate.arm, initial, files, on_batch=stash, on_iteration=update_kl
+        )
+        record = _record(calibration, candidate, initial, files, rows, kls)
+        atomic_write_json(out, record)
+    return record
+
+
+def _record(
+    calibration: Calibration,
+    candidate: Candidate,
+    initial: Path,
+    files: WorkFiles,
+    rows: Sequence[IterationMetrics],
+    kls: Mapping[int, float],
+) -> dict[str, Any]:
+    """The candidate's record: its learning curve, its held-out gains and, with a monitor, its monitored
+    rewards (the policies read from ``files``, the work folder training wrote)."""
     design, arm = candidate.design, candidate.arm
     phase2 = design.phase2
     assert phase2 is not None
     recipe = phase2.recipe(candidate.head)
-    work = Path(work)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    initial = Path(checkpoint)
-    guards = env_spec(design.env).guards
-    schema = prereg_rollout_schema(design)
-    outputs = [
-        IterationOutput(work / f"theta-{i + 1}.pt", work / f"rollouts-{i}.parquet" if i >= 1 else None)
-        for i in range(phase2.iterations)
-    ]
-    batches: dict[int, tuple[RolloutBatch, Any]] = {}
-    kls: dict[int, float] = {}
-    with deterministic_torch():
-        policy = load_head_model(str(initial), trainable=True)
-        reference = load_head_model(str(initial), trainable=False) if recipe.kl_beta > 0 else None
-
-        def stash(batch: RolloutBatch) -> None:
-            """Keep pi_i's batch (and, flow, its chains, regenerated now, under pi_i) for the update KL."""
-            units = [(e, r) for e in batch.episodes for r in e.replans]
-            chains = batch_chains(policy, batch, units) if policy.head == "flow" else None
-            batches[batch.iteration] = (batch, chains)
-
-        def read(path: Path) -> tuple[Any, Any]:
-            batch = read_batch(path, design.run_key)
-            stash(batch)
-            return batch, read_iteration_table(path, schema)
-
-        def rollouts(iteration: int, theta: Path) -> None:
-            write_iteration_table(
-                run_iteration(design, arm, theta, iteration), work / f"rollouts-{iteration}.parquet"
-            )
-
-        def on_iteration(iteration: int, row: Any, report: Any) -> None:
-            batch, chains = batches.pop(iteration)
-            kls[iteration] = _update_kl(policy, batch, chains)
-
-        first_path = work / "rollouts-0.parquet"
-        write_iteration_table(run_iteration(design, arm, initial, 0), first_path)
-        first_batch, first_table = read(first_path)
-        rows = train_loop(
-            policy,
-            reference,
-            recipe,
-            phase2,
-            initial,
-            first_batch,
-            first_table,
-            outputs,
-            rollouts,
-            read,
-            on_iteration,
-            guards,
-            design.analysis.to_dict(),
-        )
-    final = outputs[-1].checkpoint
+    final = Path(files.checkpoint(phase2.iterations))
     flow_entropy = flow_sde_entropy(recipe.mode) if candidate.head == "flow" else None
     iterations = [
         {
@@ -330,7 +302,7 @@ def run_candidate(
     }
     if monitor is not None:
         checkpoints = {
-            i: initial if i == 0 else work / f"theta-{i}.pt" for i in monitor.iterations(phase2.iterations)
+            i: initial if i == 0 else files.checkpoint(i) for i in monitor.iterations(phase2.iterations)
         }
         record["monitor"] = {
             "seeds": list(monitor.seeds),
@@ -338,6 +310,4 @@ def run_candidate(
             "every": monitor.every,
             "points": _monitor_points(design, arm, monitor, recipe.mode, checkpoints),
         }
-    atomic_write_json(out, record)
-    shutil.rmtree(work, ignore_errors=True)
     return record
