@@ -183,13 +183,20 @@ TINY_STUDY = "prereg/studies/validation_tiny.yaml"
 """The study the suite runs, written into the copy by :func:`write_tiny_study`."""
 
 TINY_PHASE2 = {
-    "train_seeds": {"first": 2000, "count": 2},
+    "train_seeds": {"first": 2000, "count": 4},
     "eval_seeds": {"first": 3000, "count": 3},
     "iterations": 1,
     "seeds_per_iteration": 2,
     "rollouts_per_seed": 2,
+    "replicates": 2,
+    "sampled_draws": 2,
 }
-"""The tiny study's pilot budget: one GRPO iteration of 2 seeds x K = 2, 3 held-out seeds."""
+"""The tiny study's pilot budget: one GRPO iteration of 2 seeds x K = 2, 3 held-out seeds, each arm
+piloted twice (a block of training seeds each) and its sampled policy scored with 2 draws a seed."""
+
+TINY_GAIN = {"read": "progress_final_cm", "policy": "sampled"}
+"""The tiny study ranks the sampled policy's gain, the mean over the replicates, so one run shows the
+replicates' and the sampled policy's rules end to end as well as the study's."""
 
 
 def tiny_member(design: str) -> str:
@@ -204,8 +211,9 @@ def write_tiny_study(workdir: Path) -> Path:
 
     Why a copy: the registered study pilots each of its four arms for 6 iterations on 12 held-out seeds
     (its members' amendment 1), twelve minutes on 2 cores. The suite tests the study's machinery, which
-    one iteration exercises as well. Everything else of each member is its registered content, so the
-    members' probe reads are the registered designs' own numbers (tests/envs/test_planes.py reads the
+    one iteration exercises as well, with two pilot replicates and the sampled policy's gain
+    (``TINY_PHASE2``, ``TINY_GAIN``), which the registered study does not use. Everything else of each
+    member is its registered content, so the members' probe reads are the registered designs' own numbers (tests/envs/test_planes.py reads the
     luck plane's from here).
     """
     from grpo_probe.prereg import lock_prereg
@@ -222,6 +230,7 @@ def write_tiny_study(workdir: Path) -> Path:
         lock_prereg(path)
         member["design"] = f"prereg/{name}.yaml"
     study["name"] = "validation_tiny"
+    study["gain"] = TINY_GAIN
     path = workdir / TINY_STUDY
     path.write_text(yaml.safe_dump(study, sort_keys=False))
     with contextlib.chdir(workdir):  # member designs are named relative to the workflow's folder
