@@ -213,8 +213,8 @@ def write_tiny_study(workdir: Path) -> Path:
     (its members' amendment 1), twelve minutes on 2 cores. The suite tests the study's machinery, which
     one iteration exercises as well, with two pilot replicates and the sampled policy's gain
     (``TINY_PHASE2``, ``TINY_GAIN``), which the registered study does not use. Everything else of each
-    member is its registered content, so the members' probe reads are the registered designs' own numbers (tests/envs/test_planes.py reads the
-    luck plane's from here).
+    member is its registered content, so the members' probe reads are the registered designs' own
+    numbers (tests/envs/test_planes.py reads the luck plane's from here).
     """
     from grpo_probe.prereg import lock_prereg
     from grpo_probe.study.design import lock_study

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from session_runs import tiny_member
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
