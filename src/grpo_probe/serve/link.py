@@ -14,9 +14,10 @@ This module imports numpy, msgpack and websockets only (it ships in ``grpo-probe
 from __future__ import annotations
 
 import abc
+import contextlib
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
@@ -85,14 +86,8 @@ class ClientLink:
         except (OSError, InvalidHandshake, InvalidURI) as exc:
             raise self._error(f"{self.where}: cannot connect ({type(exc).__name__}: {exc})") from None
         self._connection = connection
-        try:
+        with self._closed_on_failure("the hello"):
             return read_hello(self._receive(connection, "the hello"))
-        except wire.ProtocolError as exc:
-            self.close()
-            raise self._error(f"{self.where}: {exc}") from None
-        except BaseException:
-            self.close()
-            raise
 
     def exchange(self, request: bytes, what: str) -> Any:
         """Send one request and return the decoded reply. A closed connection, a reply not in time or not
@@ -101,9 +96,17 @@ class ClientLink:
         connection = self._connection
         if connection is None:
             raise self._error(f"{self.where}: not connected (the connection broke earlier)")
-        try:
+        with self._closed_on_failure(what):
             connection.send(request)
             return self._receive(connection, what)
+
+    @contextlib.contextmanager
+    def _closed_on_failure(self, what: str) -> Iterator[None]:
+        """Any failure while ``what`` is asked closes the link, so the next :meth:`open` starts afresh
+        rather than reading a half-answered reply; a closed connection or a reply that breaks the
+        protocol becomes the link's own error, naming the address."""
+        try:
+            yield
         except ConnectionClosed as exc:
             self.close()
             raise self._error(f"{self.where}: the connection closed during {what} ({exc})") from None
