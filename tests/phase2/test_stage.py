@@ -18,7 +18,7 @@ from grpo_probe.phase2 import pilot_jobs as steps
 from grpo_probe.phase2.paths import StagePaths
 from grpo_probe.policies.train import train_arm
 from grpo_probe.prereg import load_prereg, lock_prereg
-from grpo_probe.prereg.canonical import read_yaml
+from grpo_probe.prereg.extends import read_design
 from grpo_probe.provenance import file_sha256, read_manifest, verify_chain
 
 from .conftest import PHASE2_SECTION, REPO, TINY, write_decision, write_design, write_source
@@ -179,7 +179,9 @@ def pusher_pilot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The pusher smoke design with a phase2 section (K = 4) penalising pusher guards, and a tiny flow head
     behaviour-cloned for three steps on the pusher expert's demos."""
     root = tmp_path_factory.mktemp("pusher")
-    raw = read_yaml(REPO / "prereg" / "pusher_smoke.yaml")
+    raw = read_design(
+        REPO / "prereg" / "pusher_smoke.yaml"
+    )  # its shared criteria merged in: a copy elsewhere
     raw["phase2"] = {**PHASE2_SECTION, "rollouts_per_seed": 4, "reward": {"penalties": PUSHER_PENALTIES}}
     design = root / "pusher_pilot.yaml"
     design.write_text(yaml.safe_dump(raw, sort_keys=False))

@@ -18,6 +18,8 @@ from grpo_probe.prereg.extends import EXTENDS, merge_extends, read_design
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = "rules/signal_and_competence.yaml"
+CHAOS_FLOOR = "rules/signal_over_chaos_floor.yaml"
+"""The shared criteria of the designs whose signal bar is the cell's own chaos std (Pusher, MetaWorld)."""
 SHIPPED = sorted(p for p in (REPO / "prereg").glob("*.yaml") if EXTENDS in read_yaml(p))
 DESIGN = "pusht_smoke.yaml"
 """The copied design of these tests: a small one that extends the shared file and nothing else."""
@@ -46,9 +48,11 @@ def _lock(path: Path) -> dict:
 
 
 # -- the shipped designs ----------------------------------------------------------------------------------
-def test_most_shipped_designs_share_the_signal_criterion_through_the_rules_file() -> None:
-    assert len(SHIPPED) >= 19
-    assert all(read_yaml(p)[EXTENDS] == SHARED for p in SHIPPED)
+def test_every_shipped_design_but_the_smoke_shares_its_signal_criterion_through_a_rules_file() -> None:
+    written_out = sorted(p.name for p in (REPO / "prereg").glob("*.yaml") if p not in SHIPPED)
+    assert written_out == ["smoke.yaml"], "the tests copy and edit the smoke design's criteria"
+    assert {read_yaml(p)[EXTENDS] for p in SHIPPED} == {SHARED, CHAOS_FLOOR}
+    assert sum(read_yaml(p)[EXTENDS] == CHAOS_FLOOR for p in SHIPPED) == 5
     assert not any("signal" in read_yaml(p)["decision_rule"].get("criteria", {}) for p in SHIPPED)
 
 
@@ -59,14 +63,15 @@ def test_a_converted_design_hashes_as_it_did_written_out_and_its_lock_records_th
     """The lock's sha256 was taken of the design with both criteria written out (its date is older than
     the shared file), so the merged design is the registered one; the criteria keep their order."""
     lock = _lock(path)
+    shared = read_yaml(path)[EXTENDS]
     merged = read_design(path)
     assert canonical_sha256(merged) == lock["sha256"]
     assert EXTENDS not in merged
     assert list(merged["decision_rule"]["criteria"])[:2] == ["signal", "competence"]
     assert next(iter(merged["decision_rule"])) == "criteria"
-    assert lock["extends_sha256"] == {SHARED: canonical_sha256(read_yaml(REPO / "prereg" / SHARED))}
+    assert lock["extends_sha256"] == {shared: canonical_sha256(read_yaml(REPO / "prereg" / shared))}
     design = load_prereg(path)
-    assert [e.named for e in design.extends] == [SHARED]
+    assert [e.named for e in design.extends] == [shared]
     assert [c.name for c in design.decision_rule.criteria][:2] == ["signal", "competence"]
 
 
