@@ -65,7 +65,7 @@ LIGHT_FOR_HELP = frozenset(
         "grpo_probe.atomic_io",
         "grpo_probe.lazy_exports",
         "grpo_probe.compute.accounting",
-        "grpo_probe.provenance.environment",
+        "grpo_probe.provenance.machine",
         "grpo_probe.render_setup",
     }
 )

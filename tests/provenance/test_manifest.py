@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grpo_probe.provenance import ManifestError, read_manifest, sources_sha256, write_manifest
-from grpo_probe.provenance.environment import cpu_info
+from grpo_probe.provenance.machine import cpu_info
 
 PREREG_SHA = "ab" * 32
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from grpo_probe.lazy_exports import lazy_exports
 
-# Eager: cheap, and ``environment`` is also the name of its module, which a lazy read would return.
-from grpo_probe.provenance.environment import code_version, environment, sources_sha256
+# Eager: cheap, and read by every manifest (the code and the machine that produced an artifact).
+from grpo_probe.provenance.machine import code_version, environment, sources_sha256
 
 if TYPE_CHECKING:
     from grpo_probe.provenance.chain import BrokenLinkError, ChainReport, verify_chain

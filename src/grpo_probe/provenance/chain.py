@@ -18,7 +18,7 @@ from typing import Any
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.extends import ExtendsError, merge_extends
 from grpo_probe.prereg.lock import lock_path, read_lock, shared_file_changes
-from grpo_probe.provenance.environment import code_version, environment
+from grpo_probe.provenance.machine import code_version, environment
 from grpo_probe.provenance.manifest import ManifestError, file_sha256, read_manifest, relative_to_root
 
 __all__ = ["BrokenLinkError", "ChainReport", "verify_chain"]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_probe.atomic_io import atomic_write_text
-from grpo_probe.provenance.environment import code_version, environment
+from grpo_probe.provenance.machine import code_version, environment
 from grpo_probe.user_code import env_code_files, file_sha256, module_files, policy_files
 
 if TYPE_CHECKING:
