@@ -8,6 +8,7 @@ the replay oracle and the trainer need real networks, not skill.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import pytest
 import torch
 import yaml
 
+from grpo_probe.phase2 import pilot_jobs as steps
+from grpo_probe.phase2.paths import StagePaths, stage_paths
 from grpo_probe.policies.synthetic_demos import synthetic_demos
 from grpo_probe.policies.train import train_arm
 from grpo_probe.prereg import Prereg, load_prereg, lock_prereg
@@ -124,3 +127,37 @@ def write_decision(path: Path, kind: str, ar_arm: str | None = None, flow_arm: s
     outcome = {"kind": kind, "ar_arm": ar_arm, "flow_arm": flow_arm, "headline": f"outcome {kind}"}
     path.write_text(json.dumps({"outcome": outcome}))
     return path
+
+
+@dataclass(frozen=True)
+class PilotRun:
+    """What :func:`run_pilot` leaves behind: the design, the arm's source, the plan and the stage's paths."""
+
+    prereg: Prereg
+    decision: Path
+    source: Path
+    plan: Path
+    plan_manifest: Path
+    paths: StagePaths
+
+
+def run_pilot(design: Path, arm: str, checkpoint: Path, root: Path) -> PilotRun:
+    """Run the stage's own pilot of ``arm`` through its jobs (plan, iteration 0's rollouts, training) under
+    ``root``, the working directory, as the workflow runs them, for the tests that set a replicate or a
+    stage function beside it."""
+    prereg = load_prereg(design)
+    assert prereg.phase2 is not None
+    decision = write_decision(root / "decision.json", f"phase2_{arm}", ar_arm=arm)
+    source = write_source(root / "source.json", arm, checkpoint)
+    paths = stage_paths(prereg.phase2, root / "phase2", arm)
+    plan, plan_manifest = root / "phase2" / "plan.json", root / "phase2" / "plan.manifest.json"
+    steps.phase2_plan(design, decision, [], plan, plan_manifest)
+    steps.phase2_rollouts(
+        design, plan, arm, source, checkpoint, [plan_manifest], paths.rollouts(0), paths.oracle_report,
+        paths.first_rollouts_manifest, 0,
+    )  # fmt: skip
+    steps.phase2_train(
+        design, plan, arm, source, checkpoint, paths.rollouts(0),
+        [paths.first_rollouts_manifest], paths.metrics, paths.train_manifest, 0,
+    )  # fmt: skip
+    return PilotRun(prereg, decision, source, plan, plan_manifest, paths)

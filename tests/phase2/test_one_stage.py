@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.phase2 import pilot_jobs as steps
-from grpo_probe.phase2.paths import stage_paths
 from grpo_probe.phase2.stage import train_stage, work_folder, write_stage_metrics
-from grpo_probe.prereg import load_prereg
 from grpo_probe.provenance import file_sha256
 
-from .conftest import write_decision, write_design, write_source
+from .conftest import run_pilot, write_design
 
 pytestmark = pytest.mark.slow
 
@@ -30,24 +27,11 @@ def test_replicate_zero_in_a_work_folder_is_the_pilot_byte_for_byte(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     design = write_design(tmp_path / "pilot.yaml")
-    prereg = load_prereg(design)
+    checkpoint = heads["ar"]
+    run = run_pilot(design, ARM, checkpoint, tmp_path)
+    prereg, paths = run.prereg, run.paths
     assert prereg.phase2 is not None
     n = prereg.phase2.iterations
-    checkpoint = heads["ar"]
-    decision = write_decision(tmp_path / "decision.json", "phase2_ar", ar_arm=ARM)
-    source = write_source(tmp_path / "source.json", ARM, checkpoint)
-    root = tmp_path / "phase2"
-    paths = stage_paths(prereg.phase2, root, ARM)
-    plan, plan_manifest = root / "plan.json", root / "plan.manifest.json"
-    steps.phase2_plan(design, decision, [], plan, plan_manifest)
-    steps.phase2_rollouts(
-        design, plan, ARM, source, checkpoint, [plan_manifest], paths.rollouts(0), paths.oracle_report,
-        paths.first_rollouts_manifest, 0,
-    )  # fmt: skip
-    steps.phase2_train(
-        design, plan, ARM, source, checkpoint, paths.rollouts(0),
-        [paths.first_rollouts_manifest], paths.metrics, paths.train_manifest, 0,
-    )  # fmt: skip
 
     read: list[int] = []
     updated: list[int] = []

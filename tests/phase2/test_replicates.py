@@ -22,7 +22,7 @@ from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.phase2 import Phase2Error
 from grpo_probe.provenance import file_sha256, read_manifest, verify_chain
 
-from .conftest import write_decision, write_design, write_source
+from .conftest import run_pilot, write_design
 
 pytestmark = pytest.mark.slow
 
@@ -41,20 +41,14 @@ def test_replicates_train_on_their_own_seeds_and_both_policies_are_scored(
     assert prereg.phase2.iteration_seeds(0, 1) == (2004, 2005)
     assert prereg.phase2.iteration_seeds(1, 0) == (2002, 2003)  # replicate 0: the seeds it always had
     checkpoint = heads["ar"]
-    decision = write_decision(tmp_path / "decision.json", "phase2_ar", ar_arm=ARM)
-    source = write_source(tmp_path / "source.json", ARM, checkpoint)
-    root = tmp_path / "phase2"
-    paths = stage_paths(prereg.phase2, root, ARM)
-    plan, plan_manifest = root / "plan.json", root / "plan.manifest.json"
-    steps.phase2_plan(design, decision, [], plan, plan_manifest)
-    steps.phase2_rollouts(
-        design, plan, ARM, source, checkpoint, [plan_manifest], paths.rollouts(0), paths.oracle_report,
-        paths.first_rollouts_manifest, 0,
-    )  # fmt: skip
-    steps.phase2_train(
-        design, plan, ARM, source, checkpoint, paths.rollouts(0),
-        [paths.first_rollouts_manifest], paths.metrics, paths.train_manifest, 0,
-    )  # fmt: skip
+    run = run_pilot(design, ARM, checkpoint, tmp_path)
+    decision, source, plan, plan_manifest, paths = (
+        run.decision,
+        run.source,
+        run.plan,
+        run.plan_manifest,
+        run.paths,
+    )
     phase2_replicate(
         design, plan, ARM, 1, source, checkpoint, [plan_manifest],
         paths.replicate_final(1), paths.replicate_metrics(1), paths.replicate_manifest(1), 0,
