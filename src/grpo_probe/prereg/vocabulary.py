@@ -1,13 +1,12 @@
 """The reads a decision rule may name: one declaration per read, from which everything else is derived.
 
 Why one declaration: a read is named by the registered rule, validated by the design's schema, shown in
-decision.md's reads table and clauses, stored in decision.json and recomputed on every resample of the
-seeds. Each of those reads this list (the schema's enums are filled from it when the schema loads,
+decision.md's reads table and clauses, stored in decision.json and recomputed on every resample of the seeds.
+Each of those reads this list (the schema's enums are filled from it when the schema loads,
 :func:`grpo_probe.prereg.schema.load_prereg_schema`), and the analysis computes each read with the one
 statistic registered under its name (:data:`grpo_probe.analysis.cells.reads.STATISTICS`, which refuses at
-import
-a declared read it has no statistic for, or a statistic no read declares). A new read is its declaration
-here and its statistic there, and its test.
+import a declared read it has no statistic for, or a statistic no read declares). A new read is its
+declaration here and its statistic there, and its test.
 
 This module is the vocabulary only (names, words, units, whether a read has an interval): the design is
 checked against it before anything is computed, in a process that has not imported the analysis.

@@ -1,8 +1,7 @@
 """One cell's analysis: its tables read and checked, its reads computed, its decision.json record.
 
-Why apart from the page: computing what a cell reads and printing it are two jobs; the record built here
-is the only thing :mod:`grpo_probe.analysis.page.decision_md` and the figures read, so the page cannot
-compute a
+Why apart from the page: computing what a cell reads and printing it are two jobs; the record built here is
+the only thing :mod:`grpo_probe.analysis.page.decision_md` and the figures read, so the page cannot compute a
 number of its own. Every value is kept at full precision (:func:`json_float`); only the page rounds.
 """
 

@@ -1,17 +1,16 @@
 """Sizing a design before it is locked: how many seeds, draws and replays its rule needs.
 
-Why: a design's error rates depend on its sizes. A pilot probe (or a finished one) measures each cell's
-choice and chaos std; from those levels, :mod:`grpo_probe.analysis.error_rates.operating` simulates the
-design's
-registered rule at other sizes, and this module lays the options side by side: for each (seeds, K, R)
-the share of simulated runs at the pilot's measured levels that name the pilot's arm(s) (what a lab acts
-on, not only the outcome kind: the target is 95 %, met when the Wilson interval's lower end reaches it,
-so a recommendation does not rest on simulation luck), the design's false-go rate at the bar (every
-cell's true value at its threshold, the null's least favourable point, normal chaos; the target is the
-design's ``false_go_target``, 5 % by default; the pilot's residuals are not at hand here, so the page's
-data-resampled rate is the check after the run), and the CPU the rollouts would cost, priced per
-episode from the pilot's own parallel-oracle benchmark as ``grpo-probe estimate`` prices a run. The
-recommendation is the cheapest option that meets both targets.
+Why: a design's error rates depend on its sizes. A pilot probe (or a finished one) measures each cell's choice
+and chaos std; from those levels, :mod:`grpo_probe.analysis.error_rates.operating` simulates the design's
+registered rule at other sizes, and this module lays the options side by side: for each (seeds, K, R) the
+share of simulated runs at the pilot's measured levels that name the pilot's arm(s) (what a lab acts on, not
+only the outcome kind: the target is 95 %, met when the Wilson interval's lower end reaches it, so a
+recommendation does not rest on simulation luck), the design's false-go rate at the bar (every cell's true
+value at its threshold, the null's least favourable point, normal chaos; the target is the design's
+``false_go_target``, 5 % by default; the pilot's residuals are not at hand here, so the page's data-resampled
+rate is the check after the run), and the CPU the rollouts would cost, priced per episode from the pilot's own
+parallel-oracle benchmark as ``grpo-probe estimate`` prices a run. The recommendation is the cheapest option
+that meets both targets.
 
 What carries over from the pilot and what does not: the rewards' levels are the pilot's point estimates
 (a pilot's own sampling error is not propagated: a pilot too small to estimate them says so in its

@@ -218,8 +218,7 @@ def _false_go_text(design: Mapping[str, Any]) -> str:
 def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
     """The rule's false-go rate where the target bounds it (at the bar) and its go and arm rates at the
     measured levels, as the page states them beside the outcome
-    (:mod:`grpo_probe.analysis.error_rates.operating`);
-    how they are simulated is in the section below."""
+    (:mod:`grpo_probe.analysis.error_rates.operating`); how they are simulated is in the section below."""
     op = decision.get("operating")
     if not op or op["design"]["false_go"] is None:
         return None

@@ -1,13 +1,12 @@
 """What every figure of the package shares: a pyplot-free canvas, PNG bytes that depend only on the
 numbers drawn, the palette, and the symmetric-log axis.
 
-Why: an auditor's rerun must give byte-identical artifacts, figures included. So no pyplot (global
-state), matplotlib's default style whatever the user's matplotlibrc says, a fixed size and dpi, no
-randomness (seeds are placed by rank, not jitter), and PNG metadata without the matplotlib version
-stamp (``metadata={"Software": None}``). Files are written atomically. decision.md's figures
+Why: an auditor's rerun must give byte-identical artifacts, figures included. So no pyplot (global state),
+matplotlib's default style whatever the user's matplotlibrc says, a fixed size and dpi, no randomness (seeds
+are placed by rank, not jitter), and PNG metadata without the matplotlib version stamp
+(``metadata={"Software": None}``). Files are written atomically. decision.md's figures
 (:mod:`grpo_probe.analysis.page.summary_figures`, :mod:`grpo_probe.analysis.page.cell_figures`) and the
-validation
-study's draw on it.
+validation study's draw on it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """decision.md's figure set: every cell's figures and the all-cells figures, drawn from the cells' records.
 
 Why apart from :mod:`grpo_probe.analysis.page.summary_figures` and
-:mod:`grpo_probe.analysis.page.cell_figures`
-(how one figure is drawn): this module decides which figures a decision has, what each is drawn from
-and where each file goes, linked relative to the page.
+:mod:`grpo_probe.analysis.page.cell_figures` (how one figure is drawn): this module decides which figures a
+decision has, what each is drawn from and where each file goes, linked relative to the page.
 """
 
 from __future__ import annotations

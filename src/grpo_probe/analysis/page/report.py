@@ -1,12 +1,11 @@
 """decision.md, decision.json and the figures: the registered decision, built from the rollout tables.
 
-Why: decision.md is what the researcher reads and the owner signs. Every number it shows is computed
-once (each cell in :mod:`grpo_probe.analysis.cells.cell_analysis`, the rule, its error rates and every
-registered version here), stored in decision.json at full precision (the value the rule compared), and
-printed from that same value by :mod:`grpo_probe.analysis.page.decision_md`, so the two files cannot
-disagree; only
-the page rounds. Same inputs give the same bytes: sorted JSON keys, fixed float digits, deterministic
-PNGs (:mod:`grpo_probe.analysis.page.figure_set`), atomic writes.
+Why: decision.md is what the researcher reads and the owner signs. Every number it shows is computed once
+(each cell in :mod:`grpo_probe.analysis.cells.cell_analysis`, the rule, its error rates and every registered
+version here), stored in decision.json at full precision (the value the rule compared), and printed from that
+same value by :mod:`grpo_probe.analysis.page.decision_md`, so the two files cannot disagree; only the page
+rounds. Same inputs give the same bytes: sorted JSON keys, fixed float digits, deterministic PNGs
+(:mod:`grpo_probe.analysis.page.figure_set`), atomic writes.
 """
 
 from __future__ import annotations
