@@ -38,7 +38,7 @@ import ctypes.util
 import importlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -149,10 +149,14 @@ def named_cameras(model: Any) -> tuple[str, ...]:
     return tuple(name for name in (model.camera(i).name for i in range(int(model.ncam))) if name)
 
 
-def camera_names(model: Any) -> tuple[str, ...]:
-    """The cameras MuJoCo draws of ``model``: its named cameras in model order, then ``default``."""
-    named = named_cameras(model)
-    return (*named, *(() if DEFAULT_CAMERA in named else (DEFAULT_CAMERA,)))
+def camera_names(model: Any | None, drawn: Sequence[str] = ()) -> tuple[str, ...]:
+    """The cameras an environment offers, in the order the probe and the server both list them: those its
+    scene function draws itself (``drawn``), then the named cameras of ``model`` in model order, then
+    ``default``; a name the scene draws is not repeated, and without a model (None) there are the
+    scene's alone."""
+    named = () if model is None else named_cameras(model)
+    by_mujoco = () if model is None else (*named, *(() if DEFAULT_CAMERA in named else (DEFAULT_CAMERA,)))
+    return (*drawn, *(c for c in by_mujoco if c not in drawn))
 
 
 def scene_cameras(scene: Any, label: str) -> tuple[str, ...]:

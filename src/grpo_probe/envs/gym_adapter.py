@@ -465,8 +465,7 @@ class GymnasiumAdapter:
     def _camera_names(self) -> tuple[str, ...]:
         """The scene function's cameras (drawn by the simulator itself), then the MuJoCo model's."""
         drawn = self._scene.cameras if self._scene is not None else ()
-        drawn_by_mujoco = camera_names(self._sim.model) if self._sim is not None else ()
-        return (*drawn, *(c for c in drawn_by_mujoco if c not in drawn))
+        return camera_names(self._sim.model if self._sim is not None else None, drawn)
 
     def render(self, camera: str, height: int, width: int) -> np.ndarray:
         """The current frame of ``camera`` (one of ``spec.cameras``), uint8 [height, width, 3].

@@ -37,6 +37,7 @@ from grpo_probe.phase2.rollouts import (
     run_iteration,
     write_iteration_table,
 )
+from grpo_probe.phase2.stage_inputs import registered_phase2
 from grpo_probe.phase2.trainer import (
     IterationMetrics,
     IterationOutput,
@@ -122,9 +123,7 @@ def train_stage(
     task (:func:`grpo_probe.rollout.worker_count`), and without one the batches run in this process (the
     same bytes either way, :func:`grpo_probe.rollout.run_group`).
     """
-    phase2 = prereg.phase2
-    if phase2 is None:
-        raise ValueError(f"{prereg.path}: the design registers no phase2 section")
+    phase2 = registered_phase2(prereg)
     guards = env_spec(prereg.env).guards
     schema = prereg_rollout_schema(prereg)
     outputs = [

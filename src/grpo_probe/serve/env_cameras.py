@@ -100,8 +100,7 @@ class Cameras:
         self._model: Any = None
         model = self._model_and_data()
         self._named = frozenset(() if model is None else named_cameras(model[0]))
-        drawn_by_mujoco = () if model is None else camera_names(model[0])
-        self.names: tuple[str, ...] = (*self._drawn, *(c for c in drawn_by_mujoco if c not in self._drawn))
+        self.names: tuple[str, ...] = camera_names(None if model is None else model[0], self._drawn)
 
     def _model_and_data(self) -> tuple[Any, Any] | None:
         """MuJoCo's model and data now (read at every frame: dm_control may rebuild its physics)."""
