@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -100,9 +101,9 @@ def other_python() -> tuple[str, str] | tuple[None, str]:
     return None, "no Python 3.12 or 3.13 found (~/.pyenv/versions, python3.13, python3.12 on PATH)"
 
 
-SERVE_SOURCES = ("src/grpo_probe/serve", "src/grpo_probe/keyed_rng.py", "src/grpo_probe/render_setup.py")
-"""What serve/pyproject.toml packages, beside serve/ itself: the served package, the keyed streams and the
-camera set-up."""
+SERVE_SOURCES = tuple(runpy.run_path(str(REPO / "tools" / "serve_sources.py"))["serve_sources"](REPO))
+"""What serve/pyproject.toml packages, beside serve/ itself (tools/serve_sources.py reads it): the served
+package, the keyed streams and the camera set-up."""
 
 
 def copy_serve_sources(tree: Path) -> Path:

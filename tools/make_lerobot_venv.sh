@@ -51,16 +51,16 @@ if [[ ! -f "$STAMP" ]]; then
   touch "$STAMP"
 fi
 
-# the distribution reads ../src/grpo_probe/serve, keyed_rng.py and render_setup.py: build from a copy, so nothing is
-# written in the checkout
+# the distribution reads the package's sources that serve/pyproject.toml names (tools/serve_sources.py):
+# build from a copy, so nothing is written in the checkout
 TREE="$(mktemp -d)"
 trap 'rm -rf "$TREE"' EXIT
-mkdir -p "$TREE/src/grpo_probe"
 cp -r "$REPO/serve" "$TREE/serve"
 rm -rf "$TREE/serve/build" "$TREE/serve"/*.egg-info
-cp -r "$REPO/src/grpo_probe/serve" "$TREE/src/grpo_probe/serve"
-cp "$REPO/src/grpo_probe/keyed_rng.py" "$TREE/src/grpo_probe/keyed_rng.py"
-cp "$REPO/src/grpo_probe/render_setup.py" "$TREE/src/grpo_probe/render_setup.py"
+while read -r source; do
+  mkdir -p "$(dirname "$TREE/$source")"
+  cp -r "$REPO/$source" "$TREE/$source"
+done < <("$VENV/bin/python" "$REPO/tools/serve_sources.py")
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$TREE/serve" >&2
 # grpo-probe-serve's own dependencies (numpy came with lerobot)
 "$VENV/bin/python" -c 'import msgpack, websockets' 2>/dev/null ||

@@ -32,7 +32,9 @@ fi
 [ -n "$python" ] || { echo "tools/make_sim_venv.sh: no Python 3.12, 3.13 or 3.11 found (set SIM_PYTHON)" >&2; exit 1; }
 venv=.venvs/$sim
 recipe=$( (cat "$0"; echo "$python $("$python" --version 2>&1)"; cat serve/pyproject.toml) | sha256sum | cut -c1-16)
-serve_src=$(cat src/grpo_probe/serve/*.py src/grpo_probe/keyed_rng.py src/grpo_probe/render_setup.py | sha256sum | cut -c1-16)
+# every source file grpo-probe-serve ships (serve/pyproject.toml says which: tools/serve_sources.py)
+mapfile -t shipped < <("$python" tools/serve_sources.py --files)
+serve_src=$(cat "${shipped[@]}" | sha256sum | cut -c1-16)
 if [ ! -f "$venv/.recipe-$recipe" ]; then
   rm -rf "$venv"
   "$python" -m venv "$venv"
