@@ -22,10 +22,17 @@ from types import ModuleType
 
 import pytest
 
+from grpo_probe import numerics
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 import session_runs
 import workflow_copies
+
+# The numerics setting every job of the workflow runs under, here too, before a test imports numpy or
+# torch (each reads its variable when it loads): in-process tests then compute the bytes a job would, and
+# the pytest-xdist workers, started after this, inherit it.
+numerics.apply(os.environ)
 
 LONGEST_FIRST = (
     # a minute or more each, without a shared run: they run while the shared runs run in the background

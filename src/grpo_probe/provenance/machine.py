@@ -1,9 +1,13 @@
 """What produced an artifact: the code (version and a hash of its sources) and the machine it ran on.
 
-Why: reproducibility of the rollouts holds within one MuJoCo version and one CPU architecture
-(docs/reference.md, "Determinism"), so a manifest must say which ones produced it; an auditor whose
-rerun differs can then tell a code change from a machine change. Nothing here varies between two runs on
-the same machine and code: no timestamps, host names or paths, so a rerun writes the same manifest bytes.
+Why: a run's bytes hold for one build of each numeric library, one numerics setting and one class of CPU
+(docs/reference.md, "Determinism"), so a manifest says which ones produced it: every installed package's
+version, the sha256 of the dependency lock the environment was installed from (``requirements.lock``,
+recorded by ``bin/bootstrap`` in the environment), the numerics setting in force
+(:mod:`grpo_probe.numerics`), the C library, and the CPU's model and flags. An auditor whose rerun differs
+can then tell a code change from another environment, and another environment from tampering. Nothing
+here varies between two runs on the same machine and code: no timestamps, host names or paths, so a rerun
+writes the same manifest bytes.
 """
 
 from __future__ import annotations
@@ -11,17 +15,31 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
 import grpo_probe
+from grpo_probe import numerics
 
-__all__ = ["DISTRIBUTION", "TRACKED_PACKAGES", "code_version", "cpu_info", "environment", "sources_sha256"]
+__all__ = [
+    "DISTRIBUTION",
+    "LOCK_STAMP",
+    "code_version",
+    "cpu_info",
+    "environment",
+    "installed_lock_sha256",
+    "installed_packages",
+    "libc",
+    "sources_sha256",
+]
 
 DISTRIBUTION = "grpo-probe"
-TRACKED_PACKAGES = ("mujoco", "numpy", "torch")
-"""Distributions whose versions can change a result byte."""
+LOCK_STAMP = "grpo-probe-lock.sha256"
+"""The file in the environment's prefix (``.venv/``) where ``bin/bootstrap`` records the sha256 of the lock
+it installed from; absent in an environment installed another way."""
 
 
 def sources_sha256(package_dir: str | Path | None = None) -> str:
@@ -85,19 +103,59 @@ def cpu_info(cpuinfo_path: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
     return {"model": model, "flags": " ".join(sorted(set(flags.split())))}  # one line: manifests stay short
 
 
+def installed_packages() -> dict[str, str]:
+    """Every distribution installed in this interpreter's environment, by normalised name, sorted.
+
+    Every one, not a chosen few: a result byte can move with any numeric library (scipy's OpenBLAS,
+    pyarrow's kernels, pandas' sums), and a lab cannot know in advance which.
+    """
+    import importlib.metadata  # here: about 20 ms to import, which the command line's start need not pay
+
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(name.lower().replace("_", "-").replace(".", "-"), dist.version)
+    return dict(sorted(found.items()))
+
+
+def installed_lock_sha256(prefix: str | os.PathLike[str] | None = None) -> str | None:
+    """The sha256 of the lock ``bin/bootstrap`` installed this environment from, or None if none did."""
+    stamp = Path(prefix if prefix is not None else sys.prefix) / LOCK_STAMP
+    try:
+        text = stamp.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else None
+
+
+def libc() -> str | None:
+    """The C library and its version, e.g. ``glibc 2.36`` (its libm computes MuJoCo's exp, sin and cos)."""
+    name, version = platform.libc_ver()
+    return f"{name} {version}" if name else None
+
+
 @functools.lru_cache(maxsize=1)
 def _environment_cached() -> tuple[tuple[str, Any], ...]:
     env = {
         "python": platform.python_version(),
         "python_implementation": platform.python_implementation(),
-        "packages": {name: _version(name) for name in TRACKED_PACKAGES},
+        "packages": installed_packages(),
+        "lock_sha256": installed_lock_sha256(),
         "system": platform.system(),
         "machine": platform.machine(),
+        "libc": libc(),
         "cpu": cpu_info(),
     }
     return tuple(env.items())
 
 
 def environment() -> dict[str, Any]:
-    """Python, MuJoCo/numpy/torch versions, OS, architecture, CPU model and flags of this machine."""
-    return copy.deepcopy(dict(_environment_cached()))
+    """Python, every package's version, the lock, OS, libc, architecture, CPU, and the numerics setting.
+
+    The numerics setting is read from the process's environment at each call (not cached): it is what
+    this job runs under, which :func:`grpo_probe.numerics.in_effect` reports.
+    """
+    env = copy.deepcopy(dict(_environment_cached()))
+    env["numerics"] = numerics.in_effect(os.environ)
+    return env
