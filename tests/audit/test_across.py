@@ -92,9 +92,21 @@ def test_a_missing_or_null_key_is_an_unknown_environment_never_a_promise_of_byte
     older = {"python": "3.11.9", "machine": "x86_64", "cpu": {"model": "X", "flags": ""}}
     assert same_numerics_environment(older, ENVIRONMENT) == ["libc", "lock_sha256", "numerics.setting"]
     assert same_numerics_environment(older, older) == ["libc", "lock_sha256", "numerics.setting"]
-    unlocked = {**ENVIRONMENT, "lock_sha256": None}
+    unlocked = {**ENVIRONMENT, "lock_sha256": None}  # a decision record's block: no packages
     assert same_numerics_environment(unlocked, unlocked) == ["lock_sha256"]
     assert same_numerics_environment(None, None) == list(NUMERICS_KEYS)
+
+
+def test_without_a_lock_every_installed_version_stands_in_for_it() -> None:
+    """A venv installed without the lock records lock_sha256 null: the versions it lists decide."""
+    unlocked = {**ENVIRONMENT, "lock_sha256": None, "packages": {"numpy": "2.3.0", "torch": "2.13.0"}}
+    assert same_numerics_environment(unlocked, copy.deepcopy(unlocked)) == []
+    other_torch = {**unlocked, "packages": {"numpy": "2.3.0", "torch": "2.12.1"}}
+    assert same_numerics_environment(unlocked, other_torch) == ["lock_sha256"]
+    locked = {**unlocked, "lock_sha256": "a" * 64}
+    assert same_numerics_environment(unlocked, locked) == ["lock_sha256"]
+    absent = {key: value for key, value in unlocked.items() if key != "lock_sha256"}
+    assert same_numerics_environment(absent, absent) == ["lock_sha256"]  # never recorded: unknown
 
 
 # --- the same environment: bytes must match ----------------------------------------------------------

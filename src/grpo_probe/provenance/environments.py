@@ -11,7 +11,9 @@ Two environments are byte-compatible when each key of :data:`NUMERICS_KEYS` is k
 equal: the architecture, the Python version, the C library, the dependency lock the venv was installed
 from and the numerics setting (the instruction-set level the math libraries are held to). A key that a
 record lacks, or records as null, is unknown, and an unknown key never promises bytes: an older record,
-written before these keys were recorded, reads as another environment.
+written before these keys were recorded, reads as another environment. One exception: a venv installed
+without the lock records ``lock_sha256: null``; two such environments stand in for the lock with what it
+would pin, the version of every installed distribution (``packages``), and agree when both list the same.
 
 Both manifests' ``environment`` and decision.json's ``environment`` hold these keys under the same names
 (``numerics`` is ``{"setting": ..., "variables": {...}}`` in both). Standard library only, so the command
@@ -57,9 +59,21 @@ def same_numerics_environment(a: Mapping[str, Any] | None, b: Mapping[str, Any] 
     differing = []
     for key in NUMERICS_KEYS:
         left, right = environment_value(a, key), environment_value(b, key)
+        if key == "lock_sha256" and left is None and right is None and _same_unlocked_packages(a, b):
+            continue
         if left is None or right is None or left != right:
             differing.append(key)
     return differing
+
+
+def _same_unlocked_packages(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Both venvs recorded ``lock_sha256: null`` (not absent) and the same non-empty ``packages``."""
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+        return False
+    if "lock_sha256" not in a or "lock_sha256" not in b:
+        return False
+    packages = a.get("packages")
+    return isinstance(packages, Mapping) and bool(packages) and packages == b.get("packages")
 
 
 def environment_line(differing: Sequence[str]) -> str:
