@@ -241,17 +241,21 @@ def _design_differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tupl
     for key in DESIGN_KEYS:
         if key in keyed_a or key in keyed_b:
             out += record_differences({key: keyed_a.get(key)}, {key: keyed_b.get(key)}, labels)
-    cells_a = [cell.get("id") for cell in a.get("cells", ())]
-    cells_b = [cell.get("id") for cell in b.get("cells", ())]
+    cells_a, cells_b = list(_cells(a)), list(_cells(b))
     if cells_a != cells_b:
         out.append(f"cells: {labels[0]} {cells_a!r}, {labels[1]} {cells_b!r}")
     versions = [
-        [(version.get("version"), version.get("sha256")) for version in record.get("versions", ())]
+        [(version.get("version"), version.get("sha256")) for version in _versions(record)]
         for record in (a, b)
     ]
     if versions[0] != versions[1]:
         out.append(f"versions.sha256: {labels[0]} {versions[0]!r}, {labels[1]} {versions[1]!r}")
     return out
+
+
+def _versions(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The registered versions the record recomputed (amendments), oldest first."""
+    return [version for version in record.get("versions") or () if isinstance(version, Mapping)]
 
 
 def _outcome(outcome: Any) -> dict[str, Any]:
@@ -266,7 +270,7 @@ def _outcome_differences(a: Mapping[str, Any], b: Mapping[str, Any], labels: tup
     out = record_differences(
         {"outcome": _outcome(a.get("outcome"))}, {"outcome": _outcome(b.get("outcome"))}, labels
     )
-    versions_a, versions_b = a.get("versions") or [], b.get("versions") or []
+    versions_a, versions_b = _versions(a), _versions(b)
     if len(versions_a) == len(versions_b):  # another count is a design difference, named there
         for index, (old, new) in enumerate(zip(versions_a, versions_b, strict=True)):
             out += record_differences(
@@ -291,9 +295,8 @@ def _intervals(reads: Mapping[str, Any]) -> dict[str, Interval]:
 
 
 def _cells(record: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {
-        cell["id"]: cell for cell in record.get("cells", ()) if isinstance(cell, Mapping) and "id" in cell
-    }
+    cells = record.get("cells") or ()
+    return {cell["id"]: cell for cell in cells if isinstance(cell, Mapping) and "id" in cell}
 
 
 def _interval_checks(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[IntervalCheck]:

@@ -44,8 +44,8 @@ def format_result(result: AuditResult) -> str:
             )
         ]
         lines.append(
-            "  bytes may differ in another environment without anything having changed; the decision "
-            "record, where the job wrote one, is compared as across environments below"
+            "  bytes may differ in another environment without anything having changed; a decision "
+            "record the job wrote is compared as across environments allow (lines starting decision:)"
         )
     for out in result.outputs:
         if out.identical:
