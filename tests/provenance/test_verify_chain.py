@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -127,3 +128,64 @@ def test_chain_that_never_reaches_the_prereg_is_refused(chain: Path) -> None:
     write_manifest("results/orphan.manifest.json", ["results/decision.md"], [], sha, "orphan")
     with pytest.raises(BrokenLinkError, match="never reaches the prereg"):
         verify_chain("results/orphan.manifest.json")
+
+
+_HERE = {
+    "python": "3.11.9",
+    "python_implementation": "CPython",
+    "system": "Linux",
+    "machine": "x86_64",
+    "cpu": {"model": "AMD EPYC 7B13", "flags": "avx avx2"},
+    "packages": {"mujoco": "4.0.0", "numpy": "2.3.0", "torch": "2.13.0"},
+    "lock_sha256": "a" * 64,
+    "numerics": {"setting": "x86-64-v3", "variables": {}},
+    "libc": "glibc 2.36",
+}
+
+
+def _record_environment(environment: dict) -> None:
+    """Rewrite the target manifest's environment (nothing vouches for the target's own bytes)."""
+    path = Path("results/decision.manifest.json")
+    manifest = json.loads(path.read_text())
+    manifest["environment"] = environment
+    path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def test_verify_notes_lead_with_whether_the_environment_is_byte_compatible(
+    chain: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("grpo_probe.provenance.chain.environment", lambda: json.loads(json.dumps(_HERE)))
+    recorded = json.loads(json.dumps(_HERE))
+    recorded["lock_sha256"] = "b" * 64
+    recorded["packages"]["torch"] = "2.12.1"
+    recorded["packages"]["numpy"] = "2.2.0"
+    _record_environment(recorded)
+    notes = verify_chain("results/decision.manifest.json").notes
+    target = [note for note in notes if note.startswith("results/decision.manifest.json: ")]
+    assert target[0] == (
+        "results/decision.manifest.json: environment: another environment (differs in: lock_sha256); "
+        "a rerun here need not give the recorded bytes"
+    )
+    packages = [note.partition(": ")[2] for note in target if "packages" in note]
+    assert packages == [  # one note per differing package; mujoco is the same
+        "environment.packages.numpy: recorded '2.2.0', this machine '2.3.0'",
+        "environment.packages.torch: recorded '2.12.1', this machine '2.13.0'",
+    ]
+
+
+def test_verify_says_same_environment_when_only_a_package_differs(
+    chain: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = {**_HERE, "packages": {**_HERE["packages"], "matplotlib": "3.10.0"}}
+    monkeypatch.setattr("grpo_probe.provenance.chain.environment", lambda: json.loads(json.dumps(here)))
+    _record_environment({**_HERE, "packages": {**_HERE["packages"], "torch": "2.12.1"}})
+    notes = [
+        note.removeprefix("results/decision.manifest.json: ")
+        for note in verify_chain("results/decision.manifest.json").notes
+        if note.startswith("results/decision.manifest.json: ")
+    ]
+    assert notes[0].startswith("environment: same environment (machine, python, libc, lock_sha256")
+    assert notes[1:] == [
+        "environment.packages.torch: recorded '2.12.1', this machine '2.13.0'",
+        "environment.packages: 1 installed here but not in the record",
+    ]

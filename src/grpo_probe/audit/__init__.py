@@ -12,11 +12,15 @@ from typing import TYPE_CHECKING
 from grpo_probe.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from grpo_probe.audit.across import DecisionComparison, compare_decisions, format_comparison
     from grpo_probe.audit.compare import OutputComparison, compare_output, first_difference
     from grpo_probe.audit.locate import JobRecord, find_producing_manifest, job_record, upstream_files
     from grpo_probe.audit.rerun import AuditResult, RerunFailedError, audit
 
 _WHERE: dict[str, str] = {
+    "DecisionComparison": "grpo_probe.audit.across",
+    "compare_decisions": "grpo_probe.audit.across",
+    "format_comparison": "grpo_probe.audit.across",
     "OutputComparison": "grpo_probe.audit.compare",
     "compare_output": "grpo_probe.audit.compare",
     "first_difference": "grpo_probe.audit.compare",
@@ -36,13 +40,16 @@ __getattr__ = lazy_exports(__name__, _WHERE, globals())
 
 __all__ = [
     "AuditResult",
+    "DecisionComparison",
     "JobRecord",
     "OutputComparison",
     "RerunFailedError",
     "audit",
+    "compare_decisions",
     "compare_output",
     "find_producing_manifest",
     "first_difference",
+    "format_comparison",
     "job_record",
     "upstream_files",
 ]

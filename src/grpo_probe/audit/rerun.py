@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from grpo_probe.audit.across import DecisionComparison, compare_decisions
 from grpo_probe.audit.compare import OutputComparison, compare_output
 from grpo_probe.audit.locate import (
     JobRecord,
@@ -34,6 +35,8 @@ from grpo_probe.audit.locate import (
     upstream_files,
 )
 from grpo_probe.provenance.chain import BrokenLinkError, verify_chain
+from grpo_probe.provenance.environments import same_numerics_environment
+from grpo_probe.provenance.machine import environment
 from grpo_probe.provenance.manifest import file_sha256, read_manifest
 
 __all__ = ["WORKFLOW_FILES", "AuditResult", "RerunFailedError", "audit", "rerun_settings"]
@@ -62,10 +65,23 @@ class AuditResult:
     notes: list[str] = field(default_factory=list)
     scratch: Path | None = None
     """The scratch directory when kept (``keep=True``), else None."""
+    environment_differs: list[str] = field(default_factory=list)
+    """Keys in which the manifest's environment and this machine's are not byte-compatible
+    (:func:`~grpo_probe.provenance.environments.same_numerics_environment`); empty: bytes must match."""
+    environments: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
+    """The manifest's recorded environment and this machine's."""
+    across: DecisionComparison | None = None
+    """The recorded decision.json against the rerun's, compared as across environments allow; only when
+    the job wrote a decision.json that differs and the environments are not byte-compatible."""
 
     @property
     def identical(self) -> bool:
         return all(out.identical for out in self.outputs)
+
+    @property
+    def another_environment(self) -> bool:
+        """Whether differing bytes may come from the machine rather than from a change."""
+        return bool(self.environment_differs)
 
 
 def _check_inputs(record: JobRecord, root: Path) -> None:
@@ -150,6 +166,31 @@ def _manifest_notes(record: JobRecord, rerun_manifest: Path) -> list[str]:
     ]
 
 
+def decision_across(
+    outputs: list[OutputComparison],
+    root: Path,
+    scratch: Path,
+    environments: tuple[dict[str, Any] | None, dict[str, Any] | None],
+) -> tuple[DecisionComparison | None, list[str]]:
+    """The rerun's decision.json against the recorded one when they differ, compared across environments.
+
+    Why: on another machine the bytes of a decision record are expected to differ; whether the decision
+    and its intervals hold is what the auditor can still check. The recorded record is read only when the
+    file in the tree still holds the recorded bytes; otherwise a note says why nothing was compared.
+    """
+    for out in outputs:
+        if Path(out.path).name != "decision.json" or out.identical or out.found_sha256 is None:
+            continue
+        recorded = root / out.path
+        if not recorded.is_file() or file_sha256(recorded) != out.expected_sha256:
+            return None, [f"{out.path}: the recorded bytes are not at hand; the decisions were not compared"]
+        rerun = json.loads((scratch / out.path).read_text(encoding="utf-8"))
+        record = json.loads(recorded.read_text(encoding="utf-8"))
+        here, recorded_env = environments[1], environments[0]
+        return compare_decisions(rerun, record, ("rerun", "recorded"), environments=(here, recorded_env)), []
+    return None, []
+
+
 def audit(
     path: str | os.PathLike[str],
     root: str | os.PathLike[str] | None = None,
@@ -204,6 +245,12 @@ def audit(
             for entry in record.outputs
         ]
         notes = _manifest_notes(record, scratch / record.manifest)
+        environments = (record.raw.get("environment"), environment())
+        differing = same_numerics_environment(*environments)
+        across = None
+        if differing and not all(out.identical for out in outputs):
+            across, across_notes = decision_across(outputs, root_path, scratch, environments)
+            notes += across_notes
         for entry in record.outputs:
             recorded = root_path / entry["path"]
             if not recorded.is_file():
@@ -229,4 +276,7 @@ def audit(
         seconds=seconds,
         notes=notes,
         scratch=scratch if keep else None,
+        environment_differs=differing,
+        environments=environments,
+        across=across,
     )

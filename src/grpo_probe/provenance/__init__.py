@@ -16,6 +16,7 @@ from grpo_probe.provenance.machine import code_version, environment, sources_sha
 
 if TYPE_CHECKING:
     from grpo_probe.provenance.chain import BrokenLinkError, ChainReport, verify_chain
+    from grpo_probe.provenance.environments import NUMERICS_KEYS, same_numerics_environment
     from grpo_probe.provenance.manifest import (
         MANIFEST_FORMAT,
         ManifestError,
@@ -31,6 +32,8 @@ _WHERE: dict[str, str] = {
     "BrokenLinkError": "grpo_probe.provenance.chain",
     "ChainReport": "grpo_probe.provenance.chain",
     "verify_chain": "grpo_probe.provenance.chain",
+    "NUMERICS_KEYS": "grpo_probe.provenance.environments",
+    "same_numerics_environment": "grpo_probe.provenance.environments",
     "MANIFEST_FORMAT": "grpo_probe.provenance.manifest",
     "ManifestError": "grpo_probe.provenance.manifest",
     "env_files": "grpo_probe.provenance.manifest",
@@ -48,6 +51,7 @@ __getattr__ = lazy_exports(__name__, _WHERE, globals())
 
 __all__ = [
     "MANIFEST_FORMAT",
+    "NUMERICS_KEYS",
     "BrokenLinkError",
     "ChainReport",
     "ManifestError",
@@ -57,6 +61,7 @@ __all__ = [
     "file_sha256",
     "policy_sources",
     "read_manifest",
+    "same_numerics_environment",
     "sources_sha256",
     "verify_chain",
     "write_design_manifest",

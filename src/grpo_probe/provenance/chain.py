@@ -18,6 +18,7 @@ from typing import Any
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.extends import ExtendsError, merge_extends
 from grpo_probe.prereg.lock import lock_path, read_lock, shared_file_changes
+from grpo_probe.provenance.environments import environment_line, same_numerics_environment
 from grpo_probe.provenance.machine import code_version, environment
 from grpo_probe.provenance.manifest import ManifestError, file_sha256, read_manifest, relative_to_root
 
@@ -53,17 +54,64 @@ class ChainReport:
     """Differences between the recorded code/environment and this machine's (not failures)."""
 
 
+def _flat(value: Any, prefix: str) -> dict[str, Any]:
+    """Nested dicts as dotted keys (``environment.packages.torch``), so each differing value is one note."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, sub in value.items():
+            out.update(_flat(sub, f"{prefix}.{key}"))
+        return out
+    return {prefix: value}
+
+
+def _package_notes(recorded: Any, current: dict[str, Any]) -> list[str]:
+    """One note per package whose version differs, and one for those on one side only.
+
+    Why apart from the rest: a record lists every installed distribution (an older one only a few), and a
+    package absent from the record is not known to differ, so those are counted in one line, not listed."""
+    recorded = recorded if isinstance(recorded, dict) else {}
+    notes = [
+        f"environment.packages.{name}: recorded {recorded[name]!r}, this machine {current[name]!r}"
+        for name in sorted(set(recorded) & set(current))
+        if recorded[name] != current[name]
+    ]
+    here_only, recorded_only = sorted(set(current) - set(recorded)), sorted(set(recorded) - set(current))
+    if here_only or recorded_only:
+        sides = []
+        if recorded_only:
+            sides.append(f"{len(recorded_only)} recorded but not installed here: {', '.join(recorded_only)}")
+        if here_only:
+            sides.append(f"{len(here_only)} installed here but not in the record")
+        notes.append(f"environment.packages: {'; '.join(sides)}")
+    return notes
+
+
 def _environment_notes(manifest_rel: str, manifest: dict[str, Any], seen: set[str]) -> list[str]:
-    notes = []
+    """Where the recorded code and environment differ from this machine's, led by whether the two
+    environments are byte-compatible: that line says whether a rerun here must give the recorded bytes."""
     here = {"code": code_version(), "environment": environment()}
+    found = []
     for section, current in here.items():
         recorded = manifest.get(section, {})
-        for key in sorted(set(current) | set(recorded)):
-            if recorded.get(key) != current.get(key):
-                note = f"{section}.{key}: recorded {recorded.get(key)!r}, this machine {current.get(key)!r}"
-                if note not in seen:
-                    seen.add(note)
-                    notes.append(f"{manifest_rel}: {note}")
+        recorded = recorded if isinstance(recorded, dict) else {}
+        if section == "environment":
+            found += _package_notes(recorded.get("packages"), current.pop("packages", {}) or {})
+            recorded = {key: value for key, value in recorded.items() if key != "packages"}
+        old, new = _flat(recorded, section), _flat(current, section)
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                found.append(f"{key}: recorded {old.get(key)!r}, this machine {new.get(key)!r}")
+    if not found:
+        return []
+    differing = same_numerics_environment(manifest.get("environment"), here["environment"])
+    lead = f"environment: {environment_line(differing)}" + (
+        "; a rerun here need not give the recorded bytes" if differing else ""
+    )
+    notes = []
+    for note in (lead, *found):
+        if note not in seen:
+            seen.add(note)
+            notes.append(f"{manifest_rel}: {note}")
     return notes
 
 
