@@ -67,11 +67,12 @@ LIGHT_FOR_HELP = frozenset(
         "grpo_probe.compute.accounting",
         "grpo_probe.provenance.machine",
         "grpo_probe.render_setup",
+        "grpo_probe.numerics",
     }
 )
 """The package's own modules, other than packages and ``*_command`` modules, that building a command's
 parser may import: each is standard library only (``grpo_probe.envs`` picks the headless OpenGL backend
-with ``render_setup`` on import)."""
+with ``render_setup`` on import; the command line applies ``numerics`` before any command loads)."""
 
 
 def _loaded_after(*argv: str) -> dict[str, bool]:
@@ -96,10 +97,12 @@ def _loaded_after(*argv: str) -> dict[str, bool]:
 
 def test_help_imports_no_area_neither_the_analysis_stack_nor_torch() -> None:
     """``grpo-probe --help`` lists the commands from ``cli.COMMANDS``: no area module, no analysis package
-    (nor its pyarrow, matplotlib or jinja2), nothing but the command line module itself."""
+    (nor its pyarrow, matplotlib or jinja2), nothing but the command line module itself and the numerics
+    setting it applies first (standard library only)."""
     loaded = _loaded_after("--help")
     assert sorted(m for m in HEAVY_FOR_HELP if m in loaded) == []
-    assert sorted(m for m in loaded if m.startswith("grpo_probe")) == ["grpo_probe", "grpo_probe.cli"]
+    found = sorted(m for m in loaded if m.startswith("grpo_probe"))
+    assert found == ["grpo_probe", "grpo_probe.cli", "grpo_probe.numerics"]
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,10 @@ and says why in docs/changelog.md, in the same commit:
 
     .venv/bin/snakemake --cores 2 --config prereg=prereg/smoke.yaml
     .venv/bin/python tools/pin_smoke_tables.py results/smoke
+
+The pin also records the environment the run's bytes hold for (the decision manifest's lock sha256,
+numerics setting, Python, libc and architecture; :func:`grpo_probe.provenance.machine.environment_summary`):
+a run in another environment is told so, naming what differs, instead of "the tables changed".
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ def table_hashes(results: Path) -> dict[str, str]:
     return found
 
 
+def run_environment(results: Path) -> dict:
+    """The byte-deciding environment the run's decision job recorded in its manifest."""
+    from grpo_probe.provenance.machine import environment_summary
+
+    manifest = json.loads((results / "decision.manifest.json").read_text(encoding="utf-8"))
+    return environment_summary(manifest["environment"])
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not (Path(argv[0]) / "decision.json").is_file():
         print(
@@ -38,9 +50,13 @@ def main(argv: list[str]) -> int:
         )
         return 2
     tables = table_hashes(Path(argv[0]))
-    text = json.dumps(
-        {"design": "prereg/smoke.yaml", "folders": list(PINNED_FOLDERS), "tables": tables}, indent=1
-    )
+    pin = {
+        "design": "prereg/smoke.yaml",
+        "environment": run_environment(Path(argv[0])),
+        "folders": list(PINNED_FOLDERS),
+        "tables": tables,
+    }
+    text = json.dumps(pin, indent=1)
     tmp = PIN.with_suffix(".tmp")
     tmp.write_text(text + "\n", encoding="utf-8")
     tmp.replace(PIN)

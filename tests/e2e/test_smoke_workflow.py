@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from grpo_probe.analysis.rule.glossary import number
+from grpo_probe.provenance.environments import environment_value_lines, same_numerics_environment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -168,7 +169,18 @@ def test_the_smoke_tables_are_the_pinned_bytes(smoke_run: Path) -> None:
     assert spec is not None and spec.loader is not None
     pin = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(pin)
-    pinned = json.loads(pin.PIN.read_text(encoding="utf-8"))["tables"]
+    pinned_file = json.loads(pin.PIN.read_text(encoding="utf-8"))
+    pinned = pinned_file["tables"]
+    here = pin.run_environment(smoke_run / RESULTS)
+    pinned_env = pinned_file.get("environment")
+    differing = same_numerics_environment(pinned_env, here)
+    assert not differing, (
+        "this run's environment is not the one the smoke tables were pinned in, so their bytes are not "
+        "promised here (the tables were not compared): "
+        + "; ".join(environment_value_lines(pinned_env, here, ("pinned", "here"), differing))
+        + ". Install from the committed requirements.lock (bin/bootstrap) on an x86-64 CPU with AVX2 and "
+        "FMA; a pin made in another environment is regenerated with tools/pin_smoke_tables.py."
+    )
     found = pin.table_hashes(smoke_run / RESULTS)
     changed = sorted(k for k in pinned.keys() & found.keys() if pinned[k] != found[k])
     assert not changed and found.keys() == pinned.keys(), (

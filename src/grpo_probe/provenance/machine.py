@@ -30,6 +30,7 @@ __all__ = [
     "code_version",
     "cpu_info",
     "environment",
+    "environment_summary",
     "installed_lock_sha256",
     "installed_packages",
     "libc",
@@ -159,3 +160,14 @@ def environment() -> dict[str, Any]:
     env = copy.deepcopy(dict(_environment_cached()))
     env["numerics"] = numerics.in_effect(os.environ)
     return env
+
+
+SUMMARY_KEYS = ("python", "machine", "libc", "lock_sha256", "numerics")
+"""What decision.json records of the environment: the keys that decide its bytes, nothing that names one
+machine (no CPU model or flags), so the same record is written on every machine of one setting and lock."""
+
+
+def environment_summary(env: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The byte-deciding part of :func:`environment` (``env``, default this process's), for decision.json."""
+    full = environment() if env is None else env
+    return {key: copy.deepcopy(full.get(key)) for key in SUMMARY_KEYS}

@@ -517,6 +517,21 @@ def wrap(text: str) -> str:
     )
 
 
+def _environment_line(decision: Mapping[str, Any]) -> str:
+    """One sentence on the environment the record's bytes hold for ('' for a record that predates it)."""
+    env = decision.get("environment")
+    if not isinstance(env, Mapping):
+        return ""
+    numerics = env.get("numerics") or {}
+    lock = env.get("lock_sha256")
+    locked = f"lock `{lock[:16]}`" if lock else "no lock (an environment installed without requirements.lock)"
+    return (
+        f" Computed under the numerics setting `{numerics.get('setting')}` with {locked}, Python "
+        f"{env.get('python')}, {env.get('libc')} on {env.get('machine')}: a rerun in that environment gives "
+        "these bytes on any CPU of the setting's class (docs/auditing.md, \"On another machine\")."
+    )
+
+
 def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[str] | None = None) -> str:
     """decision.md's text from the decision record (the content of decision.json) and the jinja2 template."""
     path = Path(template) if template is not None else default_template()
@@ -539,6 +554,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         heads=HEADS,
         reads_table=_reads_table(decision),
         summary=_outcome_summary(decision),
+        environment_line=_environment_line(decision),
         arm_lines=_arm_lines(decision),
         resampled=_resampled_line(decision),
         versions_line=_versions_line(decision),

@@ -40,6 +40,7 @@ from grpo_probe.analysis.rule.versions import outcome_record, version_records
 from grpo_probe.atomic_io import atomic_write_text
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import AnalysisNumbers, Prereg
+from grpo_probe.provenance.machine import environment_summary
 
 __all__ = [
     "build_decision",
@@ -302,5 +303,7 @@ def decision_record(
         },
         "compute": _compute_section(compute, compute_gate),
         "provenance": [{"path": str(p), "sha256": str(h)} for p, h in sorted(provenance)],
+        # the lock and numerics setting the decision's bytes hold for (docs/auditing.md, "On another machine")
+        "environment": environment_summary(),
     }
     return json.loads(decision_json_text(decision))
