@@ -25,7 +25,7 @@ from grpo_probe.analysis.page.arm_sampler import sampler_line
 from grpo_probe.analysis.page.gradient_page import gradient_section
 from grpo_probe.analysis.rule.decision_rule import rank_text, short_clause
 from grpo_probe.analysis.rule.glossary import count_words, flagged_guards, number
-from grpo_probe.prereg.rule import BOUNDS, Condition
+from grpo_probe.prereg.rule import ANALYSIS_NUMBERS, BOUNDS, Condition
 
 __all__ = [
     "HEADS",
@@ -573,6 +573,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),
         gradient_section=gradient_section(decision),
+        analysis_numbers=[key for key in ANALYSIS_NUMBERS if key in decision["analysis"]],
     )
 
 
