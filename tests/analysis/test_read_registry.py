@@ -9,6 +9,7 @@ resample, so the outcome's stability was misreported with no error.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ import yaml
 from grpo_probe.analysis.cells import reads as analysis_reads
 from grpo_probe.analysis.cells.reads import cell_reads, compute_reads, read_rows
 from grpo_probe.analysis.cells.seed_columns import SeedColumns
+from grpo_probe.analysis.page.decision_md import NOT_RECORDED, reads_tsv_text, render_decision_md
 from grpo_probe.analysis.rule.decision_rule import evaluate_rule, read_words
 from grpo_probe.analysis.rule.stability import resample_indices, stability
 from grpo_probe.prereg import load_prereg, vocabulary
@@ -27,6 +29,7 @@ from grpo_probe.prereg.rule import parse_analysis_sections
 from grpo_probe.prereg.vocabulary import ReadSpec
 
 REPO = Path(__file__).resolve().parents[2]
+REFERENCE = REPO / "docs" / "reference" / "grpo_signal_probe.decision.json"
 SMOKE = load_prereg(REPO / "prereg" / "smoke.yaml", require_lock=False)
 SMOKE_RAW = yaml.safe_load((REPO / "prereg" / "smoke.yaml").read_text())
 CELL = next(c for c in SMOKE.enabled_cells if c.head == "flow")
@@ -98,3 +101,30 @@ def test_a_read_declared_without_a_statistic_is_refused_when_the_analysis_loads(
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode != 0
     assert "reads declared without a statistic ['orphan_cm']" in proc.stderr
+
+
+def test_a_read_declared_after_a_record_was_written_renders_as_not_recorded(with_toy_read: None) -> None:
+    """docs/extending.md's example on the committed reference record, which predates the read: its row
+    says "not recorded" in every cell (in decision.md and reads.tsv) instead of failing with a KeyError,
+    and the reads the record holds print as before."""
+    reference = json.loads(REFERENCE.read_text())
+    assert all(TOY.name not in c["reads"] for c in reference["cells"])
+    cells = len(reference["cells"])
+    page = render_decision_md(reference)
+    rows = [line for line in page.splitlines() if line.startswith(f"| {TOY.label} |")]
+    assert rows == ["| " + " | ".join([TOY.label, *[NOT_RECORDED] * cells]) + " |"]
+    tsv = reads_tsv_text(reference).splitlines()
+    assert "\t".join([TOY.label, *[NOT_RECORDED] * cells]) in tsv
+    median = next(line for line in page.splitlines() if line.startswith("| median group std of progress"))
+    assert NOT_RECORDED not in median
+
+
+def test_a_read_recorded_as_undefined_is_not_called_unrecorded(with_toy_read: None) -> None:
+    """None in the record is a read the analysis found undefined (n/a), not one it never wrote."""
+    reference = json.loads(REFERENCE.read_text())
+    for cell in reference["cells"]:
+        cell["reads"][TOY.name] = None
+    row = next(
+        line for line in render_decision_md(reference).splitlines() if line.startswith(f"| {TOY.label}")
+    )
+    assert NOT_RECORDED not in row and "n/a" in row

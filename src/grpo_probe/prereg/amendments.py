@@ -125,7 +125,9 @@ def field_path(path: str) -> tuple[str | int, ...]:
     for segment in path.split("."):
         match = _SEGMENT.fullmatch(segment)
         if match is None:
-            raise ValueError(f"{path!r} is not a field path (like analysis.signal_bar_cm or cells[1].mode)")
+            raise ValueError(
+                f"{path!r} is not a field path (like analysis.competence_tol_cm or cells[1].mode)"
+            )
         parts.append(match.group(1))
         parts += [int(i) for i in _INDEX.findall(match.group(2))]
     return tuple(parts)

@@ -10,8 +10,10 @@ Errors name the prereg and the field.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +26,13 @@ from grpo_probe.prereg.schema import analysis_fragment_path, validate_against, w
 from grpo_probe.prereg.vocabulary import BOUND_SUFFIXES
 
 __all__ = [
+    "ANALYSIS_NUMBERS",
     "BOUNDS",
+    "CHAOS_FLOOR",
     "HEADS",
     "OPS",
     "SPLITS",
+    "THRESHOLD_ROLES",
     "AnalysisNumbers",
     "BootstrapSpec",
     "Condition",
@@ -36,9 +41,11 @@ __all__ = [
     "OperatingSpec",
     "RankKey",
     "ReadRef",
+    "SignalBar",
     "analysis_schema",
     "parse_analysis_sections",
     "routed_cells",
+    "threshold_role",
 ]
 
 OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -188,6 +195,25 @@ class AnalysisNumbers:
         }
 
 
+ANALYSIS_NUMBERS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(AnalysisNumbers) if f.type in ("int", "float")
+)
+"""The registered numbers of the ``analysis:`` section, in the section's order (``group_std_ddof`` first):
+what the page lists as the design's analysis numbers, from decision.json's ``analysis``, without naming
+any of them."""
+
+THRESHOLD_ROLES: dict[str, str] = {
+    "signal_bar_cm": "signal bar",
+    "competence_tol_cm": "tolerance",
+    "degenerate_tol_cm": "degenerate tolerance",
+}
+"""Registered analysis numbers by their role in a clause (others: the key, underscores as spaces)."""
+
+_SIGNAL_BAR = "signal_bar_cm"
+
+CHAOS_FLOOR = "chaos_std_cm"
+"""The read a bar relative to the chaos floor names: the chaos std sigma_w, every draw replayed."""
+
 BOUNDS: dict[str, str] = BOUND_SUFFIXES
 """A condition may read a bound of a read's interval: ``chaos_share.upper`` is the upper end of the chaos
 share's percentile-bootstrap interval over seeds, which the reads hold as ``chaos_share_ci_high`` (the
@@ -327,6 +353,77 @@ class Condition:
         )
 
 
+_ANALYSIS_SOURCE = re.compile(r"(?:(?P<scale>\S+) x )?analysis\.(?P<key>\w+)")
+
+
+def threshold_role(source: str) -> tuple[str, str] | None:
+    """(scale, role) of a threshold taken from a registered analysis number (``source`` as a
+    :class:`Condition` records it: ``-1 x analysis.competence_tol_cm`` -> ("-1", "tolerance")); None for a
+    threshold that is a number of its own or another read. ``scale`` is "" where the source has none."""
+    found = _ANALYSIS_SOURCE.fullmatch(source)
+    if found is None:
+        return None
+    key = found["key"]
+    return found["scale"] or "", THRESHOLD_ROLES.get(key, key.removesuffix("_cm").replace("_", " "))
+
+
+@dataclass(frozen=True)
+class SignalBar:
+    """The bar a cell's spread must reach to show signal, as the registered rule sets it: the condition
+    that sets it, and what the bar is (``signal bar``: a registered number, the same for every cell;
+    ``chaos floor``: the cell's own chaos std, :data:`CHAOS_FLOOR`).
+
+    Why from the rule and not from ``analysis:``: the figures and the page draw the bar the rule compares
+    with. A design whose rule compares the choice std with each cell's chaos floor (the Pusher and
+    MetaWorld designs) still registers ``analysis.signal_bar_cm``, which its rule never reads; a line at
+    that number would show a bar no verdict was decided against.
+    """
+
+    condition: Condition
+    role: str
+    """``signal bar`` or ``chaos floor``: what the bar is, in the page's words."""
+    scale: str = ""
+    """The registered scale the role is multiplied by, as the clause prints it ("" for none)."""
+
+    @property
+    def name(self) -> str:
+        """The bar in words, with its scale (``signal bar``, ``0.5 x chaos floor``)."""
+        return f"{self.scale} x {self.role}" if self.scale else self.role
+
+    @property
+    def fixed(self) -> float | None:
+        """The bar where it is one registered number for every cell; None where each cell has its own."""
+        return self.condition.threshold
+
+    def on(self, reads: Mapping[str, Any]) -> float | None:
+        """The bar of one cell, from the cell's reads: the registered number, or the read it is relative
+        to times its scale; None where that read is undefined for the cell (a cell without replays)."""
+        value = self.condition.threshold_on(reads)
+        return None if value is None else float(value)
+
+    def label(self, value: str, unit: str = "cm") -> str:
+        """The legend's words for the bar at ``value`` (``signal bar 0.25 cm``; with a scale,
+        ``0.5 x chaos floor (0.62 cm)``, so the number is not read as the scale's factor)."""
+        shown = f"{value} {unit}" if unit else value
+        return f"{self.name} ({shown})" if self.scale else f"{self.name} {shown}"
+
+    @classmethod
+    def of(cls, condition: Condition) -> SignalBar | None:
+        """The bar ``condition`` sets, if it sets one: a spread that must reach (``>=``, ``>``) the
+        registered signal bar or the cell's chaos floor; None for any other condition."""
+        if condition.op not in (">=", ">"):
+            return None
+        relative = condition.threshold_read
+        if relative is not None:
+            if relative.name != CHAOS_FLOOR:
+                return None
+            return cls(condition, "chaos floor", "" if condition.scale == 1.0 else f"{condition.scale:g}")
+        found = _ANALYSIS_SOURCE.fullmatch(condition.source)
+        if found is None or found["key"] != _SIGNAL_BAR:
+            return None
+        return cls(condition, THRESHOLD_ROLES[_SIGNAL_BAR], found["scale"] or "")
+
+
 @dataclass(frozen=True)
 class Criterion:
     """A named conjunction of conditions on one cell's reads."""
@@ -363,6 +460,18 @@ class DecisionRule:
             return ()
         needed = set(self.criteria_for(head))
         return tuple(c for criterion in self.criteria if criterion.name in needed for c in criterion.all_of)
+
+    @property
+    def signal_bar(self) -> SignalBar | None:
+        """The bar the rule's spread must reach: the first condition, criteria in registered order, that
+        compares a spread with the registered signal bar or with the cell's chaos floor
+        (:meth:`SignalBar.of`); None for a rule with no such condition, whose figures draw no bar."""
+        for criterion in self.criteria:
+            for condition in criterion.all_of:
+                found = SignalBar.of(condition)
+                if found is not None:
+                    return found
+        return None
 
     def to_record(self) -> dict[str, Any]:
         """The rule as decision.json records it: each criterion's conditions (:meth:`Condition.to_record`),

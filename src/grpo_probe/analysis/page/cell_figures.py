@@ -22,6 +22,7 @@ from grpo_probe.analysis.page.figure_canvas import (
     ANCHOR,
     DRAWS,
     SAMPLED,
+    BarLine,
     new_figure,
     save_png,
     symlog_axis,
@@ -42,10 +43,13 @@ def plot_group_std(
     path: str | os.PathLike[str],
     cell: str,
     groups: Sequence[SeedGroup],
-    signal_bar_cm: float,
+    bar: BarLine | None,
     degenerate_tol_cm: float,
+    linthresh_cm: float,
 ) -> Path:
-    """Per seed, the within-group std of progress and best point, sorted, against the bar and tolerance."""
+    """Per seed, the within-group std of progress and best point, sorted, against the rule's signal bar
+    (``bar``; None where the rule has none for this cell) and the degenerate tolerance, on a symmetric-log
+    axis linear within ``linthresh_cm``."""
     with matplotlib.style.context("default"):
         fig = new_figure(6.4, 4.2)
         ax = fig.add_subplot()
@@ -63,26 +67,33 @@ def plot_group_std(
             zorder=3,
         )
         median = float(np.median([g.std_progress_cm for g in ordered]))
-        ax.axvline(signal_bar_cm, color="tab:red", linestyle="--", label=f"signal bar {signal_bar_cm:g} cm")
+        if bar is not None:
+            ax.axvline(bar.value_cm, color="tab:red", linestyle="--", label=bar.label)
         ax.axvline(
             degenerate_tol_cm, color="0.5", linestyle=":", label=f"degenerate tol {degenerate_tol_cm:g} cm"
         )
         ax.axvline(median, color=SAMPLED, linewidth=1.0, alpha=0.6, label="median (progress)")
-        linthresh = degenerate_tol_cm if degenerate_tol_cm > 0 else signal_bar_cm
         values = [v for g in ordered for v in (g.std_progress_cm, g.std_best_point_cm) if math.isfinite(v)]
-        symlog_axis(ax, linthresh, [*values, signal_bar_cm, degenerate_tol_cm])
+        lines = [] if bar is None else [bar.value_cm]
+        symlog_axis(ax, linthresh_cm, [*values, *lines, degenerate_tol_cm])
         ax.set_yticks(y, [str(g.seed) for g in ordered])
         ax.set_ylabel("seed (sorted by progress std)")
-        ax.set_xlabel(f"within-group std over K draws (cm, {symlog_note(linthresh)})")
+        ax.set_xlabel(f"within-group std over K draws (cm, {symlog_note(linthresh_cm)})")
         ax.set_title(f"cell {cell}: group spread per seed")
         fig.legend(loc="outside lower center", ncols=3, fontsize="x-small", frameon=False)
         return save_png(fig, path)
 
 
 def plot_chaos(
-    path: str | os.PathLike[str], cell: str, seeds: Sequence[SeedChaos], signal_bar_cm: float
+    path: str | os.PathLike[str],
+    cell: str,
+    seeds: Sequence[SeedChaos],
+    bar: BarLine | None,
+    linthresh_cm: float,
 ) -> Path:
-    """Per replayed seed, the group std against the replay std (the chaos floor), with the signal bar.
+    """Per replayed seed, the group std against the replay std (the chaos floor), with the rule's signal
+    bar (``bar``: the registered bar, or the cell's pooled chaos floor where the rule compares with that;
+    None: no line), both axes symmetric-log, linear within ``linthresh_cm``.
 
     A seed on the diagonal has all its spread from chaos; one far below it, from the draws' choices. A
     seed above the horizontal bar line clears the bar by chaos alone.
@@ -92,22 +103,24 @@ def plot_chaos(
         ax = fig.add_subplot()
         group = np.array([s.group_std_cm for s in seeds])
         replay = np.array([s.replay_std_cm for s in seeds])
-        top = float(max(group.max(initial=0.0), replay.max(initial=0.0), signal_bar_cm)) * 1.1 or 1.0
-        diagonal = np.concatenate([[0.0], np.geomspace(signal_bar_cm / 10, top, 64)])
+        reach = linthresh_cm if bar is None else bar.value_cm
+        top = float(max(group.max(initial=0.0), replay.max(initial=0.0), reach)) * 1.1 or 1.0
+        diagonal = np.concatenate([[0.0], np.geomspace(linthresh_cm / 10, top, 64)])
         ax.plot(diagonal, diagonal, color="0.5", linestyle=":", label="all chaos (replay = group std)")
-        ax.axhline(signal_bar_cm, color="tab:red", linestyle="--", label=f"signal bar {signal_bar_cm:g} cm")
-        ax.axvline(signal_bar_cm, color="tab:red", linestyle="--", linewidth=0.8)
+        if bar is not None:
+            ax.axhline(bar.value_cm, color="tab:red", linestyle="--", label=bar.label)
+            ax.axvline(bar.value_cm, color="tab:red", linestyle="--", linewidth=0.8)
         ax.scatter(group, replay, color=SAMPLED, zorder=3, label=f"replayed seed (n = {len(seeds)})")
         for s, x, y in zip(seeds, group, replay, strict=True):
             ax.annotate(str(s.seed), (x, y), textcoords="offset points", xytext=(3, 3), fontsize="x-small")
         # Symmetric log on both axes: the bar (a quarter centimetre) and spreads of tens of centimetres are
         # both visible, and the diagonal stays the diagonal.
-        symlog_axis(ax, signal_bar_cm, [top], "x")
-        symlog_axis(ax, signal_bar_cm, [top], "y")
+        symlog_axis(ax, linthresh_cm, [top], "x")
+        symlog_axis(ax, linthresh_cm, [top], "y")
         ax.set_xlabel("group std of progress over K draws (cm)")
         ax.set_ylabel("replay std of the same draw (cm)")
         ax.set_title(
-            f"cell {cell}: signal or chaos\n(both axes {symlog_note(signal_bar_cm)} cm)", fontsize="medium"
+            f"cell {cell}: signal or chaos\n(both axes {symlog_note(linthresh_cm)} cm)", fontsize="medium"
         )
         ax.legend(fontsize="small", loc="upper left")
         return save_png(fig, path)

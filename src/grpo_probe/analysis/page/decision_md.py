@@ -25,9 +25,17 @@ from grpo_probe.analysis.page.arm_sampler import sampler_line
 from grpo_probe.analysis.page.gradient_page import gradient_section
 from grpo_probe.analysis.rule.decision_rule import rank_text, short_clause
 from grpo_probe.analysis.rule.glossary import count_words, flagged_guards, number
-from grpo_probe.prereg.rule import Condition
+from grpo_probe.prereg.rule import ANALYSIS_NUMBERS, BOUNDS, Condition
 
-__all__ = ["HEADS", "SCREEN_COLUMNS", "default_template", "reads_tsv_text", "render_decision_md", "wrap"]
+__all__ = [
+    "HEADS",
+    "NOT_RECORDED",
+    "SCREEN_COLUMNS",
+    "default_template",
+    "reads_tsv_text",
+    "render_decision_md",
+    "wrap",
+]
 
 
 def default_template() -> Path:
@@ -460,9 +468,24 @@ def _exact(value: Any) -> str:
     return repr(float(value))
 
 
+NOT_RECORDED = "not recorded"
+"""A read the vocabulary declares that a cell's record does not hold, as the reads table prints it."""
+
+
+def _recorded(reads: Mapping[str, Any], read: str, fmt: Callable[[Any], str]) -> str:
+    """``read``'s value written by ``fmt``, or :data:`NOT_RECORDED` where the record has no such field.
+
+    Why not a KeyError: the table's rows come from the vocabulary of the code that renders the page, and a
+    record written before a read was declared (docs/reference's, an archived decision.json) lacks it; an
+    absent read is not an undefined one (None, printed n/a), so the page says which it is.
+    """
+    return fmt(reads[read]) if read in reads else NOT_RECORDED
+
+
 def _reads_table(decision: Mapping[str, Any], fmt: Callable[[Any], str] = number) -> list[list[str]]:
     """Rows of decision.md's reads table: one row per read, one column per cell (a guard's rate with the
-    episode counts behind it); values written by ``fmt`` (three significant figures on the page)."""
+    episode counts behind it); values written by ``fmt`` (three significant figures on the page), a read
+    the cell's record lacks as :data:`NOT_RECORDED`."""
     cells = decision["cells"]
     rows = []
     replay = any(c.get("replay") is not None for c in cells)
@@ -470,16 +493,17 @@ def _reads_table(decision: Mapping[str, Any], fmt: Callable[[Any], str] = number
         line = [row.label + (" (primary)" if row.primary else "")]
         for cell in cells:
             reads = cell["reads"]
-            text = fmt(reads[row.read])
-            if row.with_ci and reads[row.read] is not None:
-                text += f" [{fmt(reads[row.read + '_ci_low'])}, {fmt(reads[row.read + '_ci_high'])}]"
+            text = _recorded(reads, row.read, fmt)
+            if row.with_ci and reads.get(row.read) is not None:
+                low, high = (_recorded(reads, row.read + end, fmt) for end in BOUNDS.values())
+                text += f" [{low}, {high}]"
             if row.read == "nondegenerate_fraction":
                 text += f" ({cell['nondegenerate_count']}/{cell['n_seeds']})"
             counts = _guard_counts(cell, row.read)
             if counts is not None:
                 text += f" ({counts[0]})"
             if row.versus is not None:
-                text += f" vs {fmt(reads[row.versus])}"
+                text += f" vs {_recorded(reads, row.versus, fmt)}"
                 if counts is not None:
                     text += f" ({counts[1]})"
             line.append(text)
@@ -565,6 +589,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),
         gradient_section=gradient_section(decision),
+        analysis_numbers=[key for key in ANALYSIS_NUMBERS if key in decision["analysis"]],
     )
 
 

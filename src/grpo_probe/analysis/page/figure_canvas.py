@@ -15,6 +15,7 @@ import io
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ __all__ = [
     "DPI",
     "DRAWS",
     "SAMPLED",
+    "BarLine",
     "finite",
     "new_figure",
     "png_bytes",
@@ -48,6 +50,18 @@ CHAOS = "tab:red"
 BAR = "tab:red"
 DRAWS = "tab10"
 """Qualitative colours for the K draws of a trajectory figure: neighbours stay distinguishable."""
+
+
+@dataclass(frozen=True)
+class BarLine:
+    """A threshold a figure draws as a dashed line: where it lies and its legend label.
+
+    Why a value with its words: the figure does not know which threshold it draws (the registered signal
+    bar, a cell's chaos floor); the page works that out from the rule and hands the figure both.
+    """
+
+    value_cm: float
+    label: str
 
 
 def png_bytes(fig: Figure) -> bytes:

@@ -7,6 +7,7 @@ decision has, what each is drawn from and where each file goes, linked relative 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -24,6 +25,7 @@ from grpo_probe.analysis.page.cell_figures import (
     plot_guard_rates,
     plot_trajectories,
 )
+from grpo_probe.analysis.page.figure_canvas import BarLine
 from grpo_probe.analysis.page.figure_names import figure_slug
 from grpo_probe.analysis.page.summary_figures import (
     ClausePanel,
@@ -40,9 +42,9 @@ from grpo_probe.analysis.rule.glossary import number
 from grpo_probe.envs.boat.spec import BOAT_ID
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.prereg import AnalysisNumbers, Cell
-from grpo_probe.prereg.rule import Condition, ReadRef
+from grpo_probe.prereg.rule import Condition, DecisionRule, ReadRef, SignalBar
 
-__all__ = ["draw_figures", "draw_rule_figure", "table_outline"]
+__all__ = ["bar_line", "draw_figures", "draw_rule_figure", "table_outline"]
 
 
 def table_outline(env: EnvSpec) -> tuple[float, float, float, float] | None:
@@ -67,8 +69,34 @@ def _interval(reads: Mapping[str, Any], read: str) -> Interval:
     return Interval(reads.get(read), reads.get(f"{read}_ci_low"), reads.get(f"{read}_ci_high"))
 
 
-def _all_cells_rows(parts: Sequence[CellResult]) -> tuple[list[SpreadRow], list[CompetenceRow]]:
-    """The rows of the two all-cells figures, from the cells' records: the numbers decision.json holds."""
+def bar_line(bar: SignalBar | None, reads: Mapping[str, Any]) -> BarLine | None:
+    """The rule's signal bar on one cell as its figures draw it: where it lies, from the cell's reads, and
+    its label (``signal bar 0.25 cm``, ``chaos floor 1.37 cm``); None where the rule has no bar or the
+    cell none (a chaos floor on a cell without replays).
+
+    Why from the rule's condition: the line is the threshold the cell's verdict was decided against, so a
+    design whose rule compares the choice std with the cell's chaos floor draws that floor. A registered
+    bar prints as registered; a measured floor at the page's three figures.
+    """
+    if bar is None:
+        return None
+    value = bar.on(reads)
+    if value is None or not math.isfinite(value):
+        return None
+    return BarLine(value, bar.label(f"{value:g}" if bar.fixed is not None else number(value)))
+
+
+def _linthresh(*candidates: float | None) -> float:
+    """The first positive, finite candidate: the half-width of a symmetric-log axis's linear part (1 cm
+    where none is: a rule without a registered bar and a design without a degenerate tolerance)."""
+    return next((c for c in candidates if c is not None and math.isfinite(c) and c > 0), 1.0)
+
+
+def _all_cells_rows(
+    parts: Sequence[CellResult], bar: SignalBar | None = None
+) -> tuple[list[SpreadRow], list[CompetenceRow]]:
+    """The rows of the two all-cells figures, from the cells' records: the numbers decision.json holds;
+    a spread row carries the cell's own bar where the rule's differs from cell to cell."""
     spread, competence = [], []
     for part in parts:
         record, reads = part.record, part.record["reads"]
@@ -82,6 +110,7 @@ def _all_cells_rows(parts: Sequence[CellResult]) -> tuple[list[SpreadRow], list[
                 if replay is None
                 else tuple(s["chaos_std_cm"] for s in replay["seeds"] if s["chaos_std_cm"] is not None),
                 choice=None if replay is None else _interval(reads, "choice_std_cm"),
+                bar=None if bar is None or bar.fixed is not None else bar_line(bar, reads),
             )
         )
         competence.append(
@@ -100,11 +129,18 @@ def draw_figures(
     probes: Mapping[str, RolloutTable],
     anchors: Mapping[str, RolloutTable],
     analysis: AnalysisNumbers,
+    rule: DecisionRule,
     figures_dir: Path,
     link_base: Path,
     disk_radius_m: float,
     table: tuple[float, float, float, float] | None = None,
 ) -> dict[str, Any]:
+    """Every cell's figures and the all-cells figures, written under ``figures_dir``; returns their links
+    relative to ``link_base`` (per cell, and the all-cells ones by kind).
+
+    The signal bar each spread figure draws is ``rule``'s (:attr:`DecisionRule.signal_bar`): a registered
+    number the same for every cell, the cell's own chaos floor, or no line where the rule has neither.
+    """
     slugs = {c.id: figure_slug(c.id) for c in cells}
     if len(set(slugs.values())) != len(slugs):
         raise ValueError(
@@ -114,16 +150,21 @@ def draw_figures(
     def link(path: Path) -> str:
         return Path(os.path.relpath(path, link_base)).as_posix()
 
+    signal_bar = rule.signal_bar
+    fixed = None if signal_bar is None else signal_bar.fixed
+    spread_linthresh = _linthresh(analysis.degenerate_tol_cm, fixed)
     per_cell: dict[str, dict[str, str]] = {}
     for cell in cells:
         part, slug = parts[cell.id], slugs[cell.id]
+        bar = bar_line(signal_bar, part.record["reads"])
         files = {
             "group_std": plot_group_std(
                 figures_dir / f"group_std_{slug}.png",
                 cell.id,
                 part.groups,
-                analysis.signal_bar_cm,
+                bar,
                 analysis.degenerate_tol_cm,
+                spread_linthresh,
             ),
             "competence": plot_competence(
                 figures_dir / f"competence_{slug}.png", cell.id, probes[cell.id], part.joins
@@ -140,7 +181,11 @@ def draw_figures(
         }
         if part.chaos is not None:
             files["chaos"] = plot_chaos(
-                figures_dir / f"chaos_{slug}.png", cell.id, part.chaos.seeds, analysis.signal_bar_cm
+                figures_dir / f"chaos_{slug}.png",
+                cell.id,
+                part.chaos.seeds,
+                bar,
+                _linthresh(fixed, analysis.degenerate_tol_cm),
             )
         if part.entropy is not None:
             files["entropy"] = plot_entropy(
@@ -150,15 +195,16 @@ def draw_figures(
     guards = plot_guard_rates(
         figures_dir / "guard_rates_all-cells.png", [c.id for c in cells], [parts[c.id].rates for c in cells]
     )
-    spread, competence = _all_cells_rows([parts[c.id] for c in cells])
+    spread, competence = _all_cells_rows([parts[c.id] for c in cells], signal_bar)
     confidence = analysis.bootstrap.interval_confidence
     # Named <kind>_all-cells.png like the guard-rate figure, so Snakemake's report files them beside it.
     spread_png = plot_spread_by_cell(
         figures_dir / "group_std_all-cells.png",
         spread,
-        analysis.signal_bar_cm,
-        analysis.degenerate_tol_cm if analysis.degenerate_tol_cm > 0 else analysis.signal_bar_cm,
+        None if fixed is None else bar_line(signal_bar, {}),
+        spread_linthresh,
         confidence,
+        None if signal_bar is None else signal_bar.name,
     )
     competence_png = plot_competence_by_cell(
         figures_dir / "competence_all-cells.png", competence, analysis.competence_tol_cm, confidence

@@ -247,6 +247,7 @@ def decision_record(
         probes,
         anchors,
         analysis,
+        prereg.decision_rule,
         Path(figures_dir),
         Path(page_dir),
         env.view.target_radius_m,

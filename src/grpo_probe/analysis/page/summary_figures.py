@@ -1,6 +1,6 @@
 """decision.md's figures of every cell at once, embedded next to its outcome.
 
-Each cell's group spread against the signal bar (with the chaos floor where the design replays draws),
+Each cell's group spread against the rule's signal bar (with the chaos floor where the design replays draws),
 its sampled-minus-anchor progress against the competence tolerance, and each clause of the registered
 rule across the cells. They draw the numbers decision.json holds (:class:`SpreadRow`,
 :class:`CompetenceRow`, :class:`ClausePanel`), so the picture and the page cannot disagree. The
@@ -27,6 +27,7 @@ from grpo_probe.analysis.page.figure_canvas import (
     BAR,
     CHAOS,
     SAMPLED,
+    BarLine,
     finite,
     new_figure,
     save_png,
@@ -65,6 +66,9 @@ class SpreadRow:
     median: Interval
     replay_std_cm: tuple[float, ...] = ()
     choice: Interval | None = None
+    bar: BarLine | None = None
+    """The cell's own signal bar, for a rule whose bar differs from cell to cell (the cell's chaos floor),
+    drawn on this row only; None where the rule's bar is one line for every cell, or the cell has none."""
 
 
 @dataclass(frozen=True)
@@ -151,20 +155,26 @@ def _interval_row(
 def plot_spread_by_cell(
     path: str | os.PathLike[str],
     rows: Sequence[SpreadRow],
-    signal_bar_cm: float,
+    bar: BarLine | None,
     linthresh_cm: float,
     confidence: float,
+    bar_name: str | None = "signal bar",
 ) -> Path:
-    """Every cell's group spread against the signal bar: one row per cell (registered order, top down),
-    each seed's group std, the median over seeds with its interval and, where draws were replayed, each
-    replayed seed's chaos std (the chaos floor) and the pooled choice std the signal criterion reads, with
-    its interval (the criterion reads its lower end)."""
+    """Every cell's group spread against the rule's signal bar: one row per cell (registered order, top
+    down), each seed's group std, the median over seeds with its interval and, where draws were replayed,
+    each replayed seed's chaos std (the chaos floor) and the pooled choice std the signal criterion reads,
+    with its interval (the criterion reads its lower end).
+
+    ``bar`` is a bar the same for every cell, a line across the figure; a rule whose bar is each cell's
+    own (its chaos floor) draws it on the cell's row (:attr:`SpreadRow.bar`). ``bar_name`` is what the
+    title says the spread is set against (None: the rule has no bar, and the title names none)."""
     replay = any(r.replay_std_cm for r in rows)
     with matplotlib.style.context("default"):
         fig = new_figure(6.4, 1.6 + 0.42 * len(rows) + (0.25 if replay else 0.0))
         ax = fig.add_subplot()
         values: list[float] = []
         pct = f"{100 * confidence:.4g}%"
+        own_bar_labelled = False
         for i, row in enumerate(rows):
             first = i == 0
             lift = -0.18 if replay else 0.0
@@ -200,14 +210,25 @@ def plot_spread_by_cell(
             for est in (row.median, row.choice):
                 if est is not None:
                     values += finite([est.value, est.low, est.high])
-        ax.axvline(
-            signal_bar_cm, color=BAR, linestyle="--", linewidth=1.2, label=f"signal bar {signal_bar_cm:g} cm"
-        )
-        symlog_axis(ax, linthresh_cm, [*values, signal_bar_cm])
+            if row.bar is not None:
+                ax.plot(
+                    [row.bar.value_cm, row.bar.value_cm],
+                    [i - 0.42, i + 0.42],
+                    color=BAR,
+                    linestyle="--",
+                    linewidth=1.2,
+                    label=None if own_bar_labelled else row.bar.label,
+                )
+                own_bar_labelled = True
+                values.append(row.bar.value_cm)
+        lines = []
+        if bar is not None:
+            ax.axvline(bar.value_cm, color=BAR, linestyle="--", linewidth=1.2, label=bar.label)
+            lines.append(bar.value_cm)
+        symlog_axis(ax, linthresh_cm, [*values, *lines])
         xlabel = f"std of progress over the K draws (cm, {symlog_note(linthresh_cm)})"
-        return _cell_rows_png(
-            fig, ax, [r.cell for r in rows], xlabel, "Group spread per cell against the signal bar", path
-        )
+        title = "Group spread per cell" + ("" if bar_name is None else f" against the {bar_name}")
+        return _cell_rows_png(fig, ax, [r.cell for r in rows], xlabel, title, path)
 
 
 def plot_competence_by_cell(

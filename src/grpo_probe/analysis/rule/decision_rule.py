@@ -31,7 +31,7 @@ from typing import Any
 from grpo_probe.analysis.cells.cell_analysis import json_float
 from grpo_probe.analysis.rule.glossary import number
 from grpo_probe.prereg import Cell
-from grpo_probe.prereg.rule import HEADS, Condition, DecisionRule, RankKey, ReadRef
+from grpo_probe.prereg.rule import HEADS, Condition, DecisionRule, RankKey, ReadRef, threshold_role
 from grpo_probe.prereg.vocabulary import read_spec
 
 __all__ = [
@@ -62,14 +62,6 @@ OUTCOMES: dict[str, str] = {
 """Outcome kind -> the sentence decision.md states."""
 
 
-_THRESHOLD_WORDS: dict[str, str] = {
-    "signal_bar_cm": "signal bar",
-    "competence_tol_cm": "tolerance",
-    "degenerate_tol_cm": "degenerate tolerance",
-}
-"""Registered analysis numbers by their role in a clause (others: the key, underscores as spaces)."""
-
-_SOURCE = re.compile(r"(?:(?P<scale>\S+) x )?analysis\.(?P<key>\w+)")
 _READ_SOURCE = re.compile(r"(?:(?P<scale>\S+) x )?(?P<read>[a-z][\w.]*)")
 
 # op -> (words when the condition passes, words when it fails)
@@ -127,8 +119,9 @@ def condition_text(
     undefined for this cell: fails``; on an end of an interval, ``chaos share 0.505 [0.368, 0.606]: its
     upper end 0.606 is above the registered maximum 0.5: fails``.
 
-    ``source`` says where the threshold came from (``analysis.signal_bar_cm``, ``-1 x
-    analysis.competence_tol_cm``, ``registered value``) and names its role; ``interval`` is the read's
+    ``source`` says where the threshold came from (a registered analysis number such as ``-1 x
+    analysis.competence_tol_cm``, another read such as ``chaos_std_cm``, or ``registered value``) and names
+    its role (:func:`grpo_probe.prereg.rule.threshold_role`, the rule's words); ``interval`` is the read's
     bootstrap interval, printed after the value where the read has one; ``point`` is the read's own value
     where the condition reads an end of its interval.
     """
@@ -152,12 +145,10 @@ def condition_text(
         if has_interval and ref.bound is None:
             assert interval is not None
             subject += f" [{number(interval[0])}, {number(interval[1])}]"
-    found = _SOURCE.fullmatch(source)
+    found = threshold_role(source)
     relative = _READ_SOURCE.fullmatch(source) if source != "registered value" else None
     if found is not None:
-        key = found["key"]
-        role = _THRESHOLD_WORDS.get(key, key.removesuffix("_cm").replace("_", " "))
-        bar = f"the {_with_unit(threshold_text, unit)} {role}"
+        bar = f"the {_with_unit(threshold_text, unit)} {found[1]}"
     elif relative is not None:
         times = f"{relative['scale']} x " if relative["scale"] else ""
         bar = f"{times}the {read_words(relative['read'])[0]} ({_with_unit(threshold_text, unit)})"
