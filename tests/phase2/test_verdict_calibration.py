@@ -1,7 +1,8 @@
-"""The held-out verdict is the paired t-test the MDE is sized for: its error rates, simulated.
+"""The held-out verdict and the paired t-test the MDE is sized for: their error rates, simulated.
 
-Under no change, the verdict (``PairedChange.verdict``: "up" or "down" when the paired t interval excludes
-zero) must err at about 1 - c, the registered confidence's complement; against a true shift of one MDE it
+Under no change, the verdict (``PairedChange.verdict``: "up" or "down" when the hull of the paired t and
+the bootstrap-t intervals, :func:`~grpo_probe.phase2.evaluate.paired_interval`, excludes zero) must err at
+about 1 - c or less, the registered confidence's complement; against a true shift of one MDE it
 must call "up" about as often as the MDE's stated power (80 %). Each case draws 4000 simulated pilots of
 n paired differences from a keyed generator, so a run gives the same counts every time and the test can
 fail only through the code under test; the rate must hold the nominal value within its Wilson 95 %
@@ -24,7 +25,13 @@ from scipy.stats import binomtest, nct
 from scipy.stats import t as student_t
 
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.phase2.evaluate import POWER, PairedChange, minimum_detectable_change, paired_t_interval
+from grpo_probe.phase2.evaluate import (
+    POWER,
+    PairedChange,
+    minimum_detectable_change,
+    paired_interval,
+    paired_t_interval,
+)
 
 CONFIDENCE = 0.95
 """The registered confidence of the shipped designs (``analysis.bootstrap.confidence``)."""
@@ -44,7 +51,7 @@ def _calls(differences: np.ndarray, confidence: float = CONFIDENCE) -> tuple[int
     """(up, down) verdicts over the simulated pilots (rows), each through the verdict's own code."""
     up = down = 0
     for d in differences:
-        low, high = paired_t_interval(d, confidence)
+        low, high = paired_interval(d, confidence)
         verdict = PairedChange(
             "progress_final_cm", "progress (cm)", 0.0, 0.0, float(d.mean()), low, high, d.size
         )
@@ -80,7 +87,7 @@ def test_under_no_change_the_verdict_errs_at_the_nominal_rate(name: str, n: int)
     low, high = _wilson(up + down, SIMULATIONS)
     nominal = 1.0 - CONFIDENCE
     assert low <= nominal, f"{name}, n={n}: false-call rate {(up + down) / SIMULATIONS:.4f} above {nominal}"
-    if name == "normal":
+    if name == "normal" and n == 30:  # at 10 seeds the hull with the bootstrap-t is conservative (about 4 %)
         assert nominal <= high, f"n={n}: false-call rate {(up + down) / SIMULATIONS:.4f} below {nominal}"
     assert min(up, down) > 0.3 * (up + down)  # two-sided: neither direction is favoured
 
@@ -88,15 +95,17 @@ def test_under_no_change_the_verdict_errs_at_the_nominal_rate(name: str, n: int)
 @pytest.mark.parametrize("n", [10, 30])
 def test_against_a_shift_of_one_mde_the_verdict_calls_up_at_the_stated_power(n: int) -> None:
     """The true change is the MDE that :func:`minimum_detectable_change` states for differences of SD 1:
-    the share of "up" calls holds the paired t-test's exact power there (noncentral t, scipy) within its
-    Wilson interval, and that power is the stated 80 % to within a percentage point."""
+    that MDE is the paired t-test's, whose exact power there (noncentral t, scipy) is the stated 80 % to
+    within a percentage point. The verdict's share of "up" calls falls short of it (measured 71 % at 10 seeds,
+    78 % at 30: the price of also asking the bootstrap-t), by less than 12 points, so the MDE is the
+    t-test's approximation, as phase2.md says."""
     unit = np.linspace(-1.0, 1.0, n)
     unit = unit / unit.std(ddof=1)  # SD exactly 1: the MDE of sigma = 1
     detectable = minimum_detectable_change("progress_final_cm", unit, CONFIDENCE)
     assert detectable.mde is not None and detectable.power == POWER
     up, exact = _power(n, detectable.mde)
     low, high = _wilson(up, SIMULATIONS)
-    assert low <= exact <= high, f"n={n}: up in {up / SIMULATIONS:.4f} against exact power {exact:.4f}"
+    assert high < exact and low > exact - 0.12, f"n={n}: up in {up / SIMULATIONS:.4f} against {exact:.4f}"
     assert abs(exact - POWER) < 0.01
 
 
@@ -120,7 +129,7 @@ def _percentile_calls(rng: np.random.Generator, differences: np.ndarray, resampl
 
 def main() -> None:
     """Print the false-call rates under no change (docs/phase2.md's table)."""
-    print("| differences | seeds | paired t: false calls [Wilson 95 %] | percentile bootstrap (first 1000) |")
+    print("| differences | seeds | verdict: false calls [Wilson 95 %] | percentile bootstrap (first 1000) |")
     print("|---|---|---|---|")
     for name, draw in DISTRIBUTIONS.items():
         for n in (3, 10, 30):

@@ -9,24 +9,40 @@ What is compared: the registered metrics every environment records (progress, be
 engagement) and every guard the environment declares (:class:`grpo_probe.envs.protocol.Guard`), as the
 share of held-out episodes that tripped it, with n, counted as the probe's analysis counts trips.
 
-The interval is the paired Student t interval of the mean change over the n held-out seeds:
+The verdict's interval (:func:`paired_interval`) is the hull of two intervals of the mean change over the
+n held-out seeds, d_i = final_i - initial_i, s_d their standard deviation (ddof 1), c the registered
+confidence (``analysis.bootstrap.confidence``):
 
-    mean(d) +- t_{(1 + c)/2, n - 1} * s_d / sqrt(n),
+- the paired Student t interval, mean(d) +- t_{(1 + c)/2, n - 1} s_d / sqrt(n) (:func:`paired_t_interval`;
+  Student 1908; Casella & Berger, *Statistical Inference*, 2nd ed., 2002, Sec. 9.2.2);
+- the studentised bootstrap (bootstrap-t) interval, [mean(d) - t*_{(1 + c)/2} s_d / sqrt(n),
+  mean(d) - t*_{(1 - c)/2} s_d / sqrt(n)], t*_q the q-quantile of the resampled
+  t* = (mean(d*) - mean(d)) / (s_d* / sqrt(n)) (:func:`paired_bootstrap_t_intervals`; Efron, Can. J. Stat.
+  9, 1981; Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, Sec. 12.5).
 
-d_i = final_i - initial_i, s_d their standard deviation (ddof 1), c the registered confidence
-(``analysis.bootstrap.confidence``): the one-sample t interval on the differences (Student 1908; Casella
-& Berger, *Statistical Inference*, 2nd ed., 2002, Sec. 9.2.2). It is the interval of the test the MDE
-below is sized for, so "up", "down" and "not shown" are the paired t-test's calls at level 1 - c, and it
-is exact for normal differences at any n >= 2. Why not the percentile bootstrap the probe's reads use:
-over a handful of seeds it is too narrow (it spreads by the plug-in SD with normal quantiles), so under
-no change it called "up" or "down" about a quarter of the time at 3 seeds and 10 % at 10 against a nominal
-5 % (normal differences; docs/phase2.md has the measurement).
-The interval is a closed form of the differences: no generator, the same bytes on every rerun.
-(tests/phase2/test_verdict_calibration.py simulates it under no change and under a shift of one MDE.)
+"up" (or "down") needs both to lie above (below) zero, so on each side the verdict errs no more often than
+the better of the two tests for the differences' shape. Why both: the t interval alone is exact only for
+normal differences. Skewed ones make mean(d) and s_d move together, so at a true zero mean it called a
+change one-sidedly far above its nominal rate (exponential differences: 10 % at 10 seeds against 5 %,
+nearly all "down"; lognormal 16 %). The bootstrap-t reads the skew from the resampled t* (second-order
+accurate: Hall, *The Bootstrap and Edgeworth Expansion*, 1992, ch. 3) and more than halves that excess, but
+alone it errs above nominal for symmetric heavy tails (Student t, 3 df: 7 % at 10 and 30 seeds), where the
+t-test is conservative (4 %). The hull holds both. Why not the sign-flip permutation test: it is exact for
+differences symmetric about zero, which a skewed difference with mean zero is not, and it erred as often
+as the t-test there; the skew-corrected t statistics (Johnson, JASA 73, 1978; Hall, JRSS B 54, 1992) did
+no better than the bootstrap-t (docs/phase2.md has every simulated rate). What no test on n seeds can do
+is hold the rate against a rare jump that none of the n seeds drew (Bahadur & Savage, Ann. Math. Stat.
+27, 1956: no test of a mean has power above its level over all distributions); phase2.md says so beside
+every verdict. At 3 seeds the bootstrap-t cannot call anything at 95 % (a ninth of its resamples repeat
+one seed, so its quantiles are unbounded): the verdict is "not decidable" there, not a t-test's call that
+skew would bias. The resamples are one fixed keyed plan per n (:func:`_resample_plan`): the same bytes on
+every rerun. (tests/phase2/test_verdict_skew.py and test_verdict_calibration.py simulate it.)
 
-What the evaluation can detect (:func:`minimum_detectable_change`): with n held-out seeds and the paired
-differences d_i = final_i - initial_i, a two-sided paired t-test at the registered confidence c has power
-1 - beta against a true mean change of
+What the evaluation can detect (:func:`minimum_detectable_change`): the paired t-test's approximation, since
+the verdict's interval has no closed-form power. Against normal differences shifted by this MDE it called
+"up" in 78 % of simulated pilots at 30 seeds and 71 % at 10 (tests/phase2/test_verdict_calibration.py).
+With n held-out seeds and the paired differences d_i = final_i - initial_i, a two-sided paired t-test at
+the registered confidence c has power 1 - beta against a true mean change of
 
     MDE = (t_{1 - alpha/2, n - 1} + t_{1 - beta, n - 1}) * s_d / sqrt(n),    alpha = 1 - c,
 
@@ -48,14 +64,15 @@ against it: a change below the MDE is one these seeds would mostly miss.
 What the seeds can rule out (:meth:`DetectableChange.resolves`): an interval inside +-MDE says "a change
 that large is absent at this power", on any number of seeds from two on. Why: if the true change were at
 least the MDE in size while the interval lay inside +-MDE, the interval would miss the true change, which
-a level-c interval does with probability at most 1 - c. That holds for the t interval at every n (for
-normal differences); the percentile interval's coverage at 3 seeds (about 75 %) was why an absence once
-needed 10 seeds. What no n can vouch for is the normality itself: with strongly skewed differences the t
-interval errs more often than 1 - c at few seeds (docs/phase2.md has the measured rates).
+a level-c interval does with probability at most 1 - c: the bootstrap-t's coverage, near c for normal and
+moderately skewed differences (docs/phase2.md has the simulated rates), which no interval on n seeds can
+promise against a jump none of them drew.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +82,7 @@ import numpy as np
 
 from grpo_probe.envs.observation import OBSERVATION_STATE
 from grpo_probe.envs.protocol import Guard
+from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.policies.protocol import RowKey
 from grpo_probe.prereg import Prereg
@@ -77,6 +95,7 @@ from grpo_probe.rollout.table import write_rollout_table
 from grpo_probe.sampling import SamplingMode
 
 __all__ = [
+    "BOOTSTRAP_RESAMPLES",
     "METRIC_READS",
     "POWER",
     "DetectableChange",
@@ -84,8 +103,13 @@ __all__ = [
     "PairedChange",
     "evaluate_checkpoint",
     "minimum_detectable_change",
+    "paired_bootstrap_t_interval",
+    "paired_bootstrap_t_intervals",
     "paired_changes",
+    "paired_interval",
+    "paired_intervals",
     "paired_t_interval",
+    "skewness",
 ]
 
 METRIC_READS: tuple[tuple[str, str], ...] = (
@@ -102,6 +126,15 @@ POWER = 0.8
 Analysis for the Behavioral Sciences*, 2nd ed., 1988, ch. 2), so "not shown" is read against the change
 the held-out seeds would find four times out of five. A documented constant, not a registered number: it
 only words what an interval already shows, and changes no verdict."""
+
+
+BOOTSTRAP_RESAMPLES = 999
+"""B, the resamples of the bootstrap-t interval: (B + 1) (1 - c) / 2 is a whole number at c = 0.95 and 0.9,
+so its quantiles are order statistics with no interpolation (Davison & Hinkley, *Bootstrap Methods and their
+Application*, 1997, ch. 5), and a read's resampling costs milliseconds in the report job."""
+
+INTERVAL_NAME = "hull of the paired t and the studentised bootstrap (bootstrap-t)"
+"""How the page names the verdict's test."""
 
 
 @dataclass(frozen=True)
@@ -226,10 +259,130 @@ def paired_t_interval(values: Sequence[float] | np.ndarray, confidence: float) -
     return mean - half, mean + half
 
 
+@functools.lru_cache(maxsize=64)
+def _resample_plan(n: int, resamples: int) -> np.ndarray:
+    """The resampling plan of n seeds: int [resamples, n] indices, drawn with replacement from a generator
+    keyed by (tag, n, resamples) alone, so every read, every pilot and every rerun with n seeds resamples
+    alike and the interval is a pure function of the differences."""
+    plan = numpy_generator(tag("paired-bootstrap-t"), n, resamples).integers(0, n, size=(resamples, n))
+    plan.setflags(write=False)
+    return plan
+
+
+def paired_bootstrap_t_intervals(
+    values: np.ndarray, confidence: float, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap-t interval of the mean of each row of ``values`` [pilots, n] (one row, one read's
+    paired differences), at ``confidence`` c: the studentised bootstrap (Efron 1981; Efron & Tibshirani,
+    *An Introduction to the Bootstrap*, 1993, Sec. 12.5),
+
+        [mean - t*_(B + 1 - k) * s / sqrt(n),  mean - t*_(k) * s / sqrt(n)],    k = floor((B + 1)(1 - c) / 2),
+
+    t*_(j) the j-th smallest of t*_b = (mean(d*_b) - mean) / (s*_b / sqrt(n)) over the B resamples d*_b of
+    the row (with replacement, the fixed plan :func:`_resample_plan`), s and s*_b standard deviations with
+    ddof 1. A resample that repeats one value (s*_b = 0) has t*_b = +inf or -inf by the sign of its mean's
+    departure (0 when it has none): at 3 seeds a ninth of the resamples do, the order statistics are
+    infinite, and so is the interval ("not decidable"). A row with no spread (every seed changed alike)
+    gets the point interval [mean, mean], as the t interval does: a change every seed shows is called by its
+    sign. Rows are independent; batching only shares the plan, so a row's interval is the same alone or in
+    a batch (the simulations in tests/phase2 run the verdict's own arithmetic this way).
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] < 2:
+        raise ValueError(f"the bootstrap-t interval needs at least two paired differences, got {x.shape}")
+    n = int(x.shape[1])
+    k = math.floor((resamples + 1) * (1.0 - confidence) / 2.0)
+    if k < 1:
+        raise ValueError(f"{resamples} resamples cannot reach {confidence:.0%} confidence")
+    plan = _resample_plan(n, resamples)
+    mean = x.mean(axis=1)
+    sd = x.std(axis=1, ddof=1)
+    low, high = np.empty_like(mean), np.empty_like(mean)
+    for start in range(0, x.shape[0], 64):  # [64, B, n] float64 at a time: tens of MB at n = 96
+        rows = slice(start, start + 64)
+        d = x[rows][:, plan]
+        m_star = d.mean(axis=2)
+        s_star = d.std(axis=2, ddof=1)
+        flat = d.max(axis=2) == d.min(axis=2)  # exactly one value repeated: no spread, whatever rounding says
+        centre = mean[rows, None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_star = (m_star - centre) / (s_star / math.sqrt(n))
+        departure = np.where(m_star > centre, np.inf, np.where(m_star < centre, -np.inf, 0.0))
+        t_star = np.where(flat, departure, t_star)
+        t_star.sort(axis=1)
+        lower_q, upper_q = t_star[:, k - 1], t_star[:, resamples - k]
+        se = sd[rows] / math.sqrt(n)
+        with np.errstate(invalid="ignore"):
+            low[rows] = mean[rows] - upper_q * se
+            high[rows] = mean[rows] - lower_q * se
+    alike = np.ptp(x, axis=1) == 0  # every seed changed alike: np.std of equal values can round to ~1e-17
+    low = np.where(alike, mean, low)
+    high = np.where(alike, mean, high)
+    return low, high
+
+
+def paired_bootstrap_t_interval(
+    values: Sequence[float] | np.ndarray, confidence: float, resamples: int = BOOTSTRAP_RESAMPLES
+) -> tuple[float, float]:
+    """The bootstrap-t interval of the mean of ``values`` (one paired difference per seed) at
+    ``confidence``: :func:`paired_bootstrap_t_intervals` of one row (its docstring has the formula). Its
+    ends are -inf / +inf where the seeds are too few to bound it ("not decidable"). Fewer than two values
+    are refused (the design check asks for two held-out seeds)."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(
+            f"the bootstrap-t interval needs at least two paired differences, got shape {x.shape}"
+        )
+    low, high = paired_bootstrap_t_intervals(x[None, :], confidence, resamples)
+    return float(low[0]), float(high[0])
+
+
+def paired_intervals(values: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """The verdict's interval of each row of ``values`` [pilots, n]: the hull
+
+        [min(t_low, bt_low), max(t_high, bt_high)],
+
+    of the paired t interval mean +- t_{(1 + c)/2, n - 1} s / sqrt(n) and the bootstrap-t interval
+    (:func:`paired_bootstrap_t_intervals`), so it excludes zero only where both do (module docstring: each
+    side's false-call rate is then at most the smaller of the two tests'). A row with no spread gets
+    [mean, mean], as both do."""
+    x = np.asarray(values, dtype=np.float64)
+    boot_low, boot_high = paired_bootstrap_t_intervals(x, confidence)
+    n = int(x.shape[1])
+    mean = x.mean(axis=1)
+    half = _t_quantile((1.0 + confidence) / 2.0, n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n)
+    alike = np.ptp(x, axis=1) == 0
+    half = np.where(alike, 0.0, half)
+    return np.minimum(boot_low, mean - half), np.maximum(boot_high, mean + half)
+
+
+def paired_interval(values: Sequence[float] | np.ndarray, confidence: float) -> tuple[float, float]:
+    """The verdict's interval of the mean of ``values`` (one paired difference per seed): the hull of the
+    paired t and the bootstrap-t intervals, :func:`paired_intervals` of one row. Its ends are -inf / +inf
+    where the seeds are too few for the bootstrap-t to reach the confidence ("not decidable")."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(f"the paired interval needs at least two paired differences, got shape {x.shape}")
+    low, high = paired_intervals(x[None, :], confidence)
+    return float(low[0]), float(high[0])
+
+
+def skewness(values: Sequence[float] | np.ndarray) -> float | None:
+    """g1 = m3 / m2^(3/2), the sample skewness of the paired differences (m_k the k-th central moment with
+    divisor n; Joanes & Gill, The Statistician 47, 1998): what phase2.md reports beside the verdict, since
+    skew is what moves the verdict's error rate off nominal. None without spread."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size < 3 or np.ptp(x) == 0:
+        return None
+    centred = x - x.mean()
+    return float((centred**3).mean() / (centred**2).mean() ** 1.5)
+
+
 @dataclass(frozen=True)
 class PairedChange:
-    """One read: its mean under the initial and the final policy and the paired change with its paired t
-    interval (``ci_low``, ``ci_high``: :func:`paired_t_interval` at the registered confidence).
+    """One read: its mean under the initial and the final policy and the paired change with the verdict's
+    interval (``ci_low``, ``ci_high``: :func:`paired_interval` at the registered confidence; -inf / +inf
+    where the seeds are too few to bound it).
 
     For a guard read (``guard`` True) the means are trip rates: the share of the ``seeds`` held-out
     episodes (one per seed) that tripped it.
@@ -246,9 +399,15 @@ class PairedChange:
     guard: bool = False
 
     @property
+    def decidable(self) -> bool:
+        """Whether the interval is bounded: False where the seeds are too few for the bootstrap-t to reach
+        the confidence (3 seeds at 95 %), and no call can be made."""
+        return math.isfinite(self.ci_low) and math.isfinite(self.ci_high)
+
+    @property
     def verdict(self) -> str:
         """``up`` (interval above 0), ``down`` (below 0) or ``unchanged`` (the interval holds 0): the
-        two-sided paired t-test's call at level 1 - confidence."""
+        two-sided call of the paired t and the bootstrap-t together, each at level 1 - confidence."""
         if self.ci_low > 0:
             return "up"
         if self.ci_high < 0:
@@ -263,7 +422,7 @@ def paired_changes(
     guards: Sequence[Guard],
     analysis: Mapping[str, Any],
 ) -> list[PairedChange]:
-    """Per read, mean(final - initial) over the held-out seeds with its paired t interval at
+    """Per read, mean(final - initial) over the held-out seeds with the verdict's interval at
     ``confidence`` (the registered ``analysis.bootstrap.confidence``).
 
     Reads: :data:`METRIC_READS`, then every guard in ``guards`` (the environment's declarations, in its
@@ -281,7 +440,7 @@ def paired_changes(
         x0 = _per_episode(cols_before, read, by_name, analysis)
         x1 = _per_episode(cols_after, read, by_name, analysis)
         delta = x1 - x0  # paired by seed: same spawn, same keyed initial noise
-        low, high = paired_t_interval(delta, confidence)
+        low, high = paired_interval(delta, confidence)
         changes.append(
             PairedChange(
                 read,
@@ -318,7 +477,7 @@ class DetectableChange:
     by (one seed, or every seed changed alike: the paired t-test then says nothing)."""
 
     def resolves(self, low: float, high: float) -> bool:
-        """Whether a paired t interval [low, high] lies strictly inside (-MDE, +MDE): a change as large as
+        """Whether a held-out interval [low, high] lies strictly inside (-MDE, +MDE): a change as large as
         the MDE is then ruled out at the registered confidence ("absent at this power"), on any number of
         seeds: a true change of at least the MDE would lie outside the interval, which a level-c interval
         allows with probability at most 1 - c (module docstring)."""

@@ -1,9 +1,12 @@
 """phase2.md and phase2.json: did the probe's prediction hold, and what did GRPO do on the way.
 
 The page opens with the answer: per trained stage, whether the final policy's held-out progress is
-higher than the initial policy's (the paired Student t interval over held-out seeds, the interval of the
-paired t-test the MDE is sized for, above zero: the prediction held; below zero: it did not; holding zero:
-not shown), then the guard trips. Two reads qualify that answer:
+higher than the initial policy's (the hull of the paired t and the bootstrap-t intervals of the mean
+change over held-out seeds, :func:`grpo_probe.phase2.evaluate.paired_interval`, above zero: the prediction
+held; below zero: it did not; holding zero: not shown; unbounded, at too few seeds: not decidable, said
+as "not shown"), then the guard trips, and beside them the false-call rate the verdict carries (nominal,
+the differences' measured skewness, and the rare jump no test on n seeds can rule out). Two reads qualify
+that answer:
 
 - whether the pilot moved the policy the held-out evaluation runs (:mod:`grpo_probe.phase2.movement`:
   the anchor's action change against its floor, with the KL to the initial policy reported beside it). A
@@ -46,10 +49,13 @@ from grpo_probe.compute.accounting import read_benchmarks
 from grpo_probe.envs.registry import env_spec
 from grpo_probe.parquet_io import read_parquet
 from grpo_probe.phase2.evaluate import (
+    BOOTSTRAP_RESAMPLES,
+    INTERVAL_NAME,
     DetectableChange,
     PairedChange,
     minimum_detectable_change,
     paired_changes,
+    skewness,
 )
 from grpo_probe.phase2.gate import Phase2Plan, Stage
 from grpo_probe.phase2.held_out import policy_gains
@@ -62,9 +68,10 @@ from grpo_probe.provenance.manifest import relative_to_root
 
 __all__ = ["build_phase2_report", "phase2_compute_report", "stage_verdict"]
 
-INTERVAL = "paired_t"
-"""How phase2.json's held-out intervals (``stages[].eval.interval``) are computed: the paired Student t
-interval of the mean change (:func:`grpo_probe.phase2.evaluate.paired_t_interval`)."""
+INTERVAL = "paired_bootstrap_t"
+"""How phase2.json's held-out intervals (``stages[].eval.interval``) are computed: the hull of the paired t
+and the studentised bootstrap intervals of the mean change
+(:func:`grpo_probe.phase2.evaluate.paired_interval`); an end the seeds cannot bound is written as null."""
 
 _CURVES: tuple[tuple[str, str], ...] = (
     ("mean_reward", "mean reward (cm)"),
@@ -87,9 +94,11 @@ def stage_verdict(
     whatever the interval says (``movement_text`` says by how much it moved). ``detectability`` words a
     "not shown": ``absent at this power`` when the paired t interval lies inside +-MDE
     (:meth:`~grpo_probe.phase2.evaluate.DetectableChange.resolves`), ``below what n seeds can detect``
-    otherwise (None for any other verdict, and when the differences have no spread to size an MDE by).
+    otherwise (None for any other verdict, and when the differences have no spread to size an MDE by), and
+    ``not decidable at n seeds`` where the interval is unbounded: the seeds are too few for the test to
+    reach the confidence, so "not shown" there claims nothing about the change.
     """
-    interval = f"{progress.delta:+.2f} cm, {progress.ci_low:+.2f} to {progress.ci_high:+.2f}"
+    interval = f"{progress.delta:+.2f} cm, {_end(progress.ci_low)} to {_end(progress.ci_high)}"
     if not moved:
         return (
             "not tested",
@@ -103,6 +112,14 @@ def stage_verdict(
         return "did not hold", f"did not hold: held-out progress fell ({interval})", None
     zero = f"not shown: the interval of the change in held-out progress holds zero ({interval})"
     n = detectable.seeds
+    if not progress.decidable:
+        return (
+            "not shown",
+            f"not decidable at {n} seeds at {detectable.confidence:.0%} confidence: the interval of "
+            f"the change in held-out progress is unbounded ({interval}), since that many seeds cannot reach "
+            "the confidence, so no call, up or down, could be made here",
+            f"not decidable at {n} seeds",
+        )
     if detectable.mde is None:
         return (
             "not shown",
@@ -124,6 +141,20 @@ def stage_verdict(
         f"{power}) would look like this",
         f"below what {n} seeds can detect",
     )
+
+
+def _end(value: float) -> str:
+    """An interval end for a sentence: ``+1.97``, or ``unbounded`` where the seeds cannot bound it."""
+    return f"{value:+.2f}" if np.isfinite(value) else "unbounded"
+
+
+def _change_record(change: PairedChange) -> dict[str, Any]:
+    """A held-out change as phase2.json holds it: an unbounded end is null (JSON has no infinity)."""
+    record = {**asdict(change), "verdict": change.verdict}
+    for end in ("ci_low", "ci_high"):
+        if not np.isfinite(record[end]):
+            record[end] = None
+    return record
 
 
 def _movement_text(movement: dict[str, Any]) -> str:
@@ -224,7 +255,10 @@ def _stage_record(
             "sampler": asdict(prereg.arms[stage.arm].anchor),
             "confidence": boot.confidence,
             "interval": INTERVAL,
-            "changes": [{**asdict(c), "verdict": c.verdict} for c in changes],
+            "test": INTERVAL_NAME,
+            "resamples": BOOTSTRAP_RESAMPLES,
+            "skewness": skewness(final - initial),
+            "changes": [_change_record(c) for c in changes],
             "detectable": asdict(detectable),
         },
         "verdict": verdict,
