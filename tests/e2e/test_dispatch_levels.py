@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from workflow_copies import RESULTS, SMOKE, copy_repo, snakemake
 
 from grpo_probe import numerics
+from workflow_copies import RESULTS, SMOKE, copy_repo, snakemake
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -41,7 +41,8 @@ COMPARED = ("arms", "demos", "anchors", "probe", "replay", "oracles", "cells", "
 
 _PROBE = (
     "import hashlib, torch; torch.set_num_threads(1); g = torch.Generator().manual_seed(0); "
-    "x = torch.randn(64, 256, generator=g); print(hashlib.sha256((x @ x.T).tanh().numpy().tobytes()).hexdigest())"
+    "x = torch.randn(64, 256, generator=g); "
+    "print(hashlib.sha256((x @ x.T).tanh().numpy().tobytes()).hexdigest())"
 )
 
 
@@ -72,6 +73,6 @@ def test_the_smoke_tables_do_not_depend_on_the_shells_dispatch_level(smoke_run: 
     ours, shared = _files(repo / RESULTS), _files(smoke_run / RESULTS)
     assert len(ours) > 30 and ours.keys() == shared.keys()
     differing = sorted(k for k in ours if ours[k] != shared[k])
-    assert not differing, f"under the baseline shell these files differ from the shared smoke run: {differing}"
+    assert not differing, f"under the baseline shell, files differ from the shared smoke run: {differing}"
     manifest = (repo / RESULTS / "decision.manifest.json").read_text(encoding="utf-8")
     assert f'"setting": "{numerics.SETTING}"' in manifest

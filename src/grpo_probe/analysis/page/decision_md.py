@@ -552,7 +552,7 @@ def _environment_line(decision: Mapping[str, Any]) -> str:
     return (
         f" Computed under the numerics setting `{numerics.get('setting')}` with {locked}, Python "
         f"{env.get('python')}, {env.get('libc')} on {env.get('machine')}: a rerun in that environment gives "
-        "these bytes on any CPU of the setting's class (docs/auditing.md, \"On another machine\")."
+        'these bytes on any CPU of the setting\'s class (docs/auditing.md, "On another machine").'
     )
 
 
