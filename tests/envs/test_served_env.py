@@ -26,7 +26,6 @@ from grpo_probe.envs.gym_adapter import GymnasiumAdapter, GymnasiumParams
 from grpo_probe.envs.served import SERVED_FACTORY, ServedEnvError, served_env, served_env_config
 from grpo_probe.prereg.design import load_prereg
 from grpo_probe.provenance.inputs import refuse_changed_inputs
-from grpo_probe.serve.metaworld_env import expert_policy_name
 from serve_processes import env_server_process
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -176,11 +175,6 @@ def test_the_shipped_metaworld_designs_read_as_the_served_factory():
             "timeout_s": 60.0,
             "sha256": None,
         }
-
-
-def test_metaworld_experts_are_named_by_task():
-    assert expert_policy_name("reach-v3") == "SawyerReachV3Policy"
-    assert expert_policy_name("door-open-v3") == "SawyerDoorOpenV3Policy"
 
 
 def _another_version(fingerprint: dict, mujoco: str = "3.3.0") -> dict:

@@ -29,6 +29,8 @@ from scipy import stats
 from grpo_probe.policies.synthetic_demos import synthetic_demos
 from grpo_probe.policies.train import train_arm
 from grpo_probe.prereg.schema import SchemaError
+from grpo_probe.provenance.environments import environment_value_lines, same_numerics_environment
+from grpo_probe.provenance.machine import environment_summary
 from grpo_probe.study.calibration import Monitor, Selection, load_calibration, lock_calibration
 from grpo_probe.study.calibration_report import NO_BENEFIT, build_calibration_report
 from grpo_probe.study.calibration_rule import choose, judge, paired_rise, quarter_change, reward_slope
@@ -237,15 +239,25 @@ FIRST_SHA256 = "9af885b97e84d051098f224a28c2c5912af54f55df34028a795a6a6441520fa6
 """The first calibration's sha256 as locked on 2026-12-06 (prereg/calibrations/pilot_recipe.yaml.lock)."""
 
 TINY_DIGESTS = {
-    "plane_calibration-ar_well-lr5e-5.json": "ffe5d27d38fbe0cc",
-    "plane_calibration-flow_well-lr5e-5.json": "f8cdcfb81ff995c2",
-    "c.md": "45c19c8153e4e8d4",
-    "c.json": "88240bbed11c50b1",
-    "it.parquet": "3dc2004de9e8b05a",
-    "cand.parquet": "cb2b9a153b33dff6",
-    "curves.png": "7a6f235cc0b4c016",
+    "plane_calibration-ar_well-lr5e-5.json": "81afc29db705bb6f",
+    "plane_calibration-flow_well-lr5e-5.json": "53c9980fa3866cb2",
+    "c.md": "903c9dca2c0d1468",
+    "c.json": "b4fa2dcabc187847",
+    "it.parquet": "d9a8a6de907b6584",
+    "cand.parquet": "f32268a96d7cfa90",
+    "curves.png": "74fbfc71af9ad516",
 }
-"""The tiny run's files as written before the monitor existed (:func:`_digests`)."""
+"""The tiny run's files as a calibration without a monitor writes them (:func:`_digests`), in
+TINY_ENVIRONMENT; made again when Adam's square root became correctly rounded (the same on every CPU)."""
+
+TINY_ENVIRONMENT = {
+    "lock_sha256": "3c455d3b09ed055e163780baa682c1792a9012a61792a2ae3c6e1b58c788e183",
+    "libc": "glibc 2.36",
+    "machine": "x86_64",
+    "numerics": {"setting": "x86-64-v3"},
+    "python": "3.11.7",
+}
+"""The environment :data:`TINY_DIGESTS` hold for (the lock, the numerics setting, Python, libc, machine)."""
 
 
 def _digests(files: list[Path]) -> dict[str, str]:
@@ -278,9 +290,16 @@ def test_without_a_monitor_the_tiny_run_writes_what_it_wrote_before(
 ) -> None:
     path, heads = tiny
     assert load_calibration(path).monitor is None
+    here = environment_summary()
+    differing = same_numerics_environment(TINY_ENVIRONMENT, here)
+    assert not differing, (
+        "this process's environment is not the one TINY_DIGESTS were pinned in, so their bytes are not "
+        "promised here (nothing was compared): "
+        + "; ".join(environment_value_lines(TINY_ENVIRONMENT, here, ("pinned", "here"), differing))
+    )
     found = _digests(_run(path, heads, tmp_path))
     changed = sorted(k for k in TINY_DIGESTS if found.get(k) != TINY_DIGESTS[k])
-    assert not changed, f"a calibration without a monitor now writes other bytes: {changed}"
+    assert not changed, f"a calibration without a monitor now writes other bytes: {changed} (now {found})"
 
 
 # -- the paired reading of "the reward rises" ------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["expert_policy_name", "make", "scene"]
+__all__ = ["expert_policy", "make", "scene"]
 
 _BUILD = threading.Lock()
 """MetaWorld builds a benchmark's task vectors under NumPy's global generator (seeded, then restored), so
@@ -36,11 +36,24 @@ two connections building at once on the server's threads can draw each other's n
 fails: "Only generated 49 unique goals, not 50"); one build at a time."""
 
 
-def expert_policy_name(task: str) -> str:
-    """The class name of a task's scripted policy in ``metaworld.policies`` (``door-open-v3`` ->
-    ``SawyerDoorOpenV3Policy``)."""
-    stem, _, version = task.rpartition("-")
-    return "Sawyer" + "".join(part.capitalize() for part in stem.split("-")) + version.upper() + "Policy"
+def expert_policy(task: str) -> Any:
+    """A new instance of MetaWorld's scripted policy for ``task`` (``door-open-v3``), from the suite's own
+    registry, ``metaworld.policies.ENV_POLICY_MAP``.
+
+    Why the registry and not a name built from the task's: MetaWorld's class names do not all follow its
+    task names (``peg-insert-side-v3`` is ``SawyerPegInsertionSideV3Policy``), and the registry is where
+    the suite says which task each expert belongs to.
+    """
+    from metaworld import policies
+
+    registry = policies.ENV_POLICY_MAP
+    if task not in registry:
+        known = ", ".join(sorted(registry)[:6])
+        raise ValueError(
+            f"env.params.gym_id: MetaWorld ships no scripted expert for {task!r} "
+            f"({len(registry)} tasks have one: {known}, ...)"
+        )
+    return registry[task]()
 
 
 def make(gym_id: str, max_episode_steps: int | None = None) -> Any:
@@ -76,14 +89,12 @@ class MetaWorldScene:
     """Positions, in the table plane, of what a MetaWorld task moves and of its target; the expert."""
 
     def __init__(self, env: Any) -> None:
-        from metaworld import policies
-
         self._env = env.unwrapped
         self._task = type(self._env).__name__
         self._reach = self._task.startswith("SawyerReach")
         self.traces_effector = not self._reach
         name = str(self._env.grpo_probe_task)
-        self._policy = getattr(policies, expert_policy_name(name))()
+        self._policy = expert_policy(name)
 
     def positions(self) -> dict[str, Any]:
         hand = np.asarray(self._env.tcp_center, dtype=np.float64)

@@ -94,6 +94,12 @@ def _policy_gain(
         change = next((c for c in stage["eval"]["changes"] if c["read"] == study.gain), None)
         if change is None:
             raise ValueError(f"{phase2_path}: arm {arm!r} has no held-out change in {study.gain!r}")
+        if change["ci_low"] is None or change["ci_high"] is None:  # the bootstrap-t interval is unbounded
+            raise ValueError(
+                f"{phase2_path}: stages[{arm}].eval: the held-out change in {study.gain!r} has an unbounded "
+                "interval (too few held-out seeds to decide, docs/phase2.md); a study member needs at least "
+                "4 held-out seeds"
+            )
         return {
             "gain": float(change["delta"]),
             "gain_ci_low": float(change["ci_low"]),

@@ -1,0 +1,64 @@
+"""Every MetaWorld v3 task that ships a scripted expert serves: its scene and expert step a few ticks.
+
+Why: a design names a MetaWorld task by ``env.params.gym_id`` and nothing else, and the scene's expert is
+looked up from it. The expert was once found by a class name built from the task's name, which MetaWorld
+does not always follow (``peg-insert-side-v3`` is ``SawyerPegInsertionSideV3Policy``), so a design that
+locked cleanly failed at its first demonstration. The experts are now taken from MetaWorld's own registry
+(``metaworld.policies.ENV_POLICY_MAP``); this test runs, in MetaWorld's own environment, every task that
+registry lists through the server's factory and scene for a few ticks, peg-insert-side included.
+
+Opt-in like the other served-simulator tests (``GRPO_PROBE_SIM_VENV=1``, which `.ci/run` sets): it builds
+or reuses .venvs/metaworld (tools/make_sim_venv.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from serve_processes import sim_venv_python
+
+pytestmark = [pytest.mark.slow]
+
+_EVERY_TASK = """
+import json, numpy as np
+from metaworld.policies import ENV_POLICY_MAP
+from grpo_probe.serve.metaworld_env import make, scene
+stepped, failed = {}, {}
+for task in sorted(ENV_POLICY_MAP):
+    try:
+        env = make(task, max_episode_steps=20)
+        obs, _ = env.reset(seed=3)
+        expert = scene(env)
+        moved = 0.0
+        for tick in range(3):
+            chunk = expert.expert_chunk(obs, (7, tick), 0.0, 4)
+            start = np.asarray(obs, dtype=np.float64).copy()
+            obs, *_ = env.step(chunk[0])
+            moved += float(np.abs(np.asarray(obs, dtype=np.float64) - start).sum())
+        stepped[task] = moved
+    except Exception as exc:
+        failed[task] = f"{type(exc).__name__}: {exc}"
+try:
+    make("not-a-task-v3")
+    unknown = None
+except ValueError as exc:
+    unknown = str(exc)
+print(json.dumps({"stepped": stepped, "failed": failed, "unknown": unknown}))
+"""
+
+
+def test_every_metaworld_task_with_an_expert_serves_a_few_ticks() -> None:
+    python = sim_venv_python("metaworld")
+    done = subprocess.run(
+        [python, "-c", _EVERY_TASK], capture_output=True, text=True, timeout=900, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not found["failed"], found["failed"]
+    stepped = found["stepped"]
+    assert "peg-insert-side-v3" in stepped and len(stepped) >= 45, sorted(stepped)
+    assert all(moved > 0 for moved in stepped.values()), stepped  # each expert's action moved the arm
+    assert "MetaWorld has no task 'not-a-task-v3'" in found["unknown"]
