@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from grpo_probe import numerics
 from grpo_probe.provenance import ManifestError, read_manifest, sources_sha256, write_manifest
 from grpo_probe.provenance.machine import cpu_info
 
@@ -36,12 +38,26 @@ def test_manifest_records_hash_and_size_of_each_output_and_each_input_manifest(t
     assert read_manifest(tmp_path / "results/table.manifest.json") == manifest
 
 
+def _locked_versions() -> dict[str, str]:
+    """name -> version of every package requirements.lock pins (``name==version``, local labels kept)."""
+    lock = Path(__file__).resolve().parents[2] / "requirements.lock"
+    pins = re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", lock.read_text(encoding="utf-8"), flags=re.M)
+    return {name.lower().replace("_", "-").replace(".", "-"): version for name, version in pins}
+
+
 def test_manifest_names_versions_code_and_cpu(tmp_path: Path) -> None:
     out = _write(tmp_path, "a.bin", b"a")
     manifest = write_manifest(tmp_path / "a.manifest.json", [out], [], PREREG_SHA, "r", root=tmp_path)
     env = manifest["environment"]
-    assert set(env["packages"]) == {"mujoco", "numpy", "torch"}
-    assert env["packages"]["mujoco"] == "4.0.0"
+    # every installed package, not a chosen few: each locked one at its locked version, and the project
+    locked = _locked_versions()
+    assert {name: env["packages"].get(name) for name in locked} == locked
+    assert env["packages"]["grpo-probe"] == "0.1.0" and env["packages"]["mujoco"] == "4.0.0"
+    assert env["lock_sha256"] == hashlib.sha256(
+        (Path(__file__).resolve().parents[2] / "requirements.lock").read_bytes()
+    ).hexdigest()
+    assert env["numerics"]["setting"] == numerics.SETTING  # the suite runs under the setting (conftest)
+    assert env["libc"].startswith("glibc ")
     assert env["python"].startswith("3.11")
     assert "model" in env["cpu"] and isinstance(env["cpu"]["flags"], str)
     assert manifest["code"]["version"] == "0.1.0"
