@@ -157,7 +157,7 @@ def test_design_fields_are_checked_with_their_names():
     ],
 )
 def test_a_served_design_is_refused_naming_its_file_and_field(tmp_path: Path, change, message):
-    raw = yaml.safe_load((REPO / "prereg/metaworld_reach_smoke.yaml").read_text())
+    raw = yaml.safe_load((REPO / "prereg/designs/served/metaworld_reach_smoke.yaml").read_text())
     if "adress" in change:
         del raw["env"]["address"]
     raw["env"].update(change)
@@ -271,7 +271,7 @@ def test_the_prereg_check_records_the_served_simulator(fresh_process, tmp_path):
     from grpo_probe.serve.env_server import EnvServer
 
     with EnvServer(FACTORY, SCENE, "127.0.0.1", 0) as running:
-        raw = yaml.safe_load((REPO / "prereg/metaworld_reach_smoke.yaml").read_text())
+        raw = yaml.safe_load((REPO / "prereg/designs/served/metaworld_reach_smoke.yaml").read_text())
         raw["env"].update(address=running.address, params=PARAMS)
         design = tmp_path / "pusher_served.yaml"
         design.write_text(yaml.safe_dump({**raw, "name": "pusher_served"}, sort_keys=False))
