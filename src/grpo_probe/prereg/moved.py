@@ -44,8 +44,8 @@ class MovesError(ValueError):
 
 
 def _normal(path: str | os.PathLike[str]) -> str:
-    """``path`` as the index keys it: POSIX separators, ``.`` and ``x/..`` folded (``./prereg/a.yaml`` ->
-    ``prereg/a.yaml``), so a manifest's and a study's spelling of one file meet."""
+    """``path`` as the index keys it: POSIX separators, ``.`` and ``x/..`` folded (``./prereg/mine.yaml`` ->
+    ``prereg/mine.yaml``), so a manifest's and a study's spelling of one file meet."""
     return posixpath.normpath(PurePosixPath(Path(path).as_posix()).as_posix())
 
 
