@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import statistics
 import subprocess
 import sys
@@ -74,13 +75,20 @@ def _compare(name: str, sides: dict[str, Callable[[], object]], repeats: int) ->
         print(f"  {first} / {side}: {medians[first] / medians[side]:.2f}")
 
 
+def _is_design(path: Path) -> bool:
+    """A registered design, wherever under prereg/ it lies (prereg/README.md): its lock records its name
+    (a study's or a calibration's lock records a format instead)."""
+    lock = path.with_name(path.name + ".lock")
+    return lock.is_file() and json.loads(lock.read_text(encoding="utf-8")).get("file") == path.name
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     print(f"load average before: {load_average()}")
     files = sorted(REPO.glob("prereg/**/*.yaml")) + sorted(REPO.glob("src/grpo_probe/**/*.schema.yaml"))
-    designs = sorted(REPO.glob("prereg/*.yaml"))
+    designs = [p for p in files if _is_design(p)]
     pure = canonical.strict_loader(yaml.SafeLoader)
     for path in files:
         if canonical.read_yaml(path) != yaml.load(path.read_text(encoding="utf-8"), Loader=pure):

@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/pusher_expert_competence.py [--seeds 50] [--noise 0 0.03 0.1]
 
-Runs the registered pusher episode (prereg/pusher_probe.yaml's env.params: 8 replans x 25 executed
-actions of 50) and prints, per noise level: success rate (object within 5 cm of the goal), contact
+Runs the registered pusher episode (prereg/designs/probes/pusher_probe.yaml's env.params: 8 replans x 25
+executed actions of 50) and prints, per noise level: success rate (object within 5 cm of the goal), contact
 rate, mean progress_final_cm and best point, and each guard's trip rate. The pusher design's
 behaviour-cloning demonstrations come from this expert (noise 0.03).
 """
@@ -25,7 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.03, 0.1])
-    parser.add_argument("--prereg", default=str(REPO / "prereg/pusher_probe.yaml"))
+    parser.add_argument("--prereg", default=str(REPO / "prereg/designs/probes/pusher_probe.yaml"))
     args = parser.parse_args()
     config = load_prereg(args.prereg).env
     env = make_env(config)

@@ -1,5 +1,6 @@
 """docs/lerobot.md's design and run, as the two LeRobot tests follow them: its code blocks, the design it
-writes over prereg/pusht_smoke.yaml, and the run of that design with its arm bound to a served policy.
+writes over prereg/designs/smoke/pusht_smoke.yaml, and the run of that design with its arm bound to a served
+policy.
 
 Why one module: the page is one lab's path, and both the stand-in's test (tests/e2e/test_lerobot_page.py)
 and LeRobot's own policies (tests/serve/test_lerobot_venv.py) must take the same design and the same run
@@ -22,7 +23,7 @@ PAGE = REPO / "docs" / "lerobot.md"
 DESIGN = "prereg/pusht_lerobot.yaml"
 RESULTS = Path("results/pusht_lerobot")
 ARM = "flow_teacher"
-"""The arm of prereg/pusht_smoke.yaml the page binds to the served policy."""
+"""The arm of prereg/designs/smoke/pusht_smoke.yaml the page binds to the served policy."""
 
 
 def page_blocks(language: str) -> list[str]:
@@ -37,9 +38,9 @@ def page_design() -> dict[str, Any]:
 
 
 def write_design(workdir: Path) -> Path:
-    """prereg/pusht_smoke.yaml with the page's changes (its name, env params, observation and the arm's
-    inputs), written to ``DESIGN`` in ``workdir``."""
-    raw = yaml.safe_load((workdir / "prereg" / "pusht_smoke.yaml").read_text())
+    """prereg/designs/smoke/pusht_smoke.yaml with the page's changes (its name, env params, observation and
+    the arm's inputs), written to ``DESIGN`` in ``workdir``."""
+    raw = yaml.safe_load((workdir / "prereg/designs/smoke/pusht_smoke.yaml").read_text())
     page = page_design()
     raw["name"] = page["name"]
     raw["env"]["params"].update(page["env"]["params"])

@@ -12,6 +12,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from grpo_probe.prereg.moved import MOVES_FILE, read_moves
+
 REPO = Path(__file__).resolve().parents[1]
 
 TOP = (
@@ -38,6 +40,7 @@ folders, or the files a test writes)."""
 EXAMPLES = {
     "prereg/mine.yaml",
     "prereg/mine.yaml.lock",
+    "prereg/designs/smoke/mine.yaml",
     "prereg/aloha.yaml",
     "prereg/my_design.yaml",
     "prereg/p.yaml",
@@ -68,16 +71,39 @@ def _read_files() -> list[Path]:
     return [REPO / n for n in names if (REPO / n).is_file() and not n.endswith((".lock", ".png", ".parquet"))]
 
 
+def _as_it_was(path: Path) -> bool:
+    """Whether ``path``'s text may name a registered file where it lay when the text was written: the
+    changelog (history), the index of moves (its old paths) and a locked design, whose bytes are what its
+    results hashed, so a move (prereg/MOVED.yaml) leaves its comments as they were."""
+    rel = path.relative_to(REPO).as_posix()
+    return (
+        rel in {"docs/changelog.md", MOVES_FILE.as_posix()} or path.with_name(path.name + ".lock").is_file()
+    )
+
+
 def test_every_path_a_reader_is_pointed_at_exists() -> None:
     files = _read_files()
     assert any(f.name == "README.md" for f in files) and any(f.suffix == ".smk" for f in files)
+    moves = read_moves(REPO)
     stale = sorted(
         f"{f.relative_to(REPO)}: {found}"
         for f in files
         for found in set(PATH.findall(f.read_text(encoding="utf-8")))
-        if found not in EXAMPLES and not (REPO / found).exists()
+        if found not in EXAMPLES
+        and not (REPO / found).exists()
+        and not (_as_it_was(f) and (REPO / moves.current(found)).exists())
     )
     assert stale == []
+
+
+def test_only_the_text_that_keeps_its_bytes_may_name_a_moved_file_s_old_path() -> None:
+    """A page that still named an old path would send its reader to a missing file; a moved design's own
+    comments may, since editing them would change the bytes its results recorded."""
+    moves = read_moves(REPO)
+    old, new = next(iter(moves.moved.items()))
+    assert not (REPO / old).exists() and (REPO / new).exists()
+    assert _as_it_was(REPO / new) and _as_it_was(REPO / MOVES_FILE)
+    assert not _as_it_was(REPO / "docs/designs.md") and not _as_it_was(REPO / "prereg/README.md")
 
 
 def test_the_pattern_finds_a_stale_path_and_skips_placeholders() -> None:

@@ -72,7 +72,7 @@ def test_rollout_jobs_carry_the_arms_registered_row_block_inputs_and_observation
     adapter = PolicySource(checkpoint="mine.pt", factory="my_lab.adapters:load")
     assert group_job(probe, "ar", "c1", adapter, SamplingMode("greedy"), (1000,), 8).source.row_block is None
 
-    vision = load_prereg(REPO / "prereg/vision_smoke.yaml")
+    vision = load_prereg(REPO / "prereg/designs/smoke/vision_smoke.yaml")
     job = group_job(vision, "flow_vision", "c1", own, SamplingMode("flow_ode", steps=10), (1000,), 2)
     assert job.observation == vision.observation and job.inputs == vision.arms["flow_vision"].inputs
 

@@ -93,18 +93,20 @@ def session_processes(session: int) -> dict[int, str]:
 
 
 def run_design(workdir: Path, design: str, timeout: int = 900) -> Path:
-    """Run ``prereg/<design>.yaml`` to its decision.md in ``workdir`` on 2 cores; its results folder.
+    """Run the design file ``design`` (``prereg/designs/smoke/pusher_smoke.yaml``, relative to ``workdir``)
+    to its decision.md in ``workdir`` on 2 cores; its results folder (named as the file is: each shipped
+    design's ``name:`` is its file's name).
 
     A failed run fails the calling test with the end of Snakemake's output.
     """
-    results = RESULTS.parent / design
+    results = RESULTS.parent / Path(design).stem
     proc = snakemake(
         workdir,
         str(results / "decision.md"),
         "--cores",
         "2",
         "--config",
-        f"prereg=prereg/{design}.yaml",
+        f"prereg={design}",
         timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

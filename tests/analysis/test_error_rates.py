@@ -252,7 +252,7 @@ def test_on_keyed_luck_a_permissive_rule_says_go_as_often_as_the_simulation_clai
 def test_on_keyed_luck_the_registered_rule_says_go_no_more_than_its_stated_rate(luck_runs) -> None:
     """The luck design's registered rule (interval clauses) at the same sizes: its go count over the luck
     runs stays within what the simulated false-go rate allows (binomial, 3 standard errors above)."""
-    luck = load_prereg(REPO / "prereg" / "luck_plane_smoke.yaml")
+    luck = load_prereg(REPO / "prereg/designs/controls/luck_plane_smoke.yaml")
     analysis = _analysis()
     sigma_w = _luck_chaos_std(luck_runs)
     stated = Rate.of(

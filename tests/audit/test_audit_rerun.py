@@ -10,7 +10,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from grpo_probe.provenance import environment, file_sha256, same_numerics_environment
+from grpo_probe.prereg.canonical import read_yaml
+from grpo_probe.provenance import environment, file_sha256, same_numerics_environment, write_manifest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -137,11 +138,48 @@ def test_a_rerun_is_staged_with_the_shared_rule_files_its_design_extends(tmp_pat
     from grpo_probe.audit.locate import JobRecord, upstream_files
 
     repo = Path(__file__).resolve().parents[2]
-    (tmp_path / "prereg" / "rules").mkdir(parents=True)
-    for name in ("reacher_smoke.yaml", "rules/signal_and_competence.yaml"):
-        (tmp_path / "prereg" / name).write_text((repo / "prereg" / name).read_text())
-    assert "extends:" in (tmp_path / "prereg" / "reacher_smoke.yaml").read_text()
-    record = JobRecord("results/x/probe.manifest.json", "probe", "prereg/reacher_smoke.yaml", (), (), {})
+    design = "prereg/designs/smoke/reacher_smoke.yaml"
+    for name in (design, f"{design}.lock", "prereg/rules/signal_and_competence.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((repo / name).read_text())
+    assert "extends:" in (tmp_path / design).read_text()
+    record = JobRecord("results/x/probe.manifest.json", "probe", design, (), (), {})
     staged = upstream_files(record, tmp_path, "results")
+    # found in the folders enclosing the design up to prereg/, as the design names it (rules/...)
     assert "prereg/rules/signal_and_competence.yaml" in staged
-    assert {"prereg/reacher_smoke.yaml", "prereg/reacher_smoke.yaml.lock"} <= set(staged)
+    assert {design, f"{design}.lock"} <= set(staged)
+
+
+def test_a_job_of_a_design_that_moved_since_is_staged_from_where_it_lies_now(tmp_path: Path) -> None:
+    """A results folder made before its design moved (prereg/MOVED.yaml) records the old path, as
+    ``prereg_path`` and among the root job's outputs: the rerun must run and stage the design where it lies
+    now, or an audit of any result older than the move fails on a file that was only moved."""
+    from grpo_probe.audit.locate import job_record, upstream_files
+
+    repo = Path(__file__).resolve().parents[2]
+    old, new = "prereg/reacher_smoke.yaml", "prereg/designs/smoke/reacher_smoke.yaml"
+    assert read_yaml(repo / "prereg/MOVED.yaml")["moved"][old] == new
+    for name in (new, f"{new}.lock", "prereg/rules/signal_and_competence.yaml", "prereg/MOVED.yaml"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((repo / name).read_text())
+    root_job = tmp_path / "results/x/prereg/check.manifest.json"
+    root_job.parent.mkdir(parents=True)
+    manifest = write_manifest(
+        root_job,
+        [tmp_path / new, tmp_path / f"{new}.lock"],
+        [],
+        "ab" * 32,
+        "prereg_check",
+        root=tmp_path,
+        prereg_path=tmp_path / new,
+    )
+    recorded = json.loads(root_job.read_text())
+    recorded["prereg_path"] = old  # as written before the move
+    for entry in recorded["outputs"]:
+        entry["path"] = entry["path"].replace(new, old)
+    root_job.write_text(json.dumps(recorded))
+    assert manifest["outputs"][0]["path"] == new
+    record = job_record("results/x/prereg/check.manifest.json", tmp_path)
+    assert record.prereg_path == new
+    assert {new, f"{new}.lock"} <= set(upstream_files(record, tmp_path, "results"))
+    assert not {old, f"{old}.lock"} & set(upstream_files(record, tmp_path, "results"))

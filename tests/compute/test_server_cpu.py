@@ -168,7 +168,7 @@ def test_the_workflows_first_rule_records_a_served_simulators_cpu_reading(tmp_pa
         address,
         proc,
     ):
-        raw = yaml.safe_load((REPO / "prereg/metaworld_reach_smoke.yaml").read_text())
+        raw = yaml.safe_load((REPO / "prereg/designs/served/metaworld_reach_smoke.yaml").read_text())
         params = {"gym_id": "Pusher-v5", "replans": 3, "chunk_length": 6, "executed_actions": 4}
         raw["env"] = {"source": "server", "address": address, "params": {**params, "success_radius_m": 0.05}}
         raw.pop("observation", None)

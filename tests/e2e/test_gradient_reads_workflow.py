@@ -29,7 +29,7 @@ CONFIG = ("--cores", "2", "--config", f"prereg={DESIGN}")
 def gradient_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A clean copy of the repository where the gradient design ran to decision.md."""
     workdir = workflow_copies.copy_repo(tmp_path_factory.mktemp("gradients") / "repo")
-    text = (workdir / "prereg/smooth_plane_smoke.yaml").read_text()
+    text = (workdir / "prereg/designs/controls/smooth_plane_smoke.yaml").read_text()
     text = text.replace("name: smooth_plane_smoke", "name: smooth_plane_gradients")
     text = text.replace(
         "  operating_characteristics:", "  gradient_reads: true\n  operating_characteristics:", 1

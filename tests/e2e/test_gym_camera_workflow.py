@@ -1,4 +1,5 @@
-"""A camera-fed arm on a Gymnasium scene (prereg/pusher_camera_smoke.yaml) end to end, from a fresh copy.
+"""A camera-fed arm on a Gymnasium scene (prereg/designs/smoke/pusher_camera_smoke.yaml) end to end, from a
+fresh copy.
 
 Why: camera-fed policies must be probed on the scenes their authors ship, not only on the reference boat.
 The design's arm reads Pusher-v5's ``default`` camera at 64 x 64 through the Gymnasium adapter; the demos
@@ -22,7 +23,7 @@ RESULTS = Path("results/pusher_camera_smoke")
 def test_a_camera_fed_arm_on_pusher_runs_to_its_decision_with_frames_in_both_oracles(
     headless_gl: None, fresh_copy: Path, grpo_probe, workflow_tools
 ) -> None:
-    run = workflow_tools.run_design(fresh_copy, "pusher_camera_smoke")
+    run = workflow_tools.run_design(fresh_copy, "prereg/designs/smoke/pusher_camera_smoke.yaml")
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
 
     with np.load(run / "demos/demos.npz") as demos:

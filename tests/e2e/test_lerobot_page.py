@@ -6,8 +6,8 @@ page shows, around a small random-init numpy policy reading ``observation.state`
 ``observation.environment_state``) does every step the page says. It is served with ``python -m
 grpo_probe.serve`` from a virtual environment of another Python holding grpo-probe-serve alone (this
 interpreter where none is found: the interpreter test alone then skips, with the reason), bound to the
-arm of prereg/pusht_smoke.yaml rewritten as the page's design (gym-pusht's split observation, LeRobot's
-key convention), and the workflow runs to decision.md with the parallel, draw-0 and replay oracles
+arm of prereg/designs/smoke/pusht_smoke.yaml rewritten as the page's design (gym-pusht's split observation,
+LeRobot's key convention), and the workflow runs to decision.md with the parallel, draw-0 and replay oracles
 passing over the wire. The page's code must be the file's, and its design the one this test runs.
 """
 

@@ -3,9 +3,9 @@
 Why: MetaWorld 3.1.1 pins ``mujoco==3.3.0`` and cannot live in the probe's environment (mujoco 4.0.0).
 This test builds its venv with the script a lab runs (``tools/make_sim_venv.sh metaworld``, cached under
 .venvs/), starts ``python -m grpo_probe.serve env grpo_probe.serve.metaworld_env:make`` from it at the
-design's address, and runs ``prereg/metaworld_reach_smoke.yaml`` in a fresh copy of the repository:
-demonstrations from MetaWorld's shipped scripted expert, both arms cloned, every oracle passing, and
-every manifest recording the served simulator's packages and sha256.
+design's address, and runs ``prereg/designs/served/metaworld_reach_smoke.yaml`` in a fresh copy of the
+repository: demonstrations from MetaWorld's shipped scripted expert, both arms cloned, every oracle passing,
+and every manifest recording the served simulator's packages and sha256.
 
 Opt-in (``GRPO_PROBE_SIM_VENV=1``, which `.ci/run` sets): the first build downloads MetaWorld, MuJoCo
 3.3.0 and Gymnasium from the package index (about two minutes); it skips, with the reason, when not asked.
@@ -24,6 +24,7 @@ from serve_processes import env_server_process, sim_venv_python
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 DESIGN = "metaworld_reach_smoke"
+DESIGN_FILE = f"prereg/designs/served/{DESIGN}.yaml"
 PORT = 18766
 """The design's env.address port."""
 
@@ -45,7 +46,7 @@ def clean_run(sim_python: str, tmp_path_factory: pytest.TempPathFactory, workflo
         scene="grpo_probe.serve.metaworld_env:scene",
         port=PORT,
     ):
-        return workflow_tools.run_design(repo, DESIGN, timeout=1500)
+        return workflow_tools.run_design(repo, DESIGN_FILE, timeout=1500)
 
 
 def test_metaworld_reach_served_runs_to_decision_with_every_oracle_passing(
@@ -85,7 +86,7 @@ def test_a_server_killed_mid_run_is_named_and_the_rerun_gives_the_same_decision(
         sim_python, "grpo_probe.serve.metaworld_env:make", tmp_path / "server1.log", **server
     ) as (_, proc):
         run = workflow_tools.start_snakemake(
-            repo, f"results/{DESIGN}/decision.md", "--cores", "2", "--config", f"prereg=prereg/{DESIGN}.yaml"
+            repo, f"results/{DESIGN}/decision.md", "--cores", "2", "--config", f"prereg={DESIGN_FILE}"
         )
         deadline = time.monotonic() + 900
         while not (results / "anchors/ar.parquet").exists() and run.poll() is None:
@@ -100,7 +101,7 @@ def test_a_server_killed_mid_run_is_named_and_the_rerun_gives_the_same_decision(
     with env_server_process(
         sim_python, "grpo_probe.serve.metaworld_env:make", tmp_path / "server2.log", **server
     ):
-        rerun = workflow_tools.run_design(repo, DESIGN, timeout=1500)
+        rerun = workflow_tools.run_design(repo, DESIGN_FILE, timeout=1500)
     for report in workflow_tools.oracle_reports(rerun):
         assert json.loads(report.read_text())["pass"] is True, report
     assert (rerun / "decision.json").read_bytes() == (clean_run / "decision.json").read_bytes()

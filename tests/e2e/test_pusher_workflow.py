@@ -1,4 +1,5 @@
-"""The whole DAG on Gymnasium's Pusher-v5 (prereg/pusher_smoke.yaml), from a fresh copy of the repository.
+"""The whole DAG on Gymnasium's Pusher-v5 (prereg/designs/smoke/pusher_smoke.yaml), from a fresh copy of the
+repository.
 
 Why: the probe must prove itself on an environment no one here wrote. The pusher design runs every
 stage through the environment protocol: scripted-expert demos, both heads trained, both oracles passing
@@ -24,7 +25,7 @@ RESULTS = Path("results/pusher_smoke")
 def pusher_run(tmp_path_factory: pytest.TempPathFactory, workflow_tools) -> Path:
     """A fresh copy of the repository in which the pusher design ran to its decision.md."""
     repo = workflow_tools.copy_repo(tmp_path_factory.mktemp("pusher") / "repo")
-    workflow_tools.run_design(repo, "pusher_smoke")
+    workflow_tools.run_design(repo, "prereg/designs/smoke/pusher_smoke.yaml")
     return repo
 
 
@@ -32,7 +33,13 @@ def pusher_run(tmp_path_factory: pytest.TempPathFactory, workflow_tools) -> Path
 def pusher_phase2(pusher_run: Path, workflow_tools) -> Path:
     """The same copy, taken on to the root phase2.md (the command a fresh clone runs)."""
     proc = workflow_tools.snakemake(
-        pusher_run, "phase2.md", "--cores", "2", "--config", "prereg=prereg/pusher_smoke.yaml", timeout=900
+        pusher_run,
+        "phase2.md",
+        "--cores",
+        "2",
+        "--config",
+        "prereg=prereg/designs/smoke/pusher_smoke.yaml",
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return pusher_run

@@ -48,7 +48,7 @@ def test_a_later_job_refuses_a_simulator_the_prereg_check_did_not_record(
     config = ("--cores", "1", "--config", f"prereg=prereg/{DESIGN}.yaml")
     with _server(0) as first:
         address, fingerprint = first.address, first.fingerprint
-        raw = yaml.safe_load((repo / "prereg/metaworld_reach_smoke.yaml").read_text())
+        raw = yaml.safe_load((repo / "prereg/designs/served/metaworld_reach_smoke.yaml").read_text())
         raw["env"].update(address=address, params=PARAMS)
         design = repo / "prereg" / f"{DESIGN}.yaml"
         design.write_text(yaml.safe_dump({**raw, "name": DESIGN}, sort_keys=False))

@@ -1,4 +1,5 @@
-"""The camera-fed design (prereg/vision_smoke.yaml) end to end, from a fresh copy of the repository.
+"""The camera-fed design (prereg/designs/smoke/vision_smoke.yaml) end to end, from a fresh copy of the
+repository.
 
 Why: a vision-language-action policy acts from frames, and the probe is only as good as its oracles. The
 design's arm reads the 96 x 96 overhead frame (a CNN flow head trained on demos that record frames);
@@ -29,7 +30,7 @@ VLA = "examples.my_vla_adapter:load_my_vla"
 def test_the_vision_design_runs_end_to_end_with_frames_in_both_oracles(
     fresh_copy: Path, snakemake, grpo_probe, workflow_tools
 ):
-    run = workflow_tools.run_design(fresh_copy, "vision_smoke")
+    run = workflow_tools.run_design(fresh_copy, "prereg/designs/smoke/vision_smoke.yaml")
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
 
     with np.load(run / "demos/demos.npz") as demos:
@@ -82,7 +83,7 @@ def test_the_vision_design_runs_end_to_end_with_frames_in_both_oracles(
         "--configfile",
         str(config),
         "--config",
-        "prereg=prereg/vision_smoke.yaml",
+        "prereg=prereg/designs/smoke/vision_smoke.yaml",
         f"results={results}",
         timeout=900,
         env={**os.environ, "PYTHONPATH": str(fresh_copy)},

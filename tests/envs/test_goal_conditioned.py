@@ -60,7 +60,8 @@ MAZE: dict[str, Any] = {
     "goal_obs_key": "desired_goal",
     "success_radius_m": 0.45,
 }
-"""PointMaze_UMaze-v3 as prereg/pointmaze_smoke.yaml binds it, without its expert and wrapper."""
+"""PointMaze_UMaze-v3 as prereg/designs/smoke/pointmaze_smoke.yaml binds it, without its expert and
+wrapper."""
 SEED = 1000
 
 
@@ -463,11 +464,12 @@ def test_the_expert_needs_the_goal_in_the_state() -> None:
 
 # -- the guide -----------------------------------------------------------------------------------------
 def test_the_guide_shows_the_point_maze_designs_environment() -> None:
-    """Text no test reads drifts: the guide's example is prereg/pointmaze_smoke.yaml's env section."""
+    """Text no test reads drifts: the guide's example is prereg/designs/smoke/pointmaze_smoke.yaml's env
+    section."""
     guide = (REPO / "docs/your-simulator.md").read_text()
     section = guide.split("### Goal-conditioned Gymnasium envs", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```yaml\n(.*?)```", section, flags=re.S)
-    design = yaml.safe_load((REPO / "prereg/pointmaze_smoke.yaml").read_text())
+    design = yaml.safe_load((REPO / "prereg/designs/smoke/pointmaze_smoke.yaml").read_text())
     assert yaml.safe_load(block) == {"env": design["env"]}
     rows = [line.split(" | ")[0] for line in section.splitlines() if line.startswith("| `")]
     documented = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row)}

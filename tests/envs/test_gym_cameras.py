@@ -144,7 +144,7 @@ def test_check_policy_refuses_a_camera_a_users_gymnasium_env_lacks_before_noise_
     from grpo_probe.prereg import load_prereg
     from grpo_probe.prereg.canonical import read_yaml
 
-    raw = read_yaml(Path(__file__).resolve().parents[2] / "prereg/pusher_camera_smoke.yaml")
+    raw = read_yaml(Path(__file__).resolve().parents[2] / "prereg/designs/smoke/pusher_camera_smoke.yaml")
     raw["env"] = {
         "id": "grpo_probe.envs.gym_adapter:make_gymnasium_env",
         "params": {

@@ -6,7 +6,8 @@ split (``observation.convention: lerobot``, which entries are whose); the policy
 three keys, cut from the state the environment returns, every array it saw must be in the oracles'
 per-replan digest, the project's own heads (cloned on the packed state) must still run, and a design that
 asks for the convention without saying which entries are whose is refused with its file and field. The
-design is prereg/pointmaze_smoke.yaml with an observation section of LeRobot's keys and a 32 x 32 camera.
+design is prereg/designs/smoke/pointmaze_smoke.yaml with an observation section of LeRobot's keys and a 32 x
+32 camera.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ LEROBOT = {
 
 
 def _variant(folder: Path, observation: dict[str, Any] | None = None, inputs: list[str] = INPUTS) -> Path:
-    """prereg/pointmaze_smoke.yaml with LeRobot's keys (or ``observation``) and the arm reading ``inputs``."""
-    raw = yaml.safe_load((REPO / "prereg" / "pointmaze_smoke.yaml").read_text())
+    """prereg/designs/smoke/pointmaze_smoke.yaml with LeRobot's keys (or ``observation``) and the arm
+    reading ``inputs``."""
+    raw = yaml.safe_load((REPO / "prereg/designs/smoke/pointmaze_smoke.yaml").read_text())
     raw["name"] = "pointmaze_lerobot"
     raw["observation"] = LEROBOT if observation is None else observation
     raw["arms"]["flow_teacher"]["inputs"] = list(inputs)

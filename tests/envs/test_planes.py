@@ -39,10 +39,12 @@ from grpo_probe.keyed_rng import numpy_generator, tag
 
 REPO = Path(__file__).resolve().parents[2]
 DESIGNS = {"luck": "luck_plane_smoke", "smooth": "smooth_plane_smoke"}
+CONTROLS = REPO / "prereg" / "designs" / "controls"
+"""Where the two control planes' designs lie (prereg/README.md)."""
 
 
 def _design(which: str) -> dict[str, Any]:
-    return yaml.safe_load((REPO / "prereg" / f"{DESIGNS[which]}.yaml").read_text())
+    return yaml.safe_load((CONTROLS / f"{DESIGNS[which]}.yaml").read_text())
 
 
 def _config(which: str) -> Any:
@@ -218,9 +220,9 @@ def test_the_expert_gains_nothing_on_the_luck_plane() -> None:
 def test_the_luck_plane_design_reads_chaos_not_signal_in_every_cell(
     study_run: Path, workflow_tools: Any
 ) -> None:
-    """prereg/luck_plane_smoke.yaml from a fresh copy to decision.md: every cell's chaos fraction near 1,
-    no cell shows signal, and the outcome parks GRPO. Read from the suite's tiny study, whose luck member
-    is this design with a shorter pilot (tests/session_runs.py: the probe's part is the same)."""
+    """prereg/designs/controls/luck_plane_smoke.yaml from a fresh copy to decision.md: every cell's chaos
+    fraction near 1, no cell shows signal, and the outcome parks GRPO. Read from the suite's tiny study, whose
+    luck member is this design with a shorter pilot (tests/session_runs.py: the probe's part is the same)."""
     run = study_run / "results" / session_runs.tiny_member(DESIGNS["luck"])
     registered = _design("luck")
     tiny = yaml.safe_load((study_run / "prereg" / f"{run.name}.yaml").read_text())

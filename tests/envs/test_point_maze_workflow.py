@@ -1,4 +1,5 @@
-"""The whole DAG on a goal-conditioned Gymnasium environment (prereg/pointmaze_smoke.yaml), from a fresh copy.
+"""The whole DAG on a goal-conditioned Gymnasium environment (prereg/designs/smoke/pointmaze_smoke.yaml), from
+a fresh copy.
 
 Why: a goal-conditioned environment reaches the probe only through the Gymnasium adapter's params (a
 Dict observation, the goal from ``desired_goal``, a wrapper's ``info`` key as a guard channel, a scripted
@@ -28,7 +29,7 @@ RESULTS = Path("results/pointmaze_smoke")
 def test_the_point_maze_design_runs_end_to_end_and_passes_both_oracles(
     fresh_copy: Path, workflow_tools, grpo_probe
 ) -> None:
-    run = workflow_tools.run_design(fresh_copy, "pointmaze_smoke")
+    run = workflow_tools.run_design(fresh_copy, "prereg/designs/smoke/pointmaze_smoke.yaml")
     decision = json.loads((run / "decision.json").read_text())
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
     version = decision["env"]["version"]

@@ -129,13 +129,17 @@ def test_a_record_lacking_a_registered_metric_is_refused() -> None:
 
 def test_action_dims_that_do_not_match_the_heads_name_the_design() -> None:
     """A head of 6 action dims (the boat's) on the 7-joint pusher, and one that reads the boat's obs."""
-    config = env_config("pusher", PUSHER_SHORT, "prereg/pusher_smoke.yaml: env")
+    config = env_config("pusher", PUSHER_SHORT, "prereg/designs/smoke/pusher_smoke.yaml: env")
     wrong_dims = _job(config, _noise_source(23, 6), seeds=(0,), group_size=1)
     dims = r"head's 6 action dims do not match the environment's 7"
-    with pytest.raises(ValueError, match=r"prereg/pusher_smoke\.yaml: env: .*\(1, 50, 6\).*" + dims):
+    with pytest.raises(
+        ValueError, match=r"prereg/designs/smoke/pusher_smoke\.yaml: env: .*\(1, 50, 6\).*" + dims
+    ):
         run_sequential(wrong_dims)
     wrong_obs = _job(config, _noise_source(OBS_DIM, 7), seeds=(0,), group_size=1)
-    with pytest.raises(ValueError, match=r"prereg/pusher_smoke\.yaml: env: .*17 numbers.*observes 23"):
+    with pytest.raises(
+        ValueError, match=r"prereg/designs/smoke/pusher_smoke\.yaml: env: .*17 numbers.*observes 23"
+    ):
         run_sequential(wrong_obs)
 
 

@@ -124,7 +124,7 @@ def test_reading_the_pusher_design_imports_neither_mujoco_nor_gymnasium() -> Non
     code = (
         "import json, sys\n"
         "from grpo_probe.prereg import load_prereg\n"
-        f"load_prereg({str(REPO / 'prereg/pusher_probe.yaml')!r})\n"
+        f"load_prereg({str(REPO / 'prereg/designs/probes/pusher_probe.yaml')!r})\n"
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

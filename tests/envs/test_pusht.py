@@ -1,8 +1,8 @@
 """LeRobot's PushT (gym-pusht: pymunk, not MuJoCo) as a design's environment, bound through a scene function.
 
 Why: the probe must measure simulators as their authors ship them, MuJoCo or not. gym-pusht exposes no
-MuJoCo model, so prereg/pusht_smoke.yaml binds it through ``grpo_probe.envs.pusht:PushTScene``; this
-holds the bound environment to Gymnasium's own checker, to the determinism the oracles need (the same
+MuJoCo model, so prereg/designs/smoke/pusht_smoke.yaml binds it through ``grpo_probe.envs.pusht:PushTScene``;
+this holds the bound environment to Gymnasium's own checker, to the determinism the oracles need (the same
 seed and actions give the same bytes, in this process, again, and in worker processes), to a keyed state
 shift, and runs the design to its decision with both oracles passing (about 40 s on the 2-core machine).
 """
@@ -34,13 +34,13 @@ from grpo_probe.rollout.perturb import Perturbation, Replay, state_generator
 from .user_envs import factory_name, make_noise_policy
 
 REPO = Path(__file__).resolve().parents[2]
-DESIGN = REPO / "prereg" / "pusht_smoke.yaml"
+DESIGN = REPO / "prereg/designs/smoke/pusht_smoke.yaml"
 RESULTS = Path("results/pusht_smoke")
 
 
 def _config() -> Any:
     raw = yaml.safe_load(DESIGN.read_text())
-    return design_environment(raw, "prereg/pusht_smoke.yaml")
+    return design_environment(raw, "prereg/designs/smoke/pusht_smoke.yaml")
 
 
 def _expert_episode(seed: int) -> tuple[bytes, list[bytes]]:
@@ -119,7 +119,7 @@ import hashlib, sys
 from grpo_probe.envs.registry import make_env
 from grpo_probe.prereg.design import design_environment
 import yaml
-config = design_environment(yaml.safe_load(open(sys.argv[1]).read()), "prereg/pusht_smoke.yaml")
+config = design_environment(yaml.safe_load(open(sys.argv[1]).read()), "prereg/designs/smoke/pusht_smoke.yaml")
 env = make_env(config)
 env.reset(1000)
 print(hashlib.sha256(env.render("top", 32, 32).tobytes()).hexdigest())
@@ -154,7 +154,8 @@ def test_the_scene_draws_pushts_top_view_as_a_pure_function_of_the_state() -> No
 
 
 def _camera_design(folder: Path) -> Path:
-    """prereg/pusht_smoke.yaml with PushT's top view registered (32 x 32) and the arm reading it."""
+    """prereg/designs/smoke/pusht_smoke.yaml with PushT's top view registered (32 x 32) and the arm reading
+    it."""
     raw = yaml.safe_load(DESIGN.read_text())
     raw["name"] = "pusht_camera"
     raw["observation"] = {"cameras": {"top": {"height": 32, "width": 32}}}
@@ -208,7 +209,7 @@ def test_a_pusht_design_with_a_camera_is_valid_and_its_frames_agree_across_worke
 def test_the_pusht_design_runs_to_its_decision_with_both_oracles_passing(
     fresh_copy: Path, workflow_tools, grpo_probe
 ) -> None:
-    run = workflow_tools.run_design(fresh_copy, "pusht_smoke")
+    run = workflow_tools.run_design(fresh_copy, "prereg/designs/smoke/pusht_smoke.yaml")
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
     decision = json.loads((run / "decision.json").read_text())
     assert decision["env"]["id"] == "gym_pusht:gym_pusht/PushT-v0"

@@ -1,5 +1,5 @@
 """Reacher-v5 as the probe's positive control: the scripted expert reaches, deterministically, and the tiny
-design (prereg/reacher_smoke.yaml) runs end to end.
+design (prereg/designs/smoke/reacher_smoke.yaml) runs end to end.
 
 Why: the workflow trains the reference arms on the expert's demos, so an expert that misses the target or
 whose chunks depend on anything but (observation, key) would make the control's arms weak or its demos
@@ -27,7 +27,7 @@ from grpo_probe.envs.registry import env_config, make_env, make_expert
 
 REPO = Path(__file__).resolve().parents[2]
 FACTORY = "grpo_probe.envs.gym_adapter:make_gymnasium_env"
-_DESIGN: dict[str, Any] = yaml.safe_load((REPO / "prereg/reacher_probe.yaml").read_text())
+_DESIGN: dict[str, Any] = yaml.safe_load((REPO / "prereg/designs/probes/reacher_probe.yaml").read_text())
 PROBE_ENV: dict[str, Any] = _DESIGN["env"]
 """The env section of the registered design: the expert is tested on the episode it records demos in."""
 DEMO_NOISE = float(_DESIGN["training"]["demos"]["noise"])
@@ -156,10 +156,10 @@ def test_the_expert_refuses_an_environment_that_is_not_reacher() -> None:
 def test_the_reacher_smoke_design_runs_end_to_end_and_passes_the_oracles(
     fresh_copy: Path, workflow_tools: Any, grpo_probe: Any
 ) -> None:
-    """Every stage on prereg/reacher_smoke.yaml from a fresh copy: demos from the Reacher expert, the flow
-    arm trained, both oracles passing, decision.md with the adapter's guard, every manifest naming the
-    environment, and the decision verifying."""
-    run = workflow_tools.run_design(fresh_copy, "reacher_smoke")
+    """Every stage on prereg/designs/smoke/reacher_smoke.yaml from a fresh copy: demos from the Reacher
+    expert, the flow arm trained, both oracles passing, decision.md with the adapter's guard, every manifest
+    naming the environment, and the decision verifying."""
+    run = workflow_tools.run_design(fresh_copy, "prereg/designs/smoke/reacher_smoke.yaml")
     decision = json.loads((run / "decision.json").read_text())
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
     version = decision["env"]["version"]

@@ -27,6 +27,7 @@ from grpo_probe.envs.served import SERVED_FACTORY, ServedEnvError, served_env, s
 from grpo_probe.prereg.design import load_prereg
 from grpo_probe.provenance.inputs import refuse_changed_inputs
 from serve_processes import env_server_process
+from shipped_files import shipped_designs
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent
@@ -156,7 +157,7 @@ def test_design_fields_are_checked_with_their_names():
     ],
 )
 def test_a_served_design_is_refused_naming_its_file_and_field(tmp_path: Path, change, message):
-    raw = yaml.safe_load((REPO / "prereg/metaworld_reach_smoke.yaml").read_text())
+    raw = yaml.safe_load((REPO / "prereg/designs/served/metaworld_reach_smoke.yaml").read_text())
     if "adress" in change:
         del raw["env"]["address"]
     raw["env"].update(change)
@@ -167,9 +168,14 @@ def test_a_served_design_is_refused_naming_its_file_and_field(tmp_path: Path, ch
 
 
 def test_the_shipped_metaworld_designs_read_as_the_served_factory():
-    for name in ("reach", "push", "door_open"):
-        prereg = load_prereg(REPO / f"prereg/metaworld_{name}_smoke.yaml")
-        assert prereg.env.id == SERVED_FACTORY
+    """Every shipped design whose simulator is served lies in prereg/designs/served/ (prereg/README.md),
+    and that folder holds only such designs, each at the address its server is started on."""
+    designs = {path: load_prereg(path) for path in shipped_designs()}
+    served = [path for path, prereg in designs.items() if prereg.env.id == SERVED_FACTORY]
+    folder = REPO / "prereg/designs/served"
+    assert served == [path for path in designs if path.parent == folder] != []
+    for path in served:
+        prereg = designs[path]
         assert prereg.env.params["server"] == {
             "address": "ws://127.0.0.1:18766",
             "timeout_s": 60.0,
@@ -265,7 +271,7 @@ def test_the_prereg_check_records_the_served_simulator(fresh_process, tmp_path):
     from grpo_probe.serve.env_server import EnvServer
 
     with EnvServer(FACTORY, SCENE, "127.0.0.1", 0) as running:
-        raw = yaml.safe_load((REPO / "prereg/metaworld_reach_smoke.yaml").read_text())
+        raw = yaml.safe_load((REPO / "prereg/designs/served/metaworld_reach_smoke.yaml").read_text())
         raw["env"].update(address=running.address, params=PARAMS)
         design = tmp_path / "pusher_served.yaml"
         design.write_text(yaml.safe_dump({**raw, "name": "pusher_served"}, sort_keys=False))

@@ -21,6 +21,7 @@ from grpo_probe.phase2.rollouts import read_batch, run_iteration, write_iteratio
 from grpo_probe.phase2.trainer import deterministic_torch, grpo_update, make_optimizer
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.phase2 import Phase2Error
+from shipped_files import named_designs, shipped_designs, study_named
 
 from .conftest import PHASE2_SECTION, write_design
 
@@ -28,19 +29,20 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_shipped_design_keeps_the_per_chunk_sum() -> None:
-    """Designs locked before the field existed load against their locks and train as before; the
-    calibrated study's designs (prereg/cv_*.yaml) register the calibration's per-dimension recipe."""
-    paths = sorted((REPO / "prereg").glob("*.yaml"))
-    loaded = {p.name: load_prereg(p) for p in paths}
+    """Designs locked before the field existed load against their locks and train as before; every member
+    of the calibrated validation study registers the calibration's per-dimension recipe (lr 5e-5), with a
+    flow head to train it on."""
+    loaded = {p: load_prereg(p) for p in shipped_designs()}
     flows = {
-        name: d.phase2.recipe("flow")
-        for name, d in loaded.items()
+        path: d.phase2.recipe("flow")
+        for path, d in loaded.items()
         if d.phase2 is not None and "flow" in d.phase2.heads
     }
-    before = {n: r for n, r in flows.items() if not n.startswith("cv_")}
+    members = named_designs(study_named("calibrated_validation"), "members")
+    assert members and set(members) <= set(flows), "every member pilots a flow head"
+    before = {p: r for p, r in flows.items() if p not in members}
     assert before and all(r.chunk_logprob == "sum" and not r.per_dimension for r in before.values())
-    calibrated = {n: r for n, r in flows.items() if n.startswith("cv_")}
-    assert len(calibrated) == 11 and all(r.per_dimension and r.lr == 5e-5 for r in calibrated.values())
+    assert all(flows[p].per_dimension and flows[p].lr == 5e-5 for p in members)
 
 
 def test_only_the_flow_head_reduces_a_chunk(tmp_path: Path) -> None:

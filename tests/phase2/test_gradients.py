@@ -17,7 +17,7 @@ from grpo_probe.phase2.gradients import OWN_CHECKPOINT_FACTORY, count_sketch, un
 from grpo_probe.prereg import load_prereg
 
 REPO = Path(__file__).resolve().parents[2]
-PLANE = load_prereg(REPO / "prereg" / "smooth_plane_smoke.yaml", require_lock=False)
+PLANE = load_prereg(REPO / "prereg/designs/controls/smooth_plane_smoke.yaml", require_lock=False)
 CELLS = {c.id: c for c in PLANE.enabled_cells}
 
 

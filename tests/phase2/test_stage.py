@@ -180,7 +180,7 @@ def pusher_pilot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     behaviour-cloned for three steps on the pusher expert's demos."""
     root = tmp_path_factory.mktemp("pusher")
     raw = read_design(
-        REPO / "prereg" / "pusher_smoke.yaml"
+        REPO / "prereg/designs/smoke/pusher_smoke.yaml"
     )  # its shared criteria merged in: a copy elsewhere
     raw["phase2"] = {**PHASE2_SECTION, "rollouts_per_seed": 4, "reward": {"penalties": PUSHER_PENALTIES}}
     design = root / "pusher_pilot.yaml"

@@ -1,9 +1,9 @@
 """Phase 2 of the camera-fed flow arm: rollouts store the frames, updates read them, the oracle compares them.
 
-The arm of prereg/vision_smoke.yaml reads the overhead frame. Its phase-2 rollouts keep every frame the
-policy saw beside the digest the rollout engine recorded when it rendered it; the replay oracle hashes the
-stored frames and compares them with that digest before it compares a log-prob, so a frame that is not the
-one the policy saw (a changed digest, one pixel moved) fails as a frame mismatch naming seed, draw,
+The arm of prereg/designs/smoke/vision_smoke.yaml reads the overhead frame. Its phase-2 rollouts keep every
+frame the policy saw beside the digest the rollout engine recorded when it rendered it; the replay oracle
+hashes the stored frames and compares them with that digest before it compares a log-prob, so a frame that is
+not the one the policy saw (a changed digest, one pixel moved) fails as a frame mismatch naming seed, draw,
 replan and camera. The honest replay passes bit for bit, and a Flow-GRPO step moves the image encoder:
 the frames reach the network the update differentiates.
 """
@@ -61,9 +61,9 @@ def _needs_gl() -> None:
 
 @pytest.fixture(scope="module")
 def vision_design(tmp_path_factory: pytest.TempPathFactory) -> Prereg:
-    """prereg/vision_smoke.yaml with two-replan episodes, a one-iteration pilot of 2 seeds x K = 2, 4 SDE
-    steps and every group kept, locked."""
-    raw = read_yaml(REPO / "prereg" / "vision_smoke.yaml")
+    """prereg/designs/smoke/vision_smoke.yaml with two-replan episodes, a one-iteration pilot of 2 seeds x K =
+    2, 4 SDE steps and every group kept, locked."""
+    raw = read_yaml(REPO / "prereg/designs/smoke/vision_smoke.yaml")
     raw["sim"]["replans"] = 2
     phase2 = raw["phase2"]
     phase2.update(iterations=1, min_group_std=0.0, train_seeds={"first": 2000, "count": 2})

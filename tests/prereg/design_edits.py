@@ -20,10 +20,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def edited(tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], object]) -> Path:
-    """A copy of ``prereg/<name>`` with ``edit(raw)`` applied to its parsed YAML, in ``tmp_path``."""
+    """A copy of ``prereg/<name>`` (``smoke.yaml``, ``designs/smoke/pusher_smoke.yaml``) with ``edit(raw)``
+    applied to its parsed YAML, in ``tmp_path`` under its file name."""
     raw = read_yaml(REPO / "prereg" / name)
     edit(raw)
-    path = tmp_path / name
+    path = tmp_path / Path(name).name
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
 

@@ -28,7 +28,7 @@ def test_a_boat_design_names_the_boat_scene_by_its_sim_section(name: str) -> Non
     assert isinstance(prereg.sim, SimParams)
 
 
-@pytest.mark.parametrize("name", ["pusher_probe.yaml", "pusher_smoke.yaml"])
+@pytest.mark.parametrize("name", ["designs/probes/pusher_probe.yaml", "designs/smoke/pusher_smoke.yaml"])
 def test_the_pusher_designs_are_locked_and_typed(name: str) -> None:
     prereg = load_prereg(REPO / "prereg" / name)
     spec = env_spec(prereg.env)
@@ -38,7 +38,7 @@ def test_the_pusher_designs_are_locked_and_typed(name: str) -> None:
 
 
 def test_the_pusher_probe_registers_the_memos_cells() -> None:
-    prereg = load_prereg(REPO / "prereg/pusher_probe.yaml")
+    prereg = load_prereg(REPO / "prereg/designs/probes/pusher_probe.yaml")
     modes = [(c.arm, c.mode.kind, c.mode.temperature, c.mode.sde_a) for c in prereg.enabled_cells]
     assert modes == [
         ("ar", "temperature", 1.0, None),
@@ -56,7 +56,7 @@ def test_a_rule_reading_a_guard_the_environment_lacks_names_the_field(tmp_path: 
             "prefer": "min",
         }
 
-    message = load_error(edited(tmp_path, "pusher_smoke.yaml", edit))
+    message = load_error(edited(tmp_path, "designs/smoke/pusher_smoke.yaml", edit))
     assert (
         "pusher_smoke.yaml: decision_rule.arm_choice.rank_by[1].read: 'sampled_reset_strike_rate' reads "
         "guard 'reset_strike', which environment 'pusher' does not define (its guards: joint_limit, "
@@ -93,7 +93,9 @@ def test_the_boat_named_by_env_reads_the_same_numbers(tmp_path: Path) -> None:
 
 
 def test_an_invalid_env_param_names_the_file_and_field(tmp_path: Path) -> None:
-    path = edited(tmp_path, "pusher_smoke.yaml", lambda raw: raw["env"]["params"].update(replans=0))
+    path = edited(
+        tmp_path, "designs/smoke/pusher_smoke.yaml", lambda raw: raw["env"]["params"].update(replans=0)
+    )
     assert "pusher_smoke.yaml: env.params.replans must be a positive integer, got 0" in load_error(path)
 
 

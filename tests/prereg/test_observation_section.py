@@ -18,7 +18,7 @@ from .design_edits import edited, load_error
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", ["vision_smoke.yaml", "vision_probe.yaml"])
+@pytest.mark.parametrize("name", ["designs/smoke/vision_smoke.yaml", "designs/probes/vision_probe.yaml"])
 def test_the_vision_designs_are_locked_and_register_the_overhead_camera(name: str) -> None:
     prereg = load_prereg(REPO / "prereg" / name)
     assert prereg.observation == ObservationConfig(
@@ -39,7 +39,7 @@ def test_an_arm_reading_an_unregistered_camera_names_the_field(tmp_path: Path) -
     def edit(raw):
         raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.images.wrist"]
 
-    message = load_error(edited(tmp_path, "vision_smoke.yaml", edit))
+    message = load_error(edited(tmp_path, "designs/smoke/vision_smoke.yaml", edit))
     assert "vision_smoke.yaml: arms.flow_vision.inputs reads 'observation.images.wrist'" in message
     assert "registers no camera 'wrist' (observation.cameras: overhead)" in message
 
@@ -50,7 +50,7 @@ def test_a_camera_the_environment_cannot_render_names_its_cameras(tmp_path: Path
         raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.images.wrist"]
 
     assert "the environment renders no camera 'wrist' (its cameras: overhead)" in load_error(
-        edited(tmp_path, "vision_smoke.yaml", edit)
+        edited(tmp_path, "designs/smoke/vision_smoke.yaml", edit)
     )
 
 
@@ -61,7 +61,7 @@ def test_a_design_registering_a_camera_the_pusher_lacks_names_the_file_the_field
         raw["observation"]["cameras"] = {"front": {"height": 64, "width": 64}}
         raw["arms"]["flow_camera"]["inputs"] = ["observation.state", "observation.images.front"]
 
-    message = load_error(edited(tmp_path, "pusher_camera_smoke.yaml", edit))
+    message = load_error(edited(tmp_path, "designs/smoke/pusher_camera_smoke.yaml", edit))
     assert (
         "pusher_camera_smoke.yaml: observation.cameras.front: the environment renders no camera 'front' "
         "(its cameras: default)" in message
@@ -74,7 +74,7 @@ def test_reading_the_task_needs_a_registered_task_and_frames_need_the_flow_head(
         del raw["observation"]["task"]
 
     assert "arms.flow_vision.inputs reads 'task', but the design registers no observation.task" in load_error(
-        edited(tmp_path, "vision_smoke.yaml", no_task)
+        edited(tmp_path, "designs/smoke/vision_smoke.yaml", no_task)
     )
 
     def ar_with_frames(raw):
@@ -84,7 +84,7 @@ def test_reading_the_task_needs_a_registered_task_and_frames_need_the_flow_head(
         raw["oracles"]["parallel"]["modes"] = [{"kind": "greedy"}]
 
     assert "arms.flow_vision.inputs: the AR head reads the state only" in load_error(
-        edited(tmp_path, "vision_smoke.yaml", ar_with_frames)
+        edited(tmp_path, "designs/smoke/vision_smoke.yaml", ar_with_frames)
     )
 
 
@@ -92,12 +92,14 @@ def test_a_bad_frame_size_or_key_is_a_schema_error_naming_the_field(tmp_path: Pa
     def tiny(raw):
         raw["observation"]["cameras"]["overhead"] = {"height": 2, "width": 96}
 
-    assert "observation.cameras.overhead.height" in load_error(edited(tmp_path, "vision_smoke.yaml", tiny))
+    assert "observation.cameras.overhead.height" in load_error(
+        edited(tmp_path, "designs/smoke/vision_smoke.yaml", tiny)
+    )
 
     def typo(raw):
         raw["arms"]["flow_vision"]["inputs"] = ["observation.state", "observation.image.overhead"]
 
-    assert "arms.flow_vision.inputs" in load_error(edited(tmp_path, "vision_smoke.yaml", typo))
+    assert "arms.flow_vision.inputs" in load_error(edited(tmp_path, "designs/smoke/vision_smoke.yaml", typo))
 
 
 def test_the_registered_ar_arm_decodes_in_blocks_of_20_and_only_ar_arms_may(tmp_path: Path) -> None:
@@ -114,7 +116,7 @@ def test_the_registered_ar_arm_decodes_in_blocks_of_20_and_only_ar_arms_may(tmp_
         raw["arms"]["flow_vision"]["row_block"] = 16
 
     assert "arms.flow_vision.row_block: only the AR head decodes in a registered row block" in load_error(
-        edited(tmp_path, "vision_smoke.yaml", flow_block)
+        edited(tmp_path, "designs/smoke/vision_smoke.yaml", flow_block)
     )
 
 
@@ -122,7 +124,7 @@ def test_lerobot_keys_on_an_environment_without_named_state_entries_are_refused(
     def edit(raw):
         raw["observation"] = {"convention": "lerobot", "state": ["joints"], "environment_state": ["object"]}
 
-    message = load_error(edited(tmp_path, "pusher_smoke.yaml", edit))
+    message = load_error(edited(tmp_path, "designs/smoke/pusher_smoke.yaml", edit))
     assert (
         "pusher_smoke.yaml: observation.convention: lerobot splits the state by its named entries" in message
     )
@@ -134,5 +136,5 @@ def test_lerobot_entries_without_the_convention_are_refused(tmp_path: Path) -> N
     def edit(raw):
         raw["observation"]["state"] = ["observation"]
 
-    message = load_error(edited(tmp_path, "vision_smoke.yaml", edit))
+    message = load_error(edited(tmp_path, "designs/smoke/vision_smoke.yaml", edit))
     assert "vision_smoke.yaml: observation.state: names the entries of LeRobot's split" in message

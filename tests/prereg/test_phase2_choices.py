@@ -17,13 +17,14 @@ from grpo_probe.prereg import SchemaError, load_prereg
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.phase2 import DEFAULT_ADVANTAGE, DEFAULT_POLICY_LOSS, choice_problems
 from grpo_probe.prereg.schema import load_prereg_schema
+from shipped_files import shipped_designs
 
 from .design_edits import REPO, edited, load_error
 
-SHIPPED = sorted((REPO / "prereg").glob("*.yaml"))
+SHIPPED = shipped_designs()
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+@pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(REPO)) for p in SHIPPED])
 def test_a_shipped_design_still_matches_its_lock_and_trains_with_the_default_names(path: Path) -> None:
     prereg = load_prereg(path)  # require_lock: the canonical sha256 must equal the lock's
     if prereg.phase2 is None:

@@ -199,7 +199,7 @@ def test_environment_problems_name_each_state_perturbation_an_env_cannot_apply()
 
 ENVS_WITH_STATE = {
     "boat": boat_env,
-    "pusher": lambda: load_prereg(REPO / "prereg" / "pusher_smoke.yaml", require_lock=False).env,
+    "pusher": lambda: load_prereg(REPO / "prereg/designs/smoke/pusher_smoke.yaml", require_lock=False).env,
     "smooth-plane": lambda: env_config(
         chaos_envs.factory_name(chaos_envs.make_smooth_plane), {"state_perturbation": True}
     ),

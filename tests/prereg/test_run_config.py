@@ -60,7 +60,7 @@ def test_the_shipped_configs_reference_bindings_run_a_design_with_other_arm_ids(
     """config/config.yaml names the registered probe's arms as reference; the vision design's arm is
     flow_vision, and a reference binding is the default anyway, so it runs with the shipped config."""
     config = load_config({"arms": {"ar": {"source": "reference"}, "flow_teacher": {"source": "reference"}}})
-    bindings = arm_bindings(config, load_prereg(REPO / "prereg/vision_smoke.yaml"))
+    bindings = arm_bindings(config, load_prereg(REPO / "prereg/designs/smoke/vision_smoke.yaml"))
     assert list(bindings) == ["flow_vision"] and bindings["flow_vision"].source == "reference"
 
 

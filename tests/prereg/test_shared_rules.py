@@ -15,26 +15,32 @@ from grpo_probe.cli import main
 from grpo_probe.prereg import LockError, load_prereg, lock_path, lock_prereg, prereg_from_mapping
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.extends import EXTENDS, merge_extends, read_design
+from shipped_files import extending, shipped_designs
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = "rules/signal_and_competence.yaml"
 CHAOS_FLOOR = "rules/signal_over_chaos_floor.yaml"
 """The shared criteria of the designs whose signal bar is the cell's own chaos std (Pusher, MetaWorld)."""
-SHIPPED = sorted(p for p in (REPO / "prereg").glob("*.yaml") if EXTENDS in read_yaml(p))
-DESIGN = "pusht_smoke.yaml"
-"""The copied design of these tests: a small one that extends the shared file and nothing else."""
+SHIPPED = [p for p in shipped_designs() if EXTENDS in read_yaml(p)]
+DESIGN = "designs/smoke/pusht_smoke.yaml"
+"""The copied design of these tests (relative to prereg/): a small one that extends the shared file and
+nothing else, in a folder of its purpose, so it names the shared file relative to the registry's top."""
+REGISTRY = Path("prereg")
+"""The copy's registry, relative to the working directory (``tmp_path``)."""
 
 
 @pytest.fixture
 def prereg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of ``prereg/pusht_smoke.yaml``, its lock and the shared rules folder, in ``tmp_path/prereg``,
-    the working directory being ``tmp_path`` (so nothing is found in the repository's prereg/)."""
-    folder = tmp_path / "prereg"
+    """A copy of ``prereg/DESIGN``, its lock and the shared rules folder, at the same places under
+    ``tmp_path/prereg``, the working directory being ``tmp_path`` (so nothing is found in the repository's
+    prereg/)."""
+    folder = tmp_path / REGISTRY
     shutil.copytree(REPO / "prereg" / "rules", folder / "rules")
+    (folder / DESIGN).parent.mkdir(parents=True)
     for name in (DESIGN, f"{DESIGN}.lock"):
         shutil.copy(REPO / "prereg" / name, folder / name)
     monkeypatch.chdir(tmp_path)
-    return Path("prereg") / DESIGN
+    return REGISTRY / DESIGN
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -49,14 +55,21 @@ def _lock(path: Path) -> dict:
 
 # -- the shipped designs ----------------------------------------------------------------------------------
 def test_every_shipped_design_but_the_smoke_shares_its_signal_criterion_through_a_rules_file() -> None:
-    written_out = sorted(p.name for p in (REPO / "prereg").glob("*.yaml") if p not in SHIPPED)
+    """Each shared file is extended by some design, and each design that extends one gets its bar: the
+    chaos floor's designs compare the choice std with the cell's own chaos std, the others with the
+    registered centimetre bar."""
+    written_out = sorted(p.name for p in shipped_designs() if p not in SHIPPED)
     assert written_out == ["smoke.yaml"], "the tests copy and edit the smoke design's criteria"
     assert {read_yaml(p)[EXTENDS] for p in SHIPPED} == {SHARED, CHAOS_FLOOR}
-    assert sum(read_yaml(p)[EXTENDS] == CHAOS_FLOOR for p in SHIPPED) == 5
     assert not any("signal" in read_yaml(p)["decision_rule"].get("criteria", {}) for p in SHIPPED)
+    bars = {SHARED: {"analysis": "signal_bar_cm"}, CHAOS_FLOOR: {"read": "chaos_std_cm"}}
+    for rule, bar in bars.items():
+        for path in extending(rule):
+            signal = read_design(path)["decision_rule"]["criteria"]["signal"]["all_of"]
+            assert signal[0]["threshold"] == bar, path
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(REPO)))
 def test_a_converted_design_hashes_as_it_did_written_out_and_its_lock_records_the_shared_file(
     path: Path,
 ) -> None:
@@ -88,7 +101,7 @@ def test_a_design_written_out_in_full_is_the_design_that_extends(tmp_path: Path)
 # -- the lock ---------------------------------------------------------------------------------------------
 def test_an_edit_to_the_shared_file_is_caught_and_named_by_the_lock_check(prereg: Path, capsys) -> None:
     assert main(["prereg", "check", str(prereg)]) == 0
-    _edit(prereg.parent / SHARED, "threshold: 0.5}", "threshold: 0.6}")
+    _edit(REGISTRY / SHARED, "threshold: 0.5}", "threshold: 0.6}")
     with pytest.raises(LockError) as info:
         load_prereg(prereg)
     message = str(info.value)
@@ -102,7 +115,7 @@ def test_verify_names_the_shared_file_that_moved_under_a_manifest_chain(prereg: 
     manifest = "results/pusht_smoke/prereg/check.manifest.json"
     assert main(["prereg", "check", str(prereg), "--manifest", manifest]) == 0
     assert main(["verify", manifest]) == 0
-    _edit(prereg.parent / SHARED, "threshold: 0.5}", "threshold: 0.6}")
+    _edit(REGISTRY / SHARED, "threshold: 0.5}", "threshold: 0.6}")
     capsys.readouterr()
     assert main(["verify", manifest]) == 1
     err = capsys.readouterr().err
@@ -113,7 +126,7 @@ def test_verify_names_the_shared_file_that_moved_under_a_manifest_chain(prereg: 
 
 
 def test_a_comment_in_the_shared_file_is_no_change(prereg: Path) -> None:
-    _edit(prereg.parent / SHARED, "decision_rule:", "# reworded nothing\ndecision_rule:")
+    _edit(REGISTRY / SHARED, "decision_rule:", "# reworded nothing\ndecision_rule:")
     assert load_prereg(prereg).sha256 == _lock(prereg)["sha256"]
 
 
@@ -125,7 +138,7 @@ def test_a_shared_file_rewritten_without_moving_the_design_is_named_and_recorded
     date = _lock(prereg)["date"]
     _edit(prereg, "  qualifies:\n    ar: [signal, competence]\n    flow: [signal]\n", "")
     _edit(
-        prereg.parent / SHARED,
+        REGISTRY / SHARED,
         "decision_rule:\n",
         "decision_rule:\n  qualifies: {ar: [signal, competence], flow: [signal]}\n",
     )
@@ -158,7 +171,7 @@ def test_an_old_lock_names_the_shared_file_of_a_changed_section(prereg: Path) ->
     lock = _lock(prereg)
     del lock["extends_sha256"]
     lock_path(prereg).write_text(json.dumps(lock, sort_keys=True, indent=2) + "\n")
-    _edit(prereg.parent / SHARED, "threshold: 0.5}", "threshold: 0.6}")
+    _edit(REGISTRY / SHARED, "threshold: 0.5}", "threshold: 0.6}")
     with pytest.raises(LockError, match=rf"decision_rule is partly set in prereg/{SHARED}, which it extends"):
         load_prereg(prereg)
 
@@ -218,7 +231,7 @@ def test_a_missing_shared_file_is_named_with_the_field(prereg: Path) -> None:
 def test_an_invalid_shared_file_is_named_with_the_field(
     prereg: Path, old: str, new: str, expected: str
 ) -> None:
-    _edit(prereg.parent / SHARED, old, new)
+    _edit(REGISTRY / SHARED, old, new)
     with pytest.raises(ValueError, match=expected):
         load_prereg(prereg, require_lock=False)
 
@@ -260,8 +273,39 @@ def test_two_shared_files_merge_in_order(prereg: Path) -> None:
     end = text.index("\n\n", start) + 1
     block = text[start:end].replace("arm_choice_moved", "arm_choice")
     prereg.write_text(text[:start] + text[end:], encoding="utf-8")
-    (prereg.parent / "rules" / "choice.yaml").write_text(f"decision_rule:\n{block}", encoding="utf-8")
+    (REGISTRY / "rules" / "choice.yaml").write_text(f"decision_rule:\n{block}", encoding="utf-8")
     _edit(prereg, f"extends: {SHARED}", f"extends: [{SHARED}, rules/choice.yaml]")
     design = load_prereg(prereg, require_lock=False)
     assert design.sha256 == _lock(prereg)["sha256"]
     assert [e.named for e in design.extends] == [SHARED, "rules/choice.yaml"]
+
+
+# -- where a shared file is found -------------------------------------------------------------------------
+def test_a_design_in_a_folder_of_its_purpose_finds_the_shared_file_at_the_registry_s_top(
+    tmp_path: Path,
+) -> None:
+    """The fixture's design lies in prereg/designs/smoke/ of a folder that is not the working directory, so
+    neither the folder beside it nor the working directory's prereg/ holds rules/: it is found by walking
+    up to the registry's folder, and its lock (which records the name as written) still matches."""
+    folder = tmp_path / "elsewhere" / "prereg"
+    shutil.copytree(REPO / "prereg" / "rules", folder / "rules")
+    (folder / DESIGN).parent.mkdir(parents=True)
+    for name in (DESIGN, f"{DESIGN}.lock"):
+        shutil.copy(REPO / "prereg" / name, folder / name)
+    design = load_prereg(folder / DESIGN)
+    assert [e.path for e in design.extends] == [folder / SHARED]
+    assert design.sha256 == _lock(folder / DESIGN)["sha256"]
+
+
+def test_the_search_for_a_shared_file_stops_at_the_registry_s_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rules/ folder above the registry's is not the registry's: a design does not pick it up."""
+    monkeypatch.chdir(tmp_path)  # no prereg/ here: the working directory's fallback finds nothing either
+    shutil.copytree(REPO / "prereg" / "rules", tmp_path / "rules")
+    design = tmp_path / "project" / "prereg" / DESIGN
+    design.parent.mkdir(parents=True)
+    shutil.copy(REPO / "prereg" / DESIGN, design)
+    message = _load_error(design)
+    assert f"{design}: extends: '{SHARED}': no such file" in message
+    assert (tmp_path / SHARED).as_posix() not in message

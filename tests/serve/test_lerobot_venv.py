@@ -4,8 +4,8 @@ Why: the shipped adapter is the lab's whole LeRobot side, so it is tested agains
 stand-in: tools/make_lerobot_venv.sh builds LeRobot 0.6's environment (its Python >= 3.12, its torch
 from the package index), lerobot_checkpoints.py builds random-weight Diffusion and ACT checkpoint
 folders there from LeRobot's config classes, and each folder is served with the command docs/lerobot.md
-gives, nothing written around it. The design is docs/lerobot.md's (prereg/pusht_smoke.yaml in LeRobot's
-keys); each policy runs to decision.md with the parallel, draw-0 and replay oracles passing over the
+gives, nothing written around it. The design is docs/lerobot.md's (prereg/designs/smoke/pusht_smoke.yaml in
+LeRobot's keys); each policy runs to decision.md with the parallel, draw-0 and replay oracles passing over the
 wire, and ``check-policy`` finds its draws keyed (ACT's latent is drawn from the key: LeRobot's z = 0
 would make every draw the same).
 

@@ -1,9 +1,10 @@
 """The pilot calibration: its lock, its selection rule on curves of known shape, and a tiny run end to end.
 
 The tiny run trains a two-iteration pilot of 2 seeds x K = 2 on the smooth plane
-(prereg/plane_calibration.yaml) from heads cloned for three steps on synthetic demos: the runner needs
-real networks, not skill. It is run twice into different folders, and every record and page must come
-out byte for byte the same; without a monitor, the same bytes as before the monitor existed (pinned).
+(prereg/calibrations/pilot_recipe/plane_calibration.yaml) from heads cloned for three steps on synthetic
+demos: the runner needs real networks, not skill. It is run twice into different folders, and every record and
+page must come out byte for byte the same; without a monitor, the same bytes as before the monitor existed
+(pinned).
 
 The paired reading of "the training reward rises" (``selection.rises``: ``monitor_slope``,
 ``monitor_difference``) is tested on simulated curves whose seeds differ in difficulty far more than the
@@ -52,7 +53,10 @@ def _spec(**pilot: Any) -> dict[str, Any]:
     raw = yaml.safe_load((REPO / "prereg" / "calibrations" / "pilot_recipe.yaml").read_text())
     raw["name"] = "tiny_calibration"
     raw["candidates"] = [
-        {"design": str(REPO / "prereg" / "plane_calibration.yaml"), "arms": ["ar_well", "flow_well"]}
+        {
+            "design": str(REPO / "prereg/calibrations/pilot_recipe/plane_calibration.yaml"),
+            "arms": ["ar_well", "flow_well"],
+        }
     ]
     for head in raw["heads"].values():
         head["lrs"] = [5.0e-5]

@@ -16,6 +16,7 @@ from typing import Any
 from grpo_probe.prereg.canonical import read_yaml
 from grpo_probe.prereg.extends import merge_extends
 from grpo_probe.prereg.lock import lock_path
+from grpo_probe.prereg.moved import read_moves
 from grpo_probe.provenance.manifest import ManifestError, read_manifest
 
 __all__ = ["JobRecord", "configured_results_dir", "find_producing_manifest", "job_record", "upstream_files"]
@@ -30,6 +31,7 @@ class JobRecord:
     manifest: str
     rule: str
     prereg_path: str
+    """Where the design lies now: the recorded path, or where ``prereg/MOVED.yaml`` says it moved."""
     outputs: tuple[dict[str, Any], ...]
     inputs: tuple[dict[str, Any], ...]
     raw: dict[str, Any]
@@ -72,7 +74,7 @@ def job_record(manifest_rel: str, root: str | os.PathLike[str]) -> JobRecord:
     return JobRecord(
         manifest=manifest_rel,
         rule=manifest["rule"],
-        prereg_path=prereg_path,
+        prereg_path=read_moves(root).current(prereg_path),
         outputs=tuple(manifest["outputs"]),
         inputs=tuple(manifest["inputs"]),
         raw=manifest,
@@ -125,7 +127,8 @@ def upstream_files(record: JobRecord, root: str | os.PathLike[str], results_dir:
     files: list[str] = [record.prereg_path, lock_path(record.prereg_path).as_posix()]
     files += _extended_files(record.prereg_path, root_path)
     prefix = results_dir.rstrip("/") + "/"
-    files += [entry["path"] for entry in record.outputs if not entry["path"].startswith(prefix)]
+    moves = read_moves(root_path)  # the design and its lock the root job lists may have moved since
+    files += [moves.current(e["path"]) for e in record.outputs if not e["path"].startswith(prefix)]
     stack = [entry["path"] for entry in record.inputs]
     seen: set[str] = set()
     while stack:

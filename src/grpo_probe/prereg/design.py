@@ -37,6 +37,7 @@ from grpo_probe.prereg.lock import (
     utc_now_iso,
     write_lock,
 )
+from grpo_probe.prereg.moved import MOVES_FILE, read_moves
 from grpo_probe.prereg.phase2 import Phase2, parse_phase2
 from grpo_probe.prereg.replay import ReplaySection, parse_replay
 from grpo_probe.prereg.rule import AnalysisNumbers, DecisionRule, parse_analysis_sections
@@ -265,11 +266,24 @@ class _Valid(NamedTuple):
 
 
 def _missing_design(path: Path) -> FileNotFoundError:
-    """A design file that does not exist, with the designs that do (beside it, else under prereg/)."""
+    """A design file that does not exist: where it moved, when ``prereg/MOVED.yaml`` says it did (a path
+    from an older page or manifest), else the designs that do exist beside it (else under prereg/)."""
+    try:
+        moved = read_moves().current(path)
+    except ValueError:  # an unreadable index: the listing below still helps
+        moved = str(path)
+    if moved != str(path):
+        return FileNotFoundError(
+            f"{path}: no such design file; it moved to {moved} ({MOVES_FILE.as_posix()})"
+        )
     folder = path.parent if path.parent.is_dir() else Path("prereg")
-    found = sorted(p.as_posix() for p in folder.glob("*.yaml")) if folder.is_dir() else []
+    found = (
+        sorted(p.as_posix() for p in folder.glob("*.yaml") if p.name != MOVES_FILE.name)
+        if folder.is_dir()
+        else []
+    )
     listed = f"the designs in {folder.as_posix()}/ are {', '.join(found)}" if found else "no design is there"
-    return FileNotFoundError(f"{path}: no such design file; {listed}")
+    return FileNotFoundError(f"{path}: no such design file; {listed} (prereg/README.md lists every design)")
 
 
 def _read_valid(path: Path, schema_dir: str | os.PathLike[str] | None) -> tuple[dict[str, Any], _Valid]:

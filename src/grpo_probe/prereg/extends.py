@@ -39,9 +39,14 @@ _NOT_SHARED = ("name", "amendments", EXTENDS)
 """Top-level fields a shared file may not set: a design's own name and history, and a second level of
 extension (what a design registers stays readable in two files)."""
 
-_FALLBACK = Path("prereg")
-"""Where a shared file is looked for when it is not beside the design: the designs' folder of the working
-directory (the workflow runs from the repository root), so a design copied elsewhere still finds it."""
+_REGISTRY = "prereg"
+"""The registry's folder: a design in a folder of its purpose under it (``prereg/designs/smoke/``) names a
+shared file relative to it (``rules/signal.yaml``), as a design at its top does."""
+
+_FALLBACK = Path(_REGISTRY)
+"""Where a shared file is looked for when it is found neither beside the design nor in a folder enclosing
+it up to the registry's: the designs' folder of the working directory (the workflow runs from the
+repository root), so a design copied elsewhere still finds it."""
 
 
 class ExtendsError(ValueError):
@@ -55,7 +60,8 @@ class Extended:
     named: str
     """The path as the design writes it (``rules/signal.yaml``), the key of the lock's record."""
     path: Path
-    """Where it was found: beside the design, else under the working directory's ``prereg/``."""
+    """Where it was found: beside the design, else in a folder enclosing it up to the registry's
+    ``prereg/``, else under the working directory's ``prereg/``."""
     sha256: str
     """The sha256 of its canonical form (:func:`grpo_probe.prereg.canonical.canonical_sha256`)."""
     fields: tuple[str, ...]
@@ -81,16 +87,33 @@ def _named(raw: Mapping[str, Any], where: str) -> list[str]:
     return names
 
 
+def _enclosing(design: Path) -> list[Path]:
+    """The folders a shared file is looked for in, nearest first: the design's own, then each enclosing
+    one up to the nearest named ``prereg`` (none above the design's own when no enclosing folder is).
+
+    Why up to the registry's folder: the name a design writes (``rules/signal.yaml``) is the key of its
+    lock's ``extends_sha256``, so a design moved into a folder of its purpose keeps writing the same name
+    and its lock stays as it was; the registry's top is where that name is found. Stopping there keeps a
+    design from picking up an unrelated ``rules/`` folder higher up the file system.
+    """
+    folders = [design.parent]
+    if design.parent.name == _REGISTRY:
+        return folders
+    for folder in design.parent.parents:
+        folders.append(folder)
+        if folder.name == _REGISTRY:
+            return folders
+    return folders[:1]
+
+
 def _find(name: str, design: Path) -> Path:
-    beside = design.parent / name
-    if beside.is_file():
-        return beside
-    fallback = _FALLBACK / name
-    if fallback.is_file():
-        return fallback
+    looked = list(dict.fromkeys([folder / name for folder in _enclosing(design)] + [_FALLBACK / name]))
+    for candidate in looked:
+        if candidate.is_file():
+            return candidate
     raise ExtendsError(
-        f"{design}: {EXTENDS}: {name!r}: no such file (looked for {beside.as_posix()} and "
-        f"{fallback.as_posix()})"
+        f"{design}: {EXTENDS}: {name!r}: no such file (looked for "
+        f"{', '.join(p.as_posix() for p in looked[:-1])} and {looked[-1].as_posix()})"
     )
 
 

@@ -4,7 +4,8 @@ Why: every output of a design lives under ``<results>/<name>/``. A newcomer who 
 ``prereg/smoke.yaml`` to ``prereg/mine.yaml`` and edits it would otherwise overwrite the smoke run's
 results with another design's, and the manifests of the two would interleave. The workflow refuses such
 a design before any job runs, naming both files: another design file with the same name beside it, or
-results already made under that name by another design file (read off the folder's root manifest).
+results already made under that name by another design file (read off the folder's root manifest). A
+design that moved since (``prereg/MOVED.yaml``) is the same file: its recorded path is looked up there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 
 from grpo_probe.prereg.canonical import SafeLoader
 from grpo_probe.prereg.design import PreregError
+from grpo_probe.prereg.moved import read_moves
 
 __all__ = ["check_one_folder_per_design", "designs_named", "folder_problems"]
 
@@ -60,7 +62,7 @@ def folder_problems(prereg_path: str | os.PathLike[str], results: str | os.PathL
         recorded = json.loads(manifest.read_text(encoding="utf-8")).get("prereg_path")
     except (OSError, ValueError, AttributeError):
         return problems
-    if isinstance(recorded, str) and Path(recorded).resolve() != here:
+    if isinstance(recorded, str) and Path(read_moves().current(recorded)).resolve() != here:
         problems.append(
             f"{prereg_path}: {Path(results) / name}/ holds the results of {recorded} (named {name!r} too, "
             f"per {manifest}); give this design a name of its own (its `name:` field) and lock it again, "

@@ -6,6 +6,10 @@ manifest is re-hashed against the hash its consumer recorded and then visited in
 listed order), every manifest must carry the same prereg hash, and the chain must end at a manifest that
 records the prereg file, whose canonical hash and lock must still match. The first broken link is named:
 the file, the manifest that vouched for it, and the expected and found hash.
+
+A design that moved since its results were made (listed in ``prereg/MOVED.yaml`` of the root,
+:mod:`grpo_probe.prereg.moved`) is looked for at its new place, as its lock is: the manifests keep the
+path they recorded, and the move changes no byte of either file, so every hash is checked as before.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from typing import Any
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.extends import ExtendsError, merge_extends
 from grpo_probe.prereg.lock import lock_path, read_lock, shared_file_changes
+from grpo_probe.prereg.moved import MOVES_FILE, Moves, read_moves
 from grpo_probe.provenance.environments import environment_line, same_numerics_environment
 from grpo_probe.provenance.machine import code_version, environment
 from grpo_probe.provenance.manifest import ManifestError, file_sha256, read_manifest, relative_to_root
 
 __all__ = ["BrokenLinkError", "ChainReport", "verify_chain"]
+
+MOVES_NAME = MOVES_FILE.as_posix()
 
 
 class BrokenLinkError(ValueError):
@@ -115,10 +122,14 @@ def _environment_notes(manifest_rel: str, manifest: dict[str, Any], seen: set[st
     return notes
 
 
-def _check_prereg(root: Path, manifest_rel: str, prereg_rel: str, expected_sha: str) -> None:
+def _check_prereg(root: Path, manifest_rel: str, recorded_rel: str, expected_sha: str, moves: Moves) -> None:
+    prereg_rel = moves.current(recorded_rel)
     prereg = root / prereg_rel
     if not prereg.is_file():
-        raise BrokenLinkError(prereg_rel, manifest_rel, "prereg file is missing", expected_sha, None)
+        moved = f" (moved to {prereg_rel}, per {MOVES_NAME})" if prereg_rel != recorded_rel else ""
+        raise BrokenLinkError(
+            recorded_rel, manifest_rel, f"prereg file is missing{moved}", expected_sha, None
+        )
     try:  # the design as registered: merged with the shared files it extends
         raw, extended = merge_extends(read_yaml(prereg), prereg)
     except ExtendsError as exc:
@@ -168,6 +179,10 @@ def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | 
     target_rel = relative_to_root(target, root_path)
     if not (root_path / target_rel).is_file():
         raise BrokenLinkError(target_rel, None, "target manifest is missing", None, None)
+    try:
+        moves = read_moves(root_path)
+    except ValueError as exc:
+        raise BrokenLinkError(MOVES_NAME, None, f"unreadable index of moves ({exc})", None, None) from None
     report: ChainReport | None = None
     seen_notes: set[str] = set()
     visited: set[str] = set()
@@ -193,7 +208,7 @@ def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | 
                 manifest["prereg_sha256"],
             )
         for entry in manifest["outputs"]:
-            path = root_path / entry["path"]
+            path = root_path / moves.current(entry["path"])  # the root job lists the design and its lock
             if not path.is_file():
                 raise BrokenLinkError(entry["path"], manifest_rel, "output is missing", entry["sha256"], None)
             found = file_sha256(path)
@@ -201,7 +216,7 @@ def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | 
                 raise BrokenLinkError(entry["path"], manifest_rel, "output changed", entry["sha256"], found)
             report.artifacts += 1
         if "prereg_path" in manifest:
-            _check_prereg(root_path, manifest_rel, manifest["prereg_path"], report.prereg_sha256)
+            _check_prereg(root_path, manifest_rel, manifest["prereg_path"], report.prereg_sha256, moves)
             report.prereg_path = report.prereg_path or manifest["prereg_path"]
         upstream = []
         for entry in manifest["inputs"]:

@@ -31,10 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from grpo_probe.prereg import Prereg
-from grpo_probe.prereg.canonical import canonical_sha256
 from grpo_probe.prereg.design import prereg_from_mapping
 from grpo_probe.prereg.seeds import expand_seeds
-from grpo_probe.study.design import StudyError, each_design, read_file_lock, read_study_file, write_file_lock
+from grpo_probe.study.design import (
+    StudyError,
+    each_design,
+    read_file_lock,
+    read_study_file,
+    registered_sha256,
+    write_file_lock,
+)
 
 __all__ = [
     "CALIBRATION_LOCK_FORMAT",
@@ -243,14 +249,14 @@ def lock_calibration(path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     raw = _raw(path)
     _monitor(path, raw, _candidates(path, raw))
-    return write_file_lock(path, raw, CALIBRATION_LOCK_FORMAT)
+    return write_file_lock(path, registered_sha256(raw, "candidates"), CALIBRATION_LOCK_FORMAT)
 
 
 def load_calibration(path: str | os.PathLike[str]) -> Calibration:
     """The typed, locked calibration; every problem (schema, lock, candidates) names its file and field."""
     path = Path(path)
     raw = _raw(path)
-    sha256 = canonical_sha256(raw)
+    sha256 = registered_sha256(raw, "candidates")
     lock_date = read_file_lock(
         path, sha256, CALIBRATION_LOCK_FORMAT, what="calibration", command="study calibrate lock"
     )

@@ -6,7 +6,9 @@ member runs, as a design is. Its members are ordinary registered designs whose p
 (``phase2.pilot: every_arm``), so each arm gets the same registered compute whatever the gate would say.
 
 The lock (``<file>.lock``) holds the sha256 of the study's canonical content; a study that no longer
-matches it is refused with the command that locks it again. A member design carries its own lock.
+matches it is refused with the command that locks it again. A member design carries its own lock. The
+content is hashed with each member named by the path it was registered under (:func:`registered_sha256`),
+so a member design that moved (``prereg/MOVED.yaml``) is named at its new place with the lock unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from grpo_probe.atomic_io import atomic_write_json
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.lock import utc_now_iso
+from grpo_probe.prereg.moved import read_moves, registered_members
 from grpo_probe.prereg.schema import validate_against
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "lock_study",
     "read_file_lock",
     "read_study_file",
+    "registered_sha256",
     "study_lock_path",
     "write_file_lock",
 ]
@@ -153,24 +157,36 @@ def _raw(path: Path) -> dict[str, Any]:
     return read_study_file(path, "study", "study.schema.yaml")
 
 
+def registered_sha256(raw: Mapping[str, Any], field: str) -> str:
+    """The sha256 a study (``field``: ``members``) or a calibration (``candidates``) is locked under: its
+    canonical form with each entry's ``design`` named by the path it was registered under.
+
+    Why not the file as written: a member's path is part of the hashed content, and a design moved to a
+    folder of its purpose (``git mv``, its own hash unchanged) would otherwise re-register every study that
+    names it. The moves are read from the working folder's ``prereg/MOVED.yaml``
+    (:mod:`grpo_probe.prereg.moved`), where the members' paths are relative to; a file whose members never
+    moved hashes exactly as it is written.
+    """
+    return canonical_sha256(registered_members(raw, field, read_moves()))
+
+
 def lock_study(path: str | os.PathLike[str]) -> Path:
     """Validate the study (schema and members) and write its lock; returns the lock's path."""
     path = Path(path)
     raw = _raw(path)
     _members(path, raw)
-    return write_file_lock(path, raw, LOCK_FORMAT)
+    return write_file_lock(path, registered_sha256(raw, "members"), LOCK_FORMAT)
 
 
-def write_file_lock(path: Path, raw: dict[str, Any], lock_format: str) -> Path:
-    """Write ``<path>.lock``: the lock format, the sha256 of ``raw``'s canonical form and the UTC time.
+def write_file_lock(path: Path, sha256: str, lock_format: str) -> Path:
+    """Write ``<path>.lock``: the lock format, the file's registered sha256 (:func:`registered_sha256`) and
+    the UTC time.
 
     Shared by every registered file of this package that locks as a study does (a study, a pilot
     calibration), each with its own ``lock_format``.
     """
     lock = study_lock_path(path)
-    atomic_write_json(
-        lock, {"format": lock_format, "sha256": canonical_sha256(raw), "locked_at": utc_now_iso()}
-    )
+    atomic_write_json(lock, {"format": lock_format, "sha256": sha256, "locked_at": utc_now_iso()})
     return lock
 
 
@@ -292,7 +308,7 @@ def load_study(path: str | os.PathLike[str]) -> Study:
     """The typed, locked study; every problem (schema, lock, members) is named with its file and field."""
     path = Path(path)
     raw = _raw(path)
-    sha256 = canonical_sha256(raw)
+    sha256 = registered_sha256(raw, "members")
     lock_date = read_file_lock(path, sha256)
     members = _members(path, raw)
     boot = raw["bootstrap"]
