@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.expert_noise import checked_noise, noisy_chunk
 from grpo_probe.envs.progress import progress_of
 from grpo_probe.envs.protocol import EnvSpec, TopDownView, away_tail_guard, check_chunk, check_running
 from grpo_probe.envs.push_record import PushRecord, push_schema
@@ -124,10 +124,8 @@ class PlaneExpert:
     """
 
     def __init__(self, chunk_length: int, noise: float = 0.0) -> None:
-        if not math.isfinite(noise) or noise < 0:
-            raise ValueError(f"expert noise must be a finite number >= 0, got {noise!r}")
+        self.noise = checked_noise(noise)
         self.chunk_length = _positive_int(chunk_length, "chunk_length", "PlaneExpert")
-        self.noise = float(noise)
 
     def plan(self, obs: np.ndarray) -> np.ndarray:
         """The noiseless chunk [chunk_length, 2] (float64, in [-1, 1]) from an observation."""
@@ -149,8 +147,7 @@ class PlaneExpert:
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
         """One normalized chunk [chunk_length, 2] in [-1, 1], float32; ``key`` names the noise stream."""
         actions = self.plan(obs)
-        actions = add_smooth_noise(actions, self.noise, "plane_expert_noise", key, NOISE_KNOTS)
-        return actions.astype(np.float32)
+        return noisy_chunk(actions, self.noise, "plane_expert_noise", key, NOISE_KNOTS)
 
 
 class _Plane:

@@ -38,7 +38,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.expert_noise import checked_noise, noisy_chunk, to_unit_range
 
 __all__ = ["WALL_PREFIX", "PointMazeExpert", "WallContactInfo"]
 
@@ -64,9 +64,7 @@ class PointMazeExpert:
     """
 
     def __init__(self, env: Any, noise: float = 0.0) -> None:
-        if not math.isfinite(noise) or noise < 0:
-            raise ValueError(f"expert noise must be a finite number >= 0, got {noise!r}")
-        self.noise = float(noise)
+        self.noise = checked_noise(noise)
         gym_id = env.params.gym_id
         maze = getattr(env.env, "maze", None)
         if maze is None:
@@ -157,9 +155,8 @@ class PointMazeExpert:
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
         """One normalized chunk [chunk_length, 2] in [-1, 1]; ``key`` names the noise stream."""
         forces = self.plan_forces(obs)
-        actions = np.clip(2.0 * (forces - self._low) / (self._high - self._low) - 1.0, -1.0, 1.0)
-        actions = add_smooth_noise(actions, self.noise, "point_maze_expert_noise", key, NOISE_KNOTS)
-        return actions.astype(np.float32)
+        actions = to_unit_range(forces, self._low, self._high)
+        return noisy_chunk(actions, self.noise, "point_maze_expert_noise", key, NOISE_KNOTS)
 
 
 class WallContactInfo(gymnasium.Wrapper):  # type: ignore[type-arg]

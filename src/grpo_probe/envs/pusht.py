@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.expert_noise import checked_noise, noisy_chunk, to_unit_range
 from grpo_probe.envs.scene import ScenePositions
 
 __all__ = [
@@ -179,8 +179,7 @@ class PushTExpert:
     """
 
     def __init__(self, env: Any, noise: float = 0.0) -> None:
-        if not math.isfinite(noise) or noise < 0:
-            raise ValueError(f"expert noise must be a finite number >= 0, got {noise!r}")
+        self.noise = checked_noise(noise)
         layout = tuple(env.state_layout)
         if layout != (("", 0, 5),):
             raise ValueError(
@@ -189,7 +188,6 @@ class PushTExpert:
                 f"observation here is {', '.join(k or 'one Box' for k, _, _ in layout)} "
                 f"({layout[-1][2]} numbers)"
             )
-        self.noise = float(noise)
         self.chunk_length = int(env.spec.chunk_length)
         low, high = env.action_bounds
         self._low, self._high = np.asarray(low, np.float64), np.asarray(high, np.float64)
@@ -264,9 +262,8 @@ class PushTExpert:
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
         """One normalized chunk [chunk_length, 2] in [-1, 1]; ``key`` names the noise stream."""
         targets = self.plan_targets(obs)
-        actions = np.clip(2.0 * (targets - self._low) / (self._high - self._low) - 1.0, -1.0, 1.0)
-        actions = add_smooth_noise(actions, self.noise, "pusht_expert_noise", key, NOISE_KNOTS)
-        return actions.astype(np.float32)
+        actions = to_unit_range(targets, self._low, self._high)
+        return noisy_chunk(actions, self.noise, "pusht_expert_noise", key, NOISE_KNOTS)
 
 
 def _box_distance(points: np.ndarray, corners: np.ndarray) -> np.ndarray:

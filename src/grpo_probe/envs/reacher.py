@@ -37,7 +37,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.expert_noise import checked_noise, noisy_chunk, to_unit_range
 from grpo_probe.envs.gym_setup import gymnasium_model
 
 __all__ = ["ACTION_DIMS", "OBS_DIM", "ReacherExpert", "reacher_xml"]
@@ -71,9 +71,7 @@ class ReacherExpert:
     """
 
     def __init__(self, env: Any, noise: float = 0.0) -> None:
-        if not math.isfinite(noise) or noise < 0:
-            raise ValueError(f"expert noise must be a finite number >= 0, got {noise!r}")
-        self.noise = float(noise)
+        self.noise = checked_noise(noise)
         gym_id = env.params.gym_id
         if env.state_layout != (("", 0, OBS_DIM),) or int(env.spec.action_dims) != ACTION_DIMS:
             raise ValueError(
@@ -144,6 +142,5 @@ class ReacherExpert:
         """One normalized chunk [chunk_length, 2] in [-1, 1]; ``key`` names the noise stream."""
         torques = self.plan_torques(obs)
         # [-1, 1] is Reacher's own ctrlrange; map through the adapter's bounds should they differ
-        actions = np.clip(2.0 * (torques - self._low) / (self._high - self._low) - 1.0, -1.0, 1.0)
-        actions = add_smooth_noise(actions, self.noise, "reacher_expert_noise", key, NOISE_KNOTS)
-        return actions.astype(np.float32)
+        actions = to_unit_range(torques, self._low, self._high)
+        return noisy_chunk(actions, self.noise, "reacher_expert_noise", key, NOISE_KNOTS)

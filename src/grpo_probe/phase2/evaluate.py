@@ -86,7 +86,7 @@ from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.policies.protocol import RowKey
 from grpo_probe.prereg import Prereg
-from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, read_rollout_table, run_group
+from grpo_probe.rollout import PolicySource, RolloutPool, design_job, read_rollout_table, run_group
 from grpo_probe.rollout.engine import group_table
 from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
@@ -180,18 +180,9 @@ def evaluate_checkpoint(
     """
     if prereg.phase2 is None:
         raise ValueError(f"{prereg.path}: the design registers no phase2 section")
-    job = GroupJob(
-        arm=arm,
-        cell=f"phase2-eval-{label}",
-        source=PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device),
-        mode=prereg.arms[arm].anchor if mode is None else mode,
-        seeds=prereg.phase2.eval_seeds,
-        group_size=draws,
-        run_key=prereg.run_key,
-        env=prereg.env,
-        observation=prereg.observation,
-        inputs=prereg.arms[arm].inputs,
-    )
+    source = PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device)
+    mode = prereg.arms[arm].anchor if mode is None else mode
+    job = design_job(prereg, arm, f"phase2-eval-{label}", source, mode, prereg.phase2.eval_seeds, draws)
     remove_stale_temps(table)
     progress = RolloutProgress(len(job.episodes()), job.label)
     try:

@@ -56,7 +56,7 @@ from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.phase2.reward import group_advantages
 from grpo_probe.phase2.rollouts import Episode, Replan, RolloutBatch
 from grpo_probe.prereg import Cell, Prereg
-from grpo_probe.rollout import GroupJob, PolicySource, read_rollout_table, run_group
+from grpo_probe.rollout import PolicySource, design_job, read_rollout_table, run_group
 from grpo_probe.rollout.results import EpisodeResult
 
 __all__ = [
@@ -186,20 +186,8 @@ def _rerun(
     prereg: Prereg, cell: Cell, checkpoint: str, seeds: Sequence[int], workers: int
 ) -> list[EpisodeResult]:
     """The cell's episodes on ``seeds``, run again through the engine with the recording policy."""
-    arm = prereg.arms[cell.arm]
-    job = GroupJob(
-        arm=cell.arm,
-        cell=cell.id,
-        source=PolicySource(checkpoint=checkpoint, factory=RECORDING_FACTORY, device="cpu"),
-        mode=cell.mode,
-        seeds=tuple(seeds),
-        group_size=prereg.group_size,
-        run_key=prereg.run_key,
-        env=prereg.env,
-        observation=prereg.observation,
-        inputs=arm.inputs,
-        envs_per_worker=arm.row_block,
-    )
+    source = PolicySource(checkpoint=checkpoint, factory=RECORDING_FACTORY, device="cpu")
+    job = design_job(prereg, cell.arm, cell.id, source, cell.mode, seeds, prereg.group_size)
     return sorted(run_group(job, workers=workers), key=lambda r: (r.spec.seed, r.spec.draw))
 
 

@@ -30,7 +30,6 @@ is in ``phase2.compute.md`` beside it.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Sequence
@@ -40,7 +39,6 @@ from typing import Any
 
 import matplotlib.style
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -61,6 +59,7 @@ from grpo_probe.phase2.gate import Phase2Plan, Stage
 from grpo_probe.phase2.held_out import policy_gains
 from grpo_probe.phase2.page import phase2_markdown
 from grpo_probe.phase2.paths import StagePaths, stage_paths
+from grpo_probe.png_io import png_bytes
 from grpo_probe.prereg import Prereg
 from grpo_probe.prereg.phase2 import Phase2
 from grpo_probe.provenance import read_manifest
@@ -82,6 +81,9 @@ _CURVES: tuple[tuple[str, str], ...] = (
     ("guard_rates", "guard trip rates"),
 )
 """Panels of the per-iteration figure; ``guard_rates`` draws one line per guard the environment declares."""
+
+_DPI = 100
+"""Pixels per inch of phase 2's figures (a 9-inch learning-curve figure is 900 pixels wide)."""
 
 
 def stage_verdict(
@@ -187,10 +189,7 @@ def _figure(rows: list[dict[str, Any]], guards: Sequence[str], arm: str) -> byte
             ax.tick_params(labelsize=8)
         fig.suptitle(f"GRPO pilot on arm {arm}: per iteration", fontsize=10)
         fig.tight_layout()
-        FigureCanvasAgg(fig)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    return buf.getvalue()
+        return png_bytes(fig, _DPI)
 
 
 def _eval_figure(initial: np.ndarray, final: np.ndarray, arm: str) -> bytes:
@@ -203,10 +202,7 @@ def _eval_figure(initial: np.ndarray, final: np.ndarray, arm: str) -> bytes:
         ax.set_ylabel("held-out progress_final_cm")
         ax.set_title(f"arm {arm}: per held-out seed (anchor sampler)", fontsize=9)
         fig.tight_layout()
-        FigureCanvasAgg(fig)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    return buf.getvalue()
+        return png_bytes(fig, _DPI)
 
 
 def _stage_record(

@@ -32,7 +32,7 @@ from grpo_probe.phase2.recording import RECORDING_FACTORY, RecordedRow
 from grpo_probe.phase2.reward import adv_estimator, guard_trips, shaped_rewards
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.prereg import Prereg
-from grpo_probe.rollout import GroupJob, PolicySource, RolloutPool, run_group
+from grpo_probe.rollout import PolicySource, RolloutPool, design_job, run_group
 from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.rollout.results import EpisodeResult
@@ -272,18 +272,9 @@ def run_iteration(
         raise ValueError(f"{prereg.path}: the design registers no phase2 section")
     head = prereg.arms[arm].head
     mode = phase2.recipe(head).mode
-    job = GroupJob(
-        arm=arm,
-        cell=iteration_cell(iteration),
-        source=PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device),
-        mode=mode,
-        seeds=phase2.iteration_seeds(iteration, replicate),
-        group_size=phase2.rollouts_per_seed,
-        run_key=prereg.run_key,
-        env=prereg.env,
-        observation=prereg.observation,
-        inputs=prereg.arms[arm].inputs,
-    )
+    source = PolicySource(checkpoint=str(checkpoint), factory=RECORDING_FACTORY, device=device)
+    seeds = phase2.iteration_seeds(iteration, replicate)
+    job = design_job(prereg, arm, iteration_cell(iteration), source, mode, seeds, phase2.rollouts_per_seed)
     progress = RolloutProgress(len(job.episodes()), job.label, enabled=show_progress)
     try:
         results = run_group(

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.atomic_io import atomic_write_text, read_json
 from grpo_probe.prereg.amendments import (
     ANNOTATION_KEYS,
     ReconstructionError,
@@ -137,12 +137,7 @@ def _history_shape_problem(lock: Mapping[str, Any]) -> str | None:
 def read_lock(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse a lock file; errors name it. A format-1 lock comes back with a one-version history."""
     path = Path(path)
-    try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such lock file") from None
-    except json.JSONDecodeError as exc:
-        raise LockError(f"{path}: not a valid lock file: {exc}") from None
+    lock = read_json(path, "lock file", LockError)
     required = ("format", "file", "sha256", "date", "amendments", "amendment_sha256", "section_sha256")
     missing = [key for key in required if key not in lock] if isinstance(lock, dict) else list(required)
     if missing:

@@ -19,26 +19,15 @@ PathLike = str | os.PathLike[str]
 def group_job(
     prereg: Prereg, arm: str, cell: str, source: Any, mode: Any, seeds: Sequence[int], group_size: int
 ):  # -> GroupJob
-    """A rollout job of ``arm`` under the prereg's run key and simulator numbers."""
+    """A rollout job of ``arm`` in the prereg's world (:func:`grpo_probe.rollout.design_job`); this package's
+    own checkpoint decodes in the arm's registered row block."""
     # Local: this import loads torch (about 1.4 s), which the jobs that read tables never need.
-    from grpo_probe.rollout import GroupJob
+    from grpo_probe.rollout import design_job
 
     row_block = prereg.arms[arm].row_block
     if row_block is not None and source.factory is None and source.address is None:  # own checkpoint
         source = dataclasses.replace(source, row_block=row_block)
-    return GroupJob(
-        arm=arm,
-        cell=cell,
-        source=source,
-        mode=mode,
-        seeds=tuple(seeds),
-        group_size=group_size,
-        run_key=prereg.run_key,
-        env=prereg.env,
-        observation=prereg.observation,
-        inputs=prereg.arms[arm].inputs,
-        envs_per_worker=prereg.arms[arm].row_block,
-    )
+    return design_job(prereg, arm, cell, source, mode, seeds, group_size)
 
 
 def cell_job(prereg: Prereg, cell: str, source: Any, seeds: Sequence[int], group_size: int):  # -> GroupJob

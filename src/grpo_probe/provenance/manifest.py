@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_probe.atomic_io import atomic_write_text
+from grpo_probe.atomic_io import atomic_write_text, read_json
 from grpo_probe.provenance.machine import code_version, environment
 from grpo_probe.user_code import env_code_files, file_sha256, module_files, policy_files
 
@@ -175,12 +175,7 @@ def policy_sources(policies: Sequence[Any]) -> list[Path]:
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Parse a manifest, checking its format and required fields; errors name the file."""
     path = Path(path)
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such manifest") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path}: not a valid manifest: {exc}") from None
+    manifest = read_json(path, "manifest", ManifestError)
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise ManifestError(f"{path}: not a {MANIFEST_FORMAT} manifest")
     for key in ("rule", "prereg_sha256", "outputs", "inputs"):

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         run_sequential,
         worker_count,
     )
-    from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError
+    from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER, GroupJob, RolloutWorkerError, design_job
     from grpo_probe.rollout.lockstep import ChunkHook, run_lockstep
     from grpo_probe.rollout.merge import merge_shards
     from grpo_probe.rollout.oracles import (
@@ -44,6 +44,7 @@ _WHERE: dict[str, str] = {
     "GroupJob": "grpo_probe.rollout.job",
     "RolloutPool": "grpo_probe.rollout.pool",
     "RolloutWorkerError": "grpo_probe.rollout.job",
+    "design_job": "grpo_probe.rollout.job",
     "group_table": "grpo_probe.rollout.engine",
     "job_worker_count": "grpo_probe.rollout.engine",
     "run_group": "grpo_probe.rollout.engine",
@@ -87,6 +88,7 @@ __all__ = [
     "RolloutPool",
     "RolloutWorkerError",
     "anchor_mode",
+    "design_job",
     "group_table",
     "job_worker_count",
     "merge_shards",

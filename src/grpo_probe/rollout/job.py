@@ -8,8 +8,9 @@ need it without needing each other's code.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +22,10 @@ from grpo_probe.policies.protocol import SamplingMode
 from grpo_probe.rollout.perturb import Replay
 from grpo_probe.rollout.results import EpisodeSpec
 
-__all__ = ["DEFAULT_ENVS_PER_WORKER", "GroupJob", "RolloutWorkerError"]
+if TYPE_CHECKING:
+    from grpo_probe.prereg import Prereg
+
+__all__ = ["DEFAULT_ENVS_PER_WORKER", "GroupJob", "RolloutWorkerError", "design_job"]
 
 DEFAULT_ENVS_PER_WORKER = 8
 """Envs a worker steps in lockstep per task: the probe's K, so one task is one seed's group."""
@@ -101,3 +105,38 @@ class GroupJob:
     def spec(self) -> EnvSpec:
         """The environment's spec (chunk geometry, record columns, guards)."""
         return env_spec(self.env)
+
+
+def design_job(
+    design: Prereg,
+    arm: str,
+    cell: str,
+    source: PolicySource,
+    mode: SamplingMode,
+    seeds: Sequence[int],
+    group_size: int,
+) -> GroupJob:
+    """A rollout job of the design's registered arm ``arm``: the design's run key, environment and
+    observation, the arm's registered inputs, and its row block as the envs a worker steps together.
+
+    Why one function: the probe's shards and oracles, phase 2's iterations, held-out evaluation and
+    gradient read, and the pilot calibration all run a registered arm, and each must run it in the
+    design's world; a field one path leaves out (the calibration once left out the row block) is a
+    difference no test of the other paths sees. The row block as ``envs_per_worker`` changes no byte
+    (rows are computed alone in fixed, padded blocks), only how full an AR arm's blocks are. ``source``
+    is taken as given: whether it decodes in the arm's row block is the caller's choice of policy.
+    """
+    registered = design.arms[arm]
+    return GroupJob(
+        arm=arm,
+        cell=cell,
+        source=source,
+        mode=mode,
+        seeds=tuple(seeds),
+        group_size=group_size,
+        run_key=design.run_key,
+        env=design.env,
+        observation=design.observation,
+        inputs=registered.inputs,
+        envs_per_worker=registered.row_block,
+    )

@@ -33,10 +33,8 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import logging
 import platform
 import sys
-import traceback
 from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -48,11 +46,9 @@ from grpo_probe.render_setup import select_headless_gl
 from grpo_probe.serve import env_cameras, env_wire, wire
 from grpo_probe.serve.link import LinkServer, serve_until_interrupted
 from grpo_probe.serve.server import parse_address
-from grpo_probe.serve.stats import is_stats_request, stats_reply
 
 __all__ = ["EnvServer", "gymnasium_make", "load_callable", "serve_env", "simulator_fingerprint"]
 
-log = logging.getLogger(__name__)
 
 select_headless_gl()  # before any factory imports MuJoCo, which reads MUJOCO_GL once
 
@@ -274,40 +270,32 @@ class EnvServer(LinkServer):
         """One connection, one environment (built by its ``make`` request, closed when it leaves)."""
         return _Session(self._factory, self._scene)
 
-    def _answer(self, session: _Session, data: Any) -> bytes:
-        try:
-            if not isinstance(data, bytes):
-                raise wire.ProtocolError("a request must be a binary msgpack frame")
-            request = wire.unpackb(data)
-            if not isinstance(request, Mapping):
-                raise wire.ProtocolError("a request must be a map")
-            kind = request.get("type")
-            if is_stats_request(request):
-                reply = stats_reply()
-            elif kind == "make":
-                reply = session.make(str(request["gym_id"]), dict(request.get("kwargs") or {}))
-            elif kind == "reset":
-                reply = session.reset(int(request["seed"]), request.get("render"))
-            elif kind == "step":
-                reply = session.step(np.asarray(request["actions"]), request.get("render"))
-            elif kind == "perturb":
-                reply = session.perturb(request["rng"], float(request["scale"]), request.get("render"))
-            elif kind == "render":
-                reply = {"frames": session.frames(session.wanted(request.get("cameras")))}
-            elif kind == "expert":
-                reply = session.expert(
-                    request["obs"],
-                    list(request["key"]),
-                    float(request["noise"]),
-                    int(request["chunk_length"]),
-                )
-            else:
-                known = "make, reset, step, perturb, expert, render, stats"
-                raise wire.ProtocolError(f"unknown request type {kind!r} (known: {known})")
-            return wire.packb(reply)
-        except Exception as exc:
-            log.exception("environment request failed")
-            return wire.packb(wire.error_reply(exc, traceback.format_exc()))
+    _failed = "environment request failed"
+
+    def _reply(self, session: _Session, request: Any) -> Any:
+        """The answer to one request of the environment protocol (:mod:`grpo_probe.serve.env_wire`)."""
+        if not isinstance(request, Mapping):
+            raise wire.ProtocolError("a request must be a map")
+        kind = request.get("type")
+        if kind == "make":
+            return session.make(str(request["gym_id"]), dict(request.get("kwargs") or {}))
+        if kind == "reset":
+            return session.reset(int(request["seed"]), request.get("render"))
+        if kind == "step":
+            return session.step(np.asarray(request["actions"]), request.get("render"))
+        if kind == "perturb":
+            return session.perturb(request["rng"], float(request["scale"]), request.get("render"))
+        if kind == "render":
+            return {"frames": session.frames(session.wanted(request.get("cameras")))}
+        if kind == "expert":
+            return session.expert(
+                request["obs"],
+                list(request["key"]),
+                float(request["noise"]),
+                int(request["chunk_length"]),
+            )
+        known = "make, reset, step, perturb, expert, render, stats"
+        raise wire.ProtocolError(f"unknown request type {kind!r} (known: {known})")
 
 
 def serve_env(

@@ -16,7 +16,9 @@ from __future__ import annotations
 import abc
 import contextlib
 import inspect
+import logging
 import threading
+import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -25,6 +27,7 @@ from websockets.sync.client import ClientConnection, connect
 from websockets.sync.server import Server, ServerConnection, serve
 
 from grpo_probe.serve import wire
+from grpo_probe.serve.stats import is_stats_request, stats_reply
 
 __all__ = ["ClientLink", "LinkServer", "serve_until_interrupted"]
 
@@ -187,10 +190,31 @@ class LinkServer(abc.ABC):
         """What one connection holds (None: nothing of its own)."""
         return None
 
-    @abc.abstractmethod
+    _failed = "request failed"
+    """What the server's log says when a request fails (its traceback follows, and goes to the client)."""
+
     def _answer(self, session: Any, data: Any) -> bytes:
         """The reply to one request frame: the packed answer, or the packed error (never an exception,
-        so the connection stays open after a request the server refuses)."""
+        so the connection stays open after a request the server refuses or fails on).
+
+        Why here and not in each server: both servers take a binary msgpack frame, answer the stats
+        request alike (:mod:`grpo_probe.serve.stats`), and reply with the error and the traceback, logged
+        under the server's own module, where anything else goes wrong, an answer that cannot be packed
+        included. Only :meth:`_reply` differs.
+        """
+        try:
+            if not isinstance(data, bytes):
+                raise wire.ProtocolError("a request must be a binary msgpack frame")
+            request = wire.unpackb(data)
+            return wire.packb(stats_reply() if is_stats_request(request) else self._reply(session, request))
+        except Exception as exc:
+            logging.getLogger(type(self).__module__).exception(self._failed)
+            return wire.packb(wire.error_reply(exc, traceback.format_exc()))
+
+    @abc.abstractmethod
+    def _reply(self, session: Any, request: Any) -> Any:
+        """The answer to one decoded request other than stats (packed by :meth:`_answer`); raise to refuse
+        it or when it fails."""
 
     def _close_session(self, session: Any) -> None:
         """Release what :meth:`_open_session` made: its ``close()``, where it has one."""

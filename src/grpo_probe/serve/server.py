@@ -12,10 +12,8 @@ a policy need not be thread-safe and its arithmetic never shares the device with
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,11 +22,8 @@ from grpo_probe.serve import wire
 from grpo_probe.serve.checkpoint import checkpoint_sha256
 from grpo_probe.serve.contract import RowKey, SamplingMode
 from grpo_probe.serve.link import LinkServer, serve_until_interrupted
-from grpo_probe.serve.stats import is_stats_request, stats_reply
 
 __all__ = ["PolicyServer", "parse_address", "serve_policy"]
-
-log = logging.getLogger(__name__)
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -86,24 +81,18 @@ class PolicyServer(LinkServer):
             metadata.update(checkpoint=str(checkpoint), checkpoint_sha256=checkpoint_sha256(checkpoint))
         super().__init__(wire.packb(wire.hello(policy, metadata)), host, port)
 
-    def _answer(self, session: Any, data: Any) -> bytes:
-        """The reply to one request: the policy's output, or what went wrong (the connection stays open,
-        so a mode the policy refuses does not end the client's session)."""
-        try:
-            if not isinstance(data, bytes):
-                raise wire.ProtocolError("a request must be a binary msgpack frame")
-            message = wire.unpackb(data)
-            if is_stats_request(message):
-                return wire.packb(stats_reply())
-            obs, keys, mode = wire.read_act_request(message)
-            row_keys = [self._row_key(**k) for k in keys]
-            sampling_mode = self._sampling_mode(**mode)
-            with self._lock:
-                output = self.policy.act(obs, row_keys, sampling_mode)
-            return wire.packb(wire.act_reply(output))  # an unsendable field is the policy's error too
-        except Exception as exc:
-            log.exception("act() failed")
-            return wire.packb(wire.error_reply(exc, traceback.format_exc()))
+    _failed = "act() failed"
+
+    def _reply(self, session: Any, request: Any) -> dict[str, Any]:
+        """The policy's output for one act request; what goes wrong, an output field that cannot be sent
+        included, is replied as the policy's error (the connection stays open, so a mode the policy
+        refuses does not end the client's session)."""
+        obs, keys, mode = wire.read_act_request(request)
+        row_keys = [self._row_key(**k) for k in keys]
+        sampling_mode = self._sampling_mode(**mode)
+        with self._lock:
+            output = self.policy.act(obs, row_keys, sampling_mode)
+        return wire.act_reply(output)
 
 
 def serve_policy(

@@ -60,7 +60,7 @@ from grpo_probe.phase2.stage import WorkFiles, train_stage, work_folder
 from grpo_probe.phase2.trainer import IterationMetrics, batch_chains
 from grpo_probe.policies.flow_sde import sde_sigma, time_grid
 from grpo_probe.prereg import Prereg
-from grpo_probe.rollout import EpisodeResult, GroupJob, PolicySource, run_group
+from grpo_probe.rollout import EpisodeResult, PolicySource, design_job, run_group
 from grpo_probe.rollout.job import DEFAULT_ENVS_PER_WORKER
 from grpo_probe.rollout.progress import RolloutProgress
 from grpo_probe.sampling import SamplingMode
@@ -143,18 +143,8 @@ def _episodes(
     label: str,
 ) -> list[EpisodeResult]:
     """``draws`` episodes a seed of ``seeds`` in ``mode`` (noise keyed by seed and draw alone)."""
-    job = GroupJob(
-        arm=arm,
-        cell=f"calibration-{label}",
-        source=PolicySource(checkpoint=str(checkpoint), device="cpu"),
-        mode=mode,
-        seeds=tuple(seeds),
-        group_size=draws,
-        run_key=design.run_key,
-        env=design.env,
-        observation=design.observation,
-        inputs=design.arms[arm].inputs,
-    )
+    source = PolicySource(checkpoint=str(checkpoint), device="cpu")
+    job = design_job(design, arm, f"calibration-{label}", source, mode, seeds, draws)
     progress = RolloutProgress(len(job.episodes()), job.label)
     try:
         results = run_group(job, workers=0, envs_per_worker=DEFAULT_ENVS_PER_WORKER, progress=progress)

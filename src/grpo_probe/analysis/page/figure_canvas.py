@@ -4,14 +4,13 @@ numbers drawn, the palette, and the symmetric-log axis.
 Why: an auditor's rerun must give byte-identical artifacts, figures included. So no pyplot (global state),
 matplotlib's default style whatever the user's matplotlibrc says, a fixed size and dpi, no randomness (seeds
 are placed by rank, not jitter), and PNG metadata without the matplotlib version stamp
-(``metadata={"Software": None}``). Files are written atomically. decision.md's figures
-(:mod:`grpo_probe.analysis.page.summary_figures`, :mod:`grpo_probe.analysis.page.cell_figures`) and the
-validation study's draw on it.
+(``metadata={"Software": None}``, by :mod:`grpo_probe.png_io`). Files are written atomically.
+decision.md's figures (:mod:`grpo_probe.analysis.page.summary_figures`,
+:mod:`grpo_probe.analysis.page.cell_figures`) and the validation study's draw on it.
 """
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from collections.abc import Sequence
@@ -20,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullLocator
 
 from grpo_probe.atomic_io import atomic_write_bytes
+from grpo_probe.png_io import png_bytes as encode_png
 
 __all__ = [
     "ANCHOR",
@@ -65,11 +64,9 @@ class BarLine:
 
 
 def png_bytes(fig: Figure) -> bytes:
-    """The figure as PNG bytes with no software/version metadata."""
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    return buf.getvalue()
+    """The figure as PNG bytes at :data:`DPI`, with no software/version metadata (the package's one
+    encoder, :func:`grpo_probe.png_io.png_bytes`, which phase 2's and the boat's figures share)."""
+    return encode_png(fig, DPI)
 
 
 def save_png(fig: Figure, path: str | os.PathLike[str]) -> Path:

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from grpo_probe.envs.boat.params import SimParams
-from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.expert_noise import checked_noise, noisy_chunk
 
 __all__ = ["ScriptedExpert", "targets_to_actions"]
 
@@ -67,10 +67,8 @@ class ScriptedExpert:
     """Come round, lower, push; one chunk per replan. ``noise`` is the std of the smooth action noise."""
 
     def __init__(self, params: SimParams | None = None, noise: float = 0.0) -> None:
-        if not math.isfinite(noise) or noise < 0:
-            raise ValueError(f"expert noise must be a finite number >= 0, got {noise!r}")
         self.params = params if params is not None else SimParams()
-        self.noise = float(noise)
+        self.noise = checked_noise(noise)
 
     def plan_targets(self, obs: np.ndarray) -> np.ndarray:
         """Joint targets [chunk_length, 6] for the noiseless plan."""
@@ -108,5 +106,4 @@ class ScriptedExpert:
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
         """One normalized action chunk [chunk_length, 6]; ``key`` names the noise stream (seed, replan)."""
         actions = targets_to_actions(self.plan_targets(obs))
-        actions = add_smooth_noise(actions, self.noise, "expert_noise", key, _NOISE_KNOTS)
-        return actions.astype(np.float32)
+        return noisy_chunk(actions, self.noise, "expert_noise", key, _NOISE_KNOTS)

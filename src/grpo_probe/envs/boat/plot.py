@@ -18,11 +18,14 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.patches import Circle, Rectangle
 
-from grpo_probe.atomic_io import atomic_path
+from grpo_probe.atomic_io import atomic_write_bytes
+from grpo_probe.png_io import png_bytes
 
 __all__ = ["plot_trajectories"]
 
 _TABLE_HALF_M = 0.4
+_DPI = 100
+"""Pixels per inch, of the figure and of its PNG: a 5-inch figure is 500 pixels square."""
 
 
 def plot_trajectories(
@@ -38,7 +41,7 @@ def plot_trajectories(
     """
     if not rows:
         raise ValueError("plot_trajectories needs at least one episode row")
-    fig, ax = plt.subplots(figsize=(5.0, 5.0), dpi=100)
+    fig, ax = plt.subplots(figsize=(5.0, 5.0), dpi=_DPI)
     ax.add_patch(
         Rectangle(
             (-_TABLE_HALF_M, -_TABLE_HALF_M),
@@ -79,6 +82,8 @@ def plot_trajectories(
     ax.set_title(title, fontsize=9)
     ax.legend(loc="upper right", fontsize=7)
     fig.tight_layout()
-    with atomic_path(out) as tmp:
-        fig.savefig(tmp, format="png", metadata={"Software": None})
-    plt.close(fig)
+    try:
+        data = png_bytes(fig, _DPI)
+    finally:
+        plt.close(fig)
+    atomic_write_bytes(out, data)

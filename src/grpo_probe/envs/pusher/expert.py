@@ -23,13 +23,12 @@ chunk and added in the normalized action space, so noisy chunks stay low-frequen
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import mujoco
 import numpy as np
 
-from grpo_probe.envs.expert_noise import add_smooth_noise
+from grpo_probe.envs.expert_noise import checked_noise, noisy_chunk
 from grpo_probe.envs.gym_setup import gymnasium_model
 from grpo_probe.envs.pusher.spec import ACTION_DIMS, PusherParams
 
@@ -70,10 +69,8 @@ class PusherExpert:
     """One chunk of normalized torques [chunk_length, 7] per replan; ``noise``: the smooth noise's std."""
 
     def __init__(self, params: PusherParams | None = None, noise: float = 0.0) -> None:
-        if not math.isfinite(noise) or noise < 0:
-            raise ValueError(f"expert noise must be a finite number >= 0, got {noise!r}")
         self.params = params if params is not None else PusherParams()
-        self.noise = float(noise)
+        self.noise = checked_noise(noise)
         self.model = mujoco.MjModel.from_xml_path(str(pusher_xml()))
         self.data = mujoco.MjData(self.model)
         m = self.model
@@ -163,5 +160,4 @@ class PusherExpert:
     def act(self, obs: np.ndarray, key: tuple[int, ...]) -> np.ndarray:
         """One normalized chunk [chunk_length, 7] in [-1, 1]; ``key`` names the noise stream."""
         actions = np.clip(self.plan_torques(obs) / TORQUE_LIMIT, -1.0, 1.0)
-        actions = add_smooth_noise(actions, self.noise, "pusher_expert_noise", key, NOISE_KNOTS)
-        return actions.astype(np.float32)
+        return noisy_chunk(actions, self.noise, "pusher_expert_noise", key, NOISE_KNOTS)
