@@ -102,3 +102,57 @@ def test_an_arm_bound_in_process_keeps_the_page_it_had(reference: dict) -> None:
     ode = next(c for c in reference["cells"] if c["mode"]["kind"] == "flow_ode")
     go = _go_on(reference, ode["id"])
     assert render_decision_md(_served(go, "some_other_arm", None)) == render_decision_md(go)
+
+
+DDPM = {
+    "name": "DDPM",
+    "text": "LeRobot's DDPM sampler: fresh initial noise and a stochastic denoising step at every one of the "
+    "mode's steps, each drawn from the draw's key",
+}
+DIFFUSION_SHA = "5f" * 32
+
+
+def _served_diffusion(decision: dict, arm: str) -> dict:
+    """The record as the decision step leaves it for a LeRobot Diffusion checkpoint served as ``arm``."""
+    served = {
+        "capabilities": {"kinds": ["flow_ode"], "logprobs": None, "trainable": False},
+        "policy": "grpo_probe.serve.lerobot.adapter:LeRobotAdapter",
+        "type": "diffusion",
+        "checkpoint_sha256": DIFFUSION_SHA,
+        "sampler": DDPM,
+    }
+    return {**decision, "served_arms": {arm: served}}
+
+
+@pytest.mark.parametrize("outcome", ["park", "go"])
+def test_a_served_diffusion_arm_is_named_with_ddpm_and_its_checkpoint_on_park_and_go(
+    reference: dict, outcome: str
+) -> None:
+    """Go or park, the first screen says the arm is served, what it is (LeRobot Diffusion, its
+    checkpoint's sha256) and that its draws are DDPM steps, not the ODE sampler its cell's description
+    (copied from an arm the probe samples itself) names; the description is flagged."""
+    ode = next(c for c in reference["cells"] if c["mode"]["kind"] == "flow_ode")
+    assert reference["outcome"]["kind"] == "park"
+    decision = reference if outcome == "park" else _go_on(reference, ode["id"])
+    page = _top(_served_diffusion(decision, ode["arm"]))
+    top = " ".join(page.split())
+    assert (
+        f"**{ode['id']}** reads the served arm `{ode['arm']}`: a LeRobot `diffusion` policy, checkpoint "
+        f"sha256 `{DIFFUSION_SHA[:16]}`. Its draws are its server's sampler, DDPM:"
+    ) in top
+    assert (
+        "ODE" in ode["description"] and f'description ("{ode["description"]}") names another sampler' in top
+    )
+    if outcome == "go":
+        assert "The probe read it with its server's own sampler, DDPM." in top
+        assert "The probe read it with the ODE sampler" not in top
+    assert max(len(line) for line in page.splitlines()) <= 80
+
+
+def test_a_served_arm_declaring_no_sampler_reads_as_the_designs_mode(reference: dict) -> None:
+    ode = next(c for c in reference["cells"] if c["mode"]["kind"] == "flow_ode")
+    served = {"capabilities": None, "policy": "lab.policies:Mine", "type": None, "checkpoint_sha256": None}
+    top = " ".join(_top({**reference, "served_arms": {ode["arm"]: {**served, "sampler": None}}}).split())
+    assert f"reads the served arm `{ode['arm']}`: `lab.policies:Mine`, no checkpoint sha256 declared." in top
+    assert f"its draws are the design's mode `{ode['mode_text']}` as the server runs it" in top
+    assert "names another sampler" not in top

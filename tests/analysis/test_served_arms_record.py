@@ -17,6 +17,7 @@ from grpo_probe.provenance.manifest import write_manifest
 
 SHA = "0" * 64
 DECLARED = {"kinds": ["flow_ode"], "logprobs": None, "trainable": False}
+DDPM = {"name": "DDPM", "text": "LeRobot's DDPM sampler"}
 
 
 def _step(name: str, rule: str, inputs: list[str], extra: dict | None = None) -> str:
@@ -37,13 +38,36 @@ def test_the_served_arms_and_their_declarations_come_from_the_bind_manifests(
         "arms/flow/arm",
         "bind_server",
         [root],
-        {"arm": "flow", "address": "ws://127.0.0.1:4711", "capabilities": DECLARED, "server_cpu": {}},
+        {
+            "arm": "flow",
+            "address": "ws://127.0.0.1:4711",
+            "capabilities": DECLARED,
+            "server_cpu": {},
+            "policy": "grpo_probe.serve.lerobot.adapter:LeRobotAdapter",
+            "checkpoint_sha256": "ab" * 32,
+            "server": {
+                "lerobot_type": "diffusion",
+                "sampler": DDPM,
+                "checkpoint": "/labs/ckpt",
+                "threads": 1,
+            },
+        },
     )
     silent = _step("arms/quiet/arm", "bind_server", [root], {"arm": "quiet", "capabilities": None})
     trained = _step("arms/ar/arm", "train", [root], {"arm": "ar"})
     anchors = _step("anchors/flow", "anchors", [served, trained, silent])
     join = _step("join/c3", "join", [anchors])
     found = served_arms([join])
-    assert found == {"flow": {"capabilities": DECLARED}, "quiet": {"capabilities": None}}
+    nothing = {"policy": None, "type": None, "checkpoint_sha256": None, "sampler": None}
+    assert found == {
+        "flow": {
+            "capabilities": DECLARED,
+            "policy": "grpo_probe.serve.lerobot.adapter:LeRobotAdapter",
+            "type": "diffusion",
+            "checkpoint_sha256": "ab" * 32,
+            "sampler": DDPM,
+        },
+        "quiet": {"capabilities": None, **nothing},
+    }
     assert list(found) == ["flow", "quiet"]  # sorted: the record's bytes do not follow the walk's order
     assert served_arms([_step("join/c1", "join", [trained])]) == {}

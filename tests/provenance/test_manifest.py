@@ -53,9 +53,12 @@ def test_manifest_names_versions_code_and_cpu(tmp_path: Path) -> None:
     locked = _locked_versions()
     assert {name: env["packages"].get(name) for name in locked} == locked
     assert env["packages"]["grpo-probe"] == "0.1.0" and env["packages"]["mujoco"] == "4.0.0"
-    assert env["lock_sha256"] == hashlib.sha256(
-        (Path(__file__).resolve().parents[2] / "requirements.lock").read_bytes()
-    ).hexdigest()
+    assert (
+        env["lock_sha256"]
+        == hashlib.sha256(
+            (Path(__file__).resolve().parents[2] / "requirements.lock").read_bytes()
+        ).hexdigest()
+    )
     assert env["numerics"]["setting"] == numerics.SETTING  # the suite runs under the setting (conftest)
     assert env["libc"].startswith("glibc ")
     assert env["python"].startswith("3.11")

@@ -158,6 +158,19 @@ def test_the_hello_names_the_adapter_the_checkpoint_and_its_lerobot(served_run: 
     assert server["checkpoint_sha256"] == tree_sha256(served_run["checkpoint"])  # as the probe hashes it
     assert server["lerobot_type"] == served_run["kind"] and server["chunk_length"] == 8
     assert server["versions"]["lerobot"].startswith("0.6.") and server["threads"] == 1
+    assert server["sampler"]["name"] == {"diffusion": "DDPM", "act": "ACT latent"}[served_run["kind"]]
+
+
+def test_the_page_names_the_served_arm_its_checkpoint_and_its_own_sampler(served_run: dict[str, Any]) -> None:
+    """decision.md says what the served arm is and what its draws are (DDPM steps, ACT's latent), go or
+    park, not the ODE sampler the design's mode names."""
+    page = " ".join((served_run["run"] / "decision.md").read_text().split())
+    sha = tree_sha256(served_run["checkpoint"])[:16]
+    name = {"diffusion": "DDPM", "act": "ACT latent"}[served_run["kind"]]
+    assert (
+        f"reads the served arm `{ARM}`: a LeRobot `{served_run['kind']}` policy, checkpoint sha256 `{sha}`. "
+        f"Its draws are its server's sampler, {name}:"
+    ) in page
 
 
 def test_check_policy_finds_the_draws_keyed(served_run: dict[str, Any]) -> None:

@@ -133,8 +133,10 @@ def decision(
 
 def served_arms(upstream: Sequence[PathLike]) -> dict[str, dict[str, Any]]:
     """The arms bound to a policy server, each with what its server declares (``capabilities``, None when
-    it declares none): read from the ``bind_server`` manifests up the chain from ``upstream``, whose paths
-    are relative to the working directory, as the workflow writes them.
+    it declares none; the served policy's name, its ``type``, its ``checkpoint_sha256`` and the ``sampler``
+    it draws with, each None where the server declares none): read from the ``bind_server`` manifests up
+    the chain from ``upstream``, whose paths are relative to the working directory, as the workflow writes
+    them.
 
     Why: decision.md's recommendation for an arm depends on whether phase 2 can train it, and phase 2
     trains only checkpoints it holds; a served arm's page says what its server declares instead. Neither
@@ -151,7 +153,16 @@ def served_arms(upstream: Sequence[PathLike]) -> dict[str, dict[str, Any]]:
         manifest = read_manifest(path)
         if manifest["rule"] == "bind_server":
             extra = manifest["extra"]
-            found[extra["arm"]] = {"capabilities": extra.get("capabilities")}
+            server = extra.get("server") or {}
+            found[extra["arm"]] = {
+                "capabilities": extra.get("capabilities"),
+                # what the page says the arm is: the served policy, its type and checkpoint as the server
+                # declares them, and the sampler it draws with (None where it declares none)
+                "policy": extra.get("policy"),
+                "type": server.get("lerobot_type") or server.get("policy_type"),
+                "checkpoint_sha256": extra.get("checkpoint_sha256"),
+                "sampler": server.get("sampler"),
+            }
         stack += [Path(entry["path"]) for entry in manifest.get("inputs", ())]
     return dict(sorted(found.items()))
 

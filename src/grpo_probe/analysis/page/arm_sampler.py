@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["sampler_line"]
+__all__ = ["sampler_line", "served_cell_line"]
 
 
 def sampler_line(decision: Mapping[str, Any], head: str, cell_id: str, arm: str) -> str | None:
@@ -24,7 +24,7 @@ def sampler_line(decision: Mapping[str, Any], head: str, cell_id: str, arm: str)
     trains = _TRAINS_UNDER[head]
     served = decision.get("served_arms", {}).get(arm)
     if served is not None:
-        return _served_line(head, mode["kind"], served.get("capabilities"))
+        return _served_line(head, mode["kind"], served.get("capabilities"), served.get("sampler"))
     if mode["kind"] == trains[0]:
         return None
     return (
@@ -38,12 +38,18 @@ _LOGPROBS = {"ar": "per_token", "flow": "per_step"}
 """Per head, the log-probs GRPO's ratio reads (``PolicyCapabilities.logprobs``)."""
 
 
-def _served_line(head: str, read_kind: str, declared: Mapping[str, Any] | None) -> str:
+def _served_line(
+    head: str, read_kind: str, declared: Mapping[str, Any] | None, sampler: Mapping[str, Any] | None = None
+) -> str:
     """What the page can honestly say of training a served arm: what the server declares against what
     GRPO's ratio needs (the head's trainable sampler and its log-probs), and that phase 2 trains only
-    checkpoints it holds."""
+    checkpoints it holds. The sampler the probe read it with is the server's own where it declares one
+    (a LeRobot Diffusion checkpoint draws DDPM steps whatever mode the design names)."""
     kind, words = _TRAINS_UNDER[head]
-    read = f"The probe read it with the {_SAMPLER_WORDS.get(read_kind, read_kind)}. "
+    if sampler and sampler.get("name"):
+        read = f"The probe read it with its server's own sampler, {sampler['name']}. "
+    else:
+        read = f"The probe read it with the {_SAMPLER_WORDS.get(read_kind, read_kind)}. "
     needs = f"{words} (`{kind}`) with {_LOGPROBS[head].replace('_', '-')} log-probs"
     if declared is None:
         said = f"It is served and declares no capabilities; GRPO's ratio needs {needs}."
@@ -64,3 +70,43 @@ _TRAINS_UNDER = {"ar": ("temperature", "temperature sampling"), "flow": ("flow_s
 """Per head, the sampler phase 2 trains under (its kind, in words): the one that records the log-probs."""
 
 _SAMPLER_WORDS = {"flow_ode": "ODE sampler", "temperature": "temperature sampler", "flow_sde": "SDE sampler"}
+
+
+_SAMPLER_NAMES = ("ODE", "Heun", "SDE", "temperature", "greedy", "DDPM", "DDIM", "latent")
+"""Words by which a cell's registered description names a sampler (checked against what a server declares)."""
+
+
+def served_cell_line(cell: Mapping[str, Any], served: Mapping[str, Any]) -> str:
+    """One line of the first screen for a cell whose arm is served, on every outcome: what the arm is
+    (the served policy, its type, its checkpoint's sha256, as the server declares them) and what its
+    draws are (the sampler the server declares, or the design's mode where it declares none).
+
+    Why: a served arm's stochasticity is the server's, not the mode the design names for a checkpoint it
+    holds: a LeRobot Diffusion checkpoint draws DDPM steps, ACT one latent per chunk. A description the
+    design registered for another arm (``fresh ODE noise per draw (Heun, 10 steps)``) is flagged when it
+    names a sampler the server does not declare."""
+    policy, kind = served.get("policy"), served.get("type")
+    if kind and policy and "lerobot" in str(policy).lower():
+        what = f"a LeRobot `{kind}` policy"
+    elif kind:
+        what = f"`{policy}` (type `{kind}`)"
+    else:
+        what = f"`{policy}`" if policy else "a policy"
+    sha = served.get("checkpoint_sha256")
+    what += f", checkpoint sha256 `{str(sha)[:16]}`" if sha else ", no checkpoint sha256 declared"
+    sampler = served.get("sampler")
+    if sampler and sampler.get("name"):
+        draws = f"Its draws are its server's sampler, {sampler['name']}: {sampler.get('text', '')}."
+        description = str(cell.get("description") or "")
+        named = [w for w in _SAMPLER_NAMES if w.lower() in description.lower()]
+        if named and not any(w.lower() in str(sampler["name"]).lower() for w in named):
+            draws += (
+                f' The cell\'s registered description ("{description}") names another sampler; '
+                "it was written for an arm the probe samples itself."
+            )
+    else:
+        draws = (
+            f"Its server declares no sampler of its own: its draws are the design's mode "
+            f"`{cell.get('mode_text', cell['mode']['kind'])}` as the server runs it."
+        )
+    return f"- **{cell['id']}** reads the served arm `{cell['arm']}`: {what}. {draws}"

@@ -21,7 +21,7 @@ from typing import Any
 import jinja2
 
 from grpo_probe.analysis.cells.reads import read_rows
-from grpo_probe.analysis.page.arm_sampler import sampler_line
+from grpo_probe.analysis.page.arm_sampler import sampler_line, served_cell_line
 from grpo_probe.analysis.page.gradient_page import gradient_section
 from grpo_probe.analysis.rule.decision_rule import rank_text, short_clause
 from grpo_probe.analysis.rule.glossary import count_words, flagged_guards, number
@@ -191,6 +191,12 @@ def _cell_lines(decision: Mapping[str, Any]) -> list[str]:
         flags = _short_flags(c)
         lines.append(f"- **{c['id']}** ({head}) {text}.{flags}")
     return lines
+
+
+def _served_lines(decision: Mapping[str, Any]) -> list[str]:
+    """Per cell whose arm is served, what the arm and its draws are (:func:`served_cell_line`)."""
+    served = decision.get("served_arms") or {}
+    return [served_cell_line(c, served[c["arm"]]) for c in decision["cells"] if c["arm"] in served]
 
 
 def _arms_text(outcome: Mapping[str, Any]) -> str:
@@ -583,6 +589,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         resampled=_resampled_line(decision),
         versions_line=_versions_line(decision),
         cell_lines=_cell_lines(decision),
+        served_lines=_served_lines(decision),
         flag_gloss=_flag_gloss(decision),
         validation_line=_validation_line(),
         error_rates=_error_rates_line(decision),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -51,7 +51,10 @@ KINDS = ("flow_ode",)
 
 
 class Sampler(Protocol):
-    """How one LeRobot policy type draws a chunk with every random draw taken from ``generator``."""
+    """How one LeRobot policy type draws a chunk with every random draw taken from ``generator``; its
+    ``declared`` name and sentence go into the server's hello, and decision.md says them of the arm."""
+
+    declared: Mapping[str, str]
 
     def history(self, config: Any) -> int | None:
         """The observation history's length the type's ``predict_action_chunk`` reads (None: no time
@@ -69,6 +72,12 @@ class DiffusionSampler:
     """LeRobot's Diffusion Policy: ``[1, n_obs_steps, ...]`` inputs, ``mode.steps`` as
     ``num_inference_steps``, and the row's generator for the initial noise and every DDPM step."""
 
+    declared: ClassVar[Mapping[str, str]] = {
+        "name": "DDPM",
+        "text": "LeRobot's DDPM sampler: fresh initial noise and a stochastic denoising step at every one "
+        "of the mode's steps, each drawn from the draw's key",
+    }
+
     def history(self, config: Any) -> int | None:
         return int(config.n_obs_steps)  # generate_actions reads (B, n_obs_steps) even for one step
 
@@ -85,6 +94,12 @@ class DiffusionSampler:
 class ACTSampler:
     """LeRobot's ACT: the CVAE's latent ``z`` drawn from its prior N(0, I) with the row's generator
     (where the checkpoint was trained with its VAE; ``use_vae: false`` keeps LeRobot's ``z = 0``)."""
+
+    declared: ClassVar[Mapping[str, str]] = {
+        "name": "ACT latent",
+        "text": "ACT's CVAE latent z drawn once per chunk from its prior N(0, I) with the draw's key (z = 0, "
+        "so no spread, for a checkpoint trained without its VAE)",
+    }
 
     def history(self, config: Any) -> int | None:
         return None
@@ -110,6 +125,12 @@ class SeededGlobalSampler:
     """Any other type whose ``predict_action_chunk`` reads the batch it is given: its draws from torch's
     global generator, forked and seeded from the row's key for the call, so the process's own stream is
     left as it was; ``mode.steps`` as the config's ``num_inference_steps`` where it has one."""
+
+    declared: ClassVar[Mapping[str, str]] = {
+        "name": "the policy's own sampling",
+        "text": "the policy's own predict_action_chunk, its random draws from torch's generator seeded from "
+        "the draw's key",
+    }
 
     def history(self, config: Any) -> int | None:
         n = int(getattr(config, "n_obs_steps", 1) or 1)
@@ -137,6 +158,11 @@ class VQBeTSampler(SeededGlobalSampler):
     the row's observation fills them (``n_obs_steps`` copies, its cameras stacked under
     ``observation.images``, as ``select_action`` does); its code sampling (``torch.multinomial``) draws
     from the forked global generator seeded from the row's key."""
+
+    declared: ClassVar[Mapping[str, str]] = {
+        "name": "VQ-BeT code sampling",
+        "text": "VQ-BeT's code sampling (torch.multinomial over its codebook), seeded from the draw's key",
+    }
 
     def history(self, config: Any) -> int | None:
         return None  # the queues hold the history

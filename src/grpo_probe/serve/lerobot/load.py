@@ -133,6 +133,9 @@ def load_checkpoint(
         "checkpoint": str(path),
         "checkpoint_sha256": checkpoint_sha256(path),
         "lerobot_type": kind,
+        # what decision.md says of the arm's stochasticity: the sampler this server draws with, not the
+        # design's mode (a Diffusion checkpoint served under flow_ode draws DDPM steps)
+        "sampler": dict(adapter.sampler.declared),
         "chunk_length": adapter.chunk_length,
         "device": device,
         "threads": torch.get_num_threads(),
