@@ -26,10 +26,14 @@ from grpo_probe.analysis.error_rates.operating import (
     Rate,
     ResidualPool,
     boundaries,
+    cell_pass_rates,
+    confirm_worst,
+    design_rates,
     simulate_cell,
     wilson_interval,
+    worst_rate,
 )
-from grpo_probe.analysis.rule.decision_rule import evaluate_rule
+from grpo_probe.analysis.rule.decision_rule import Outcome, evaluate_rule
 from grpo_probe.analysis.rule.stability import resampled_bounds
 from grpo_probe.envs.planes import make_luck_plane
 from grpo_probe.prereg import AnalysisNumbers, load_prereg
@@ -358,3 +362,49 @@ def test_the_residual_pool_keeps_the_chaos_level_and_its_tails() -> None:
     assert kurtosis > 1.5 * np.mean(normal**4) / np.mean(normal**2) ** 2
     assert ResidualPool.of(None) is None
     assert ResidualPool.of(np.full((3, 4, 5), np.nan)) is None
+
+
+# -- the null's boundary, searched ---------------------------------------------------------------------
+
+
+def _search_design(seed_stds: np.ndarray) -> tuple[dict[str, Any], str | None]:
+    """The operating search on one flow cell of 15 seeds x K = 8 x R = 4 whose replayed seeds' chaos stds
+    are ``seed_stds`` (normal residuals), the registered interval rule at the smoke design's numbers:
+    the design's rates and the searched point confirmed at full size."""
+    rng = np.random.default_rng(31)
+    rewards = rng.standard_normal((15, 8, 5)) * seed_stds[:, None, None]
+    size = CellSize(15, 15, 8, 4)
+    analysis = dataclasses.replace(_analysis(), operating=OperatingSpec(800, 9))
+    reads = {"choice_std_cm": 4.0, "chaos_std_cm": float(np.sqrt(np.mean(seed_stds**2)))}
+    rates = {
+        FLOW.id: cell_pass_rates(INTERVAL, FLOW, size, reads, np.full(15, 5.0), analysis, rewards=rewards)
+    }
+    searched = confirm_worst(INTERVAL, [FLOW], {FLOW.id: size}, rates, {FLOW.id: rewards}, analysis)
+    outcome = Outcome("park", "", None, None, (), (), ())
+    return design_rates(INTERVAL, [FLOW], rates, {FLOW.id: reads}, outcome), searched
+
+
+def test_the_search_finds_the_seed_heterogeneous_boundary_point_and_checks_the_target_there() -> None:
+    """With the chaos differing tenfold between seeds, the pooled share at the bar with an equal choice
+    spread in every seed is a point of the null where the percentile interval over seeds is too narrow:
+    the search picks a point that spreads the chaos over the seeds, its full-size rate is well above the
+    share-at-the-bar-in-every-seed point's, and the worst (what the target is checked at) is it."""
+    stds = np.geomspace(0.5, 8.0, 15)
+    design, searched = _search_design(stds)
+    assert searched in ("at_bar_seeds", "at_bar_seeds_data")
+    key, worst = worst_rate(design)
+    assert key == "searched_worst" and worst is design["at_bar_worst"]
+    bar = max(design["at_bar"].value, design["at_bar_data"].value)  # type: ignore[union-attr]
+    assert worst is not None and worst.runs == 800
+    assert worst.low > bar, (worst, design["at_bar"], design["at_bar_data"])
+
+
+def test_with_seeds_alike_the_searched_points_go_no_more_than_the_share_in_every_seed() -> None:
+    """The control: with every seed's chaos alike the searched points are the same null as the share at
+    the bar in every seed, and their full-size rate is within sampling error of it."""
+    design, searched = _search_design(np.full(15, 3.0))
+    assert searched is not None
+    confirmed, at_bar = design["searched_worst"], design["at_bar"]
+    assert confirmed is not None and at_bar is not None
+    se = np.sqrt(at_bar.value * (1 - at_bar.value) / at_bar.runs * 2) + 1e-3
+    assert abs(confirmed.value - at_bar.value) < 4 * se, (confirmed, at_bar)

@@ -10,6 +10,12 @@ tests; the simulation itself only runs them.
   *Testing Statistical Hypotheses*, 2005, Sec. 3.4 and 8.1).
 - :class:`ResidualPool`: a residual bootstrap of the one-way model (Davison & Hinkley, *Bootstrap Methods
   and their Application*, 1997, Sec. 3.8): chaos drawn per replayed seed from its within-draw residuals.
+- :data:`SPREADS`: how a boundary point spreads its levels over the seeds. The registered reads pool the
+  seeds, so the null's boundary is a set, not a point: the pooled share sits at its bar when every seed
+  does (``share``), and also when the choice spread is equal in every seed while the chaos differs
+  between seeds as the run's does (``seeds``: normal chaos at each replayed seed's own scale,
+  ``seeds_data``: each seed's own residuals, ``draws_data``: residuals pooled over the seeds, drawn per
+  draw). The operating simulation searches them and checks the target at the worst.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from grpo_probe.analysis.cells.variance_components import COMPONENT_READS
 from grpo_probe.prereg import Cell
 from grpo_probe.prereg.rule import Condition, DecisionRule
 
-__all__ = ["SIMULATED_READS", "Levels", "ResidualPool", "boundaries", "simulated"]
+__all__ = ["SIMULATED_READS", "SPREADS", "Levels", "ResidualPool", "boundaries", "simulated"]
 
 SIMULATED_READS: frozenset[str] = frozenset(
     {
@@ -36,6 +42,9 @@ SIMULATED_READS: frozenset[str] = frozenset(
     }
 )
 """Reads computed from the rewards alone, which the simulation recomputes in every simulated run."""
+
+SPREADS: tuple[str, ...] = ("share", "seeds", "seeds_data", "draws_data")
+"""How a boundary point's chaos is drawn over the seeds (:meth:`ResidualPool.draw_spread`)."""
 
 _SHARE_READS = frozenset({"chaos_share", "chaos_fraction"})
 """Reads whose true value is sigma_w^2 / (sigma_w^2 + sigma_b^2)."""
@@ -101,6 +110,40 @@ class ResidualPool:
         seed_scale = np.sqrt(self.seed_var[which] / self.chaos_var)[..., None, None]
         choice = rng.standard_normal((runs, n, k, 1)) * levels.choice_std_cm * seed_scale
         return choice + chaos
+
+    def draw_spread(
+        self, spread: str, levels: Levels, rng: np.random.Generator, runs: int, n: int, k: int, m: int
+    ) -> NDArray[np.float64]:
+        """[runs, n, k, m] rewards at ``levels`` with the choice spread equal in every seed, b ~ N(0,
+        sigma_b^2), and the chaos differing between seeds as the run's does, scaled so that the pool's
+        sigma_w^2 (the mean over seeds of a seed's chaos variance, what the pooled MS_w estimates) is
+        ``levels.chaos_std_cm``^2: the pooled chaos share sigma_w^2 / (sigma_w^2 + sigma_b^2) is then the
+        boundary's while a seed with more chaos than the pool sits above it and one with less below.
+
+        ``spread``: ``share`` is :meth:`draw` (every seed at the share); ``seeds``: normal chaos, each
+        simulated seed at the scale of a replayed seed of the run drawn at random, sigma_w
+        sqrt(v_s / v); ``seeds_data``: each simulated seed's chaos resampled from one replayed seed's
+        residuals; ``draws_data``: each simulated draw's m residuals from a replayed seed drawn per draw
+        (the seeds' chaos mixed, so the simulated seeds differ less than the run's)."""
+        if spread == "share":
+            return self.draw(levels, rng, runs, n, k, m)
+        scale = levels.chaos_std_cm / np.sqrt(self.chaos_var)
+        seeds = self.residuals.shape[0]
+        if spread == "seeds":
+            which = rng.integers(0, seeds, size=(runs, n))
+            sd = np.sqrt(self.seed_var[which])[..., None, None] * scale
+            chaos = rng.standard_normal((runs, n, k, m)) * sd
+        elif spread == "seeds_data":
+            which = rng.integers(0, seeds, size=(runs, n))
+            picks = rng.integers(0, self.residuals.shape[1], size=(runs, n, k, m))
+            chaos = self.residuals[which[..., None, None], picks] * scale
+        elif spread == "draws_data":
+            which = rng.integers(0, seeds, size=(runs, n, k))
+            picks = rng.integers(0, self.residuals.shape[1], size=(runs, n, k, m))
+            chaos = self.residuals[which[..., None], picks] * scale
+        else:
+            raise ValueError(f"unknown spread {spread!r}: one of {', '.join(SPREADS)}")
+        return rng.standard_normal((runs, n, k, 1)) * levels.choice_std_cm + chaos
 
 
 def boundaries(rule: DecisionRule, cell: Cell, measured: Levels) -> list[Levels]:

@@ -29,6 +29,15 @@ scenarios per cell:
   sigma_w (and its choice std scaled with that seed's chaos), so contact chaos keeps its heavy tails,
   its modes and its spread between seeds. A residual bootstrap of the one-way model (Davison &
   Hinkley, 1997, Sec. 3.8, "Hierarchical data"); the page reports the larger of the two rates.
+- **the boundary searched** (:data:`SEARCH_SCENARIOS`): the reads pool the seeds, so the null's boundary
+  is a set. The pooled share is also at its bar when the choice spread is equal in every seed and the
+  chaos differs between seeds as the run's does (per-seed chaos scales from the run's own within-draw
+  residuals; :meth:`ResidualPool.draw_spread`): a percentile bootstrap over 15 seeds is then too
+  narrow, and the rule goes more often than at the share-in-every-seed point. Three such points, normal
+  chaos at each seed's scale, residuals resampled per seed and residuals resampled per draw, are
+  simulated at every boundary of the cell with :func:`search_runs` runs; the one with the highest design
+  rate is run again at the full S (its own RNG stream) and the target is checked at the worst of it,
+  ``at_bar`` and ``at_bar_data`` (:data:`BOUNDARY_POINTS` names each, and why it can be the worst).
 - **measured**: sigma_b, sigma_w = the cell's measured choice and chaos std: how often the rule says
   go (its power) at the levels this run found, and how often it names the arm this run named.
 
@@ -54,6 +63,7 @@ and the cell.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -75,8 +85,10 @@ from grpo_probe.prereg.rule import HEADS, DecisionRule, OperatingSpec
 from grpo_probe.prereg.vocabulary import read_spec
 
 __all__ = [
+    "BOUNDARY_POINTS",
     "NULL_SCENARIOS",
     "SCENARIOS",
+    "SEARCH_SCENARIOS",
     "SIMULATED_READS",
     "CellSize",
     "Levels",
@@ -85,17 +97,65 @@ __all__ = [
     "boundaries",
     "cell_levels",
     "cell_pass_rates",
+    "confirm_worst",
     "design_rates",
     "operating_record",
+    "search_runs",
+    "searched_worst",
     "simulate_cell",
     "wilson_interval",
+    "worst_rate",
 ]
 
-SCENARIOS: tuple[str, ...] = ("pure_chaos", "pure_chaos_data", "at_bar", "at_bar_data", "measured")
+SEARCH_SCENARIOS: dict[str, str] = {
+    "at_bar_seeds": "seeds",
+    "at_bar_seeds_data": "seeds_data",
+    "at_bar_draws_data": "draws_data",
+}
+"""The boundary points searched beyond the share at the bar in every seed: scenario -> its spread over the
+seeds (:data:`grpo_probe.analysis.error_rates.nulls.SPREADS`)."""
+
+SCENARIOS: tuple[str, ...] = (
+    "pure_chaos", "pure_chaos_data", "at_bar", "at_bar_data", *SEARCH_SCENARIOS, "measured"
+)  # fmt: skip
 """Every scenario a cell is simulated under (the module docstring says what each is)."""
+
+BOUNDARY_POINTS: dict[str, tuple[str, str]] = {
+    "at_bar": (
+        "the share at the bar in every seed, normal chaos",
+        "every seed alike: the percentile interval over seeds covers about as it promises",
+    ),
+    "at_bar_data": (
+        "the share at the bar in every seed, chaos resampled from each replayed seed's residuals",
+        "contact chaos is heavy-tailed, so a seed's read varies more than a normal's",
+    ),
+    "at_bar_seeds": (
+        "the pooled share at the bar, the choice spread equal in every seed, normal chaos at each "
+        "seed's measured scale",
+        "the chaos differs between seeds, so the pooled read varies more between resamples of the seeds "
+        "than the percentile interval over 15 seeds allows for",
+    ),
+    "at_bar_seeds_data": (
+        "the pooled share at the bar, the choice spread equal in every seed, chaos resampled per seed "
+        "from the run's residuals",
+        "the chaos differs between seeds and is heavy-tailed, so the pooled read varies more between "
+        "resamples of the seeds than the percentile interval over 15 seeds allows for",
+    ),
+    "at_bar_draws_data": (
+        "the pooled share at the bar, the choice spread equal in every seed, chaos resampled per draw "
+        "from the run's residuals",
+        "heavy-tailed chaos mixed over the seeds: the seeds differ less than the run's, the tails remain",
+    ),
+}
+"""Each point of the null's boundary the target is checked against: (what it is, why it can be the
+worst), as decision.json's ``operating.worst_point`` and the page name it."""
 
 NULL_SCENARIOS: tuple[str, ...] = ("pure_chaos", "pure_chaos_data", "at_bar", "at_bar_data")
 """The scenarios in which every go is a false go."""
+
+_SEARCH_SHARE = 4
+"""The searched points run S / 4 simulated runs (at least :data:`_SEARCH_MIN`), the worst again at S."""
+_SEARCH_MIN = 100
 
 _CHUNK_ELEMENTS = 4_000_000
 """Seed positions gathered at once when a simulated interval is computed (about 32 MB of indices)."""
@@ -166,15 +226,24 @@ def wilson_interval(count: int, runs: int, confidence: float = 0.95) -> tuple[fl
     return (low, high)
 
 
+def search_runs(spec: OperatingSpec) -> int:
+    """Simulated runs per searched boundary point: S / 4, at least 100 (and at most S)."""
+    return min(spec.simulations, max(_SEARCH_MIN, spec.simulations // _SEARCH_SHARE))
+
+
 def _simulated_rewards(
     size: CellSize,
     levels: Levels,
     rng: np.random.Generator,
     runs: int,
     pool: ResidualPool | None = None,
+    spread: str | None = None,
 ) -> NDArray[np.float64]:
-    """[runs, n, K, m] rewards at ``levels``: normal choice and chaos, or the chaos from ``pool``."""
+    """[runs, n, K, m] rewards at ``levels``: normal choice and chaos, or the chaos from ``pool`` (spread
+    over the seeds as ``spread`` says, :meth:`ResidualPool.draw_spread`)."""
     n, k, m = size.seeds, size.k, size.replays + 1
+    if pool is not None and spread is not None:
+        return pool.draw_spread(spread, levels, rng, runs, n, k, m)
     if pool is not None:
         return pool.draw(levels, rng, runs, n, k, m)
     choice = rng.standard_normal((runs, n, k, 1)) * levels.choice_std_cm
@@ -272,12 +341,14 @@ def simulate_cell(
     measured: Mapping[str, Any] | None = None,
     spec: OperatingSpec | None = None,
     pool: ResidualPool | None = None,
+    spread: str | None = None,
 ) -> NDArray[np.bool_]:
     """Per simulated run, whether the cell qualifies under ``rule`` at ``levels``: [S] booleans.
 
     ``measured``: the cell's reads from this run, for the conditions the simulation does not model
     (their measured verdict); None takes them as passed (a null scenario's upper bound). ``pool``: draw
-    the chaos from the run's own residuals instead of a normal (the data-resampled scenarios).
+    the chaos from the run's own residuals instead of a normal (the data-resampled scenarios); with
+    ``spread``, a point of the boundary the pool spreads over the seeds (:data:`SEARCH_SCENARIOS`).
     ``scenario`` keys the RNG (with the cell), so each scenario is its own stream.
     """
     spec = spec or analysis.operating
@@ -293,7 +364,7 @@ def simulate_cell(
     if not modelled or not passes.any():
         return passes
     rng = numpy_generator(spec.seed, tag("operating"), tag(scenario), tag(cell.id))
-    y = _simulated_rewards(size, levels, rng, runs, pool)
+    y = _simulated_rewards(size, levels, rng, runs, pool, spread)
     columns = _simulated_columns(cell, size, y, analysis, runs)
     names = {key for condition in modelled for key in condition.keys}
     reads = _simulated_reads(columns, size, names, analysis, runs)
@@ -329,11 +400,12 @@ def _worst(
     scenario: str,
     spec: OperatingSpec | None,
     pool: ResidualPool | None,
+    spread: str | None = None,
 ) -> tuple[NDArray[np.bool_] | None, Levels | None]:
     """The boundary point with the highest simulated go rate, and its verdicts."""
     best: tuple[NDArray[np.bool_] | None, Levels | None] = (None, None)
     for levels in points:
-        hits = simulate_cell(rule, cell, size, levels, analysis, scenario, None, spec, pool)
+        hits = simulate_cell(rule, cell, size, levels, analysis, scenario, None, spec, pool, spread)
         if best[0] is None or hits.sum() > best[0].sum():
             best = (hits, levels)
     return best
@@ -350,8 +422,9 @@ def cell_pass_rates(
     rewards: NDArray[np.float64] | None = None,
 ) -> CellRates:
     """The cell's verdicts in every scenario of :data:`SCENARIOS`: ``rewards`` [n, K, m] (the run's
-    own, every reward of every replayed draw) feed the data-resampled ones; without replays only pure
-    chaos is simulated."""
+    own, every reward of every replayed draw) feed the data-resampled ones and the searched boundary
+    points (:data:`SEARCH_SCENARIOS`, at :func:`search_runs` runs); without replays only pure chaos is
+    simulated."""
     null, measured = cell_levels(reads, group_std_cm)
     pool = ResidualPool.of(rewards) if size.replayed else None
     verdicts: dict[str, NDArray[np.bool_] | None] = dict.fromkeys(SCENARIOS)
@@ -372,6 +445,12 @@ def cell_pass_rates(
         verdicts["at_bar_data"], levels["at_bar_data"] = _worst(
             rule, cell, size, points, analysis, "at_bar_data", spec, pool
         )
+        full = spec or analysis.operating
+        search = dataclasses.replace(full, simulations=search_runs(full))
+        for scenario, spread in SEARCH_SCENARIOS.items():
+            verdicts[scenario], levels[scenario] = _worst(
+                rule, cell, size, points, analysis, scenario, search, pool, spread
+            )
     verdicts["measured"] = simulate_cell(rule, cell, size, measured, analysis, "measured", reads, spec)
     levels["measured"] = measured
     return CellRates(verdicts, levels)
@@ -409,6 +488,47 @@ def named_arms(
     return kind, arms
 
 
+def searched_worst(cells: Sequence[Cell], rates: Mapping[str, CellRates]) -> str | None:
+    """The searched boundary point (:data:`SEARCH_SCENARIOS`) at which the design goes most often in
+    the search's runs (the first of a tie); None where none was simulated (a design without replays)."""
+    routed = [c for c in cells if c.head in HEADS]
+    best: tuple[str, float] | None = None
+    for scenario in SEARCH_SCENARIOS:
+        hits = _any([rates[c.id].verdicts.get(scenario) for c in routed])
+        if hits is not None and (best is None or hits.mean() > best[1]):
+            best = (scenario, float(hits.mean()))
+    return None if best is None else best[0]
+
+
+def confirm_worst(
+    rule: DecisionRule,
+    cells: Sequence[Cell],
+    sizes: Mapping[str, CellSize],
+    rates: Mapping[str, CellRates],
+    rewards: Mapping[str, NDArray[np.float64] | None],
+    analysis: AnalysisNumbers,
+    spec: OperatingSpec | None = None,
+) -> str | None:
+    """The searched boundary point at which the design went most often (:func:`searched_worst`), run
+    again at the full S with each cell at the levels its search chose, into each cell's ``confirmed``
+    verdicts (its own RNG stream, ``<scenario>_full``); returns the point, None where none was searched."""
+    spec = spec or analysis.operating
+    searched = searched_worst(cells, rates)
+    if searched is None:
+        return None
+    for cell in cells:
+        found = rates[cell.id]
+        pool = ResidualPool.of(rewards.get(cell.id))
+        levels = found.levels.get(searched)
+        if levels is None or pool is None:
+            continue
+        found.verdicts["confirmed"] = simulate_cell(
+            rule, cell, sizes[cell.id], levels, analysis, f"{searched}_full", None, spec, pool,
+            SEARCH_SCENARIOS[searched],
+        )  # fmt: skip
+    return searched
+
+
 def design_rates(
     rule: DecisionRule,
     cells: Sequence[Cell],
@@ -416,21 +536,24 @@ def design_rates(
     reads: Mapping[str, Mapping[str, Any]],
     outcome: Outcome,
 ) -> dict[str, Rate | None]:
-    """The design's rates from each cell's simulated verdicts: the false go in each null scenario (any
-    cell qualifies, every cell at that null), ``at_bar_worst`` the larger of the two at the bar (the
-    rate the target bounds), the go rate at the measured levels, and the shares of runs at the
-    measured levels that give this run's outcome kind and that name its arm(s)."""
+    """The design's rates from each cell's simulated verdicts: the false go in each null scenario and
+    each searched boundary point (any cell qualifies, every cell at that null), ``searched_worst`` the
+    searched point rerun at full size (each cell's ``confirmed`` verdicts), ``at_bar_worst`` the largest
+    of ``at_bar``, ``at_bar_data`` and ``searched_worst`` (the rate the target bounds), the go rate at the
+    measured levels, and the shares of runs at the measured levels that give this run's outcome kind
+    and that name its arm(s)."""
     routed = [c for c in cells if c.head in HEADS]
     out: dict[str, Rate | None] = dict.fromkeys(
-        (*NULL_SCENARIOS, "at_bar_worst", "go_at_measured", "same_kind_at_measured", "same_arm_at_measured")
-    )
+        (*NULL_SCENARIOS, *SEARCH_SCENARIOS, "searched_worst", "at_bar_worst", "go_at_measured",
+         "same_kind_at_measured", "same_arm_at_measured")
+    )  # fmt: skip
     if not routed:
         return out
-    for scenario in NULL_SCENARIOS:
-        hits = _any([rates[c.id].verdicts[scenario] for c in routed])
-        out[scenario] = None if hits is None else Rate.of(hits)
-    bar = [r for r in (out["at_bar"], out["at_bar_data"]) if r is not None]
-    out["at_bar_worst"] = max(bar, key=lambda r: (r.value, r.high)) if bar else None
+    for scenario in (*NULL_SCENARIOS, *SEARCH_SCENARIOS, "confirmed"):
+        hits = _any([rates[c.id].verdicts.get(scenario) for c in routed])
+        key = "searched_worst" if scenario == "confirmed" else scenario
+        out[key] = None if hits is None else Rate.of(hits)
+    out["at_bar_worst"] = worst_rate(out)[1]
     measured = {c.id: rates[c.id].verdicts["measured"] for c in routed}
     if any(v is None for v in measured.values()):
         return out
@@ -442,6 +565,16 @@ def design_rates(
     )
     out["same_arm_at_measured"] = Rate.of(same)
     return out
+
+
+def worst_rate(design: Mapping[str, Rate | None]) -> tuple[str | None, Rate | None]:
+    """The point of the null's boundary where the design goes most often, among ``at_bar``,
+    ``at_bar_data`` and the searched point confirmed at full size (``searched_worst``): its key and rate."""
+    bar = [(key, design.get(key)) for key in ("at_bar", "at_bar_data", "searched_worst")]
+    found = [(key, rate) for key, rate in bar if rate is not None]
+    if not found:
+        return None, None
+    return max(found, key=lambda pair: (pair[1].value, pair[1].high))
 
 
 def _rate_dict(hits: NDArray[np.bool_] | None) -> dict[str, Any] | None:
@@ -463,14 +596,22 @@ def operating_record(
     it names this run's arm (the module docstring says what is simulated and what each rate means)."""
     spec = analysis.operating
     rates: dict[str, CellRates] = {}
-    per_cell = []
+    sizes: dict[str, CellSize] = {}
     for cell in cells:
         mine = columns[cell.id]
-        size = CellSize(len(mine.std_progress_cm), replayed, mine.k, replays)
+        sizes[cell.id] = size = CellSize(len(mine.std_progress_cm), replayed, mine.k, replays)
         rewards = None if mine.chaos is None else mine.chaos.rewards
-        rates[cell.id] = found = cell_pass_rates(
+        rates[cell.id] = cell_pass_rates(
             rule, cell, size, reads[cell.id], mine.std_progress_cm, analysis, rewards=rewards
         )
+    searched = confirm_worst(
+        rule, cells, sizes, rates,
+        {c.id: None if columns[c.id].chaos is None else columns[c.id].chaos.rewards for c in cells},  # type: ignore[union-attr]
+        analysis,
+    )  # fmt: skip
+    per_cell = []
+    for cell in cells:
+        found, size = rates[cell.id], sizes[cell.id]
         routed = cell.head in HEADS
         per_cell.append(
             {
@@ -489,12 +630,15 @@ def operating_record(
                 "false_go": _rate_dict(found.verdicts["pure_chaos"]) if routed else None,
                 **{
                     name: _rate_dict(found.verdicts[name]) if routed else None
-                    for name in ("pure_chaos_data", "at_bar", "at_bar_data")
+                    for name in ("pure_chaos_data", "at_bar", "at_bar_data", *SEARCH_SCENARIOS)
                 },
+                "searched_worst": _rate_dict(found.verdicts.get("confirmed")) if routed else None,
                 "power": _rate_dict(found.verdicts["measured"]) if routed else None,
             }
         )
     design = design_rates(rule, cells, rates, reads, outcome)
+    worst_key, _ = worst_rate(design)
+    worst_name = searched if worst_key == "searched_worst" else worst_key
     worst = design["at_bar_worst"] or design["pure_chaos"]
     return {
         **spec.to_dict(),
@@ -510,4 +654,18 @@ def operating_record(
         "interval_confidence_percent": 95.0,
         "checked_at": None if worst is None else ("the bar" if design["at_bar_worst"] else "pure chaos"),
         "within_target": None if worst is None else worst.value <= spec.false_go_target,
+        "search": {
+            "runs": search_runs(spec),
+            "points": {name: text for name, (text, _) in BOUNDARY_POINTS.items()},
+            "searched_worst": searched,
+        },
+        "worst_point": None
+        if worst_name is None
+        else {
+            "scenario": worst_name,
+            "point": BOUNDARY_POINTS[worst_name][0],
+            "why": BOUNDARY_POINTS[worst_name][1],
+            "rate": design["at_bar_worst"].to_dict(),  # type: ignore[union-attr]
+            "above_target": design["at_bar_worst"].value > spec.false_go_target,  # type: ignore[union-attr]
+        },
     }

@@ -218,10 +218,13 @@ def _false_go_text(design: Mapping[str, Any]) -> str:
     if worst is None:
         return f"under pure chaos it says go in {_percent(design['false_go'])}"
     normal, data = design.get("at_bar"), design.get("at_bar_data")
+    searched = design.get("searched_worst")
     other = (
         ""
         if data is None
-        else f" (normal chaos {_percent(normal)}, chaos from the run's residuals {_percent(data)})"
+        else f" (normal chaos {_percent(normal)}, chaos from the run's residuals {_percent(data)}"
+        + ("" if searched is None else f", the worst searched point {_percent(searched)}")
+        + ")"
     )
     return (
         f"with every cell's true value at its bar, the null's least favourable point, it says go in "
@@ -244,6 +247,12 @@ def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
         f"**How often this rule is wrong**: in {op['simulations']} simulated runs of this design's "
         f"size{defaults}, {_false_go_text(design)}: {within} the {target} it accepts"
     )
+    worst = op.get("worst_point")
+    if worst is not None and design.get("searched_worst") is not None:
+        text += (
+            f". The worst point of the null's boundary is {worst['point']} "
+            f"({_percent(worst['rate'])}), because {worst['why']}"
+        )
     if design["go_at_measured"] is None:
         return text + "; its power is not simulated: without replays choice and chaos are not separated."
     outcome = decision["outcome"]

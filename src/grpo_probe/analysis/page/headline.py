@@ -50,6 +50,12 @@ def _chaos_table(decision: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _larger(*rates: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The larger of simulated rates (by rate, then the upper end of its interval); None when none is."""
+    found = [r for r in rates if r is not None]
+    return max(found, key=lambda r: (r["rate"], r["high"])) if found else None
+
+
 def _outcome(decision: Mapping[str, Any]) -> str:
     """The outcome, the version that gives it, and the error rates it carries."""
     outcome = decision["outcome"]
@@ -66,14 +72,22 @@ def _outcome(decision: Mapping[str, Any]) -> str:
         else "resamples not available"
     )
     measured = op.get("same_arm_at_measured") if arms else op.get("same_kind_at_measured")
+    worst = decision["operating"].get("worst_point")
+    searched = (
+        ""
+        if worst is None or op.get("searched_worst") is None
+        else f" At its worst point of the null's boundary ({worst['point']}) it says go in "
+        f"{_percent(op.get('at_bar_worst'))}: {worst['why']}."
+    )
+    bar = op.get("at_bar_worst") if not searched else _larger(op.get("at_bar"), op.get("at_bar_data"))
     text = (
         f"Version {current['version']} gives **{outcome['kind']}**{named} (the rule reads each cell's "
         f"{number(100 * confidence)} % intervals). It holds in {held}, and in {_percent(measured)} of "
         f"simulated runs at the measured levels. With every cell's true chaos share at its bar, the rule "
-        f"says go in {_percent(op.get('at_bar_worst'))} of simulated runs (normal chaos "
+        f"says go in {_percent(bar)} of simulated runs (normal chaos "
         f"{_percent(op.get('at_bar'))}, chaos resampled from the run's residuals "
         f"{_percent(op.get('at_bar_data'))}); under pure chaos in {_percent(op.get('false_go'))}; the "
-        f"target is {number(decision['operating']['false_go_target_percent'])} %."
+        f"target is {number(decision['operating']['false_go_target_percent'])} %.{searched}"
     )
     return textwrap.fill(text, width=106, break_long_words=False, break_on_hyphens=False)
 
