@@ -16,9 +16,11 @@ CPU with AVX2 and FMA runs the same way:
 - ``NPY_DISABLE_CPU_FEATURES=X86_V4 AVX512_ICL AVX512_SPR``: numpy runs its x86-64-v3 loops (its float32
   exp and log differ between the two).
 - ``OPENBLAS_CORETYPE=Haswell``: numpy's and scipy's OpenBLAS take their AVX2 kernels.
-- ``OPENBLAS_NUM_THREADS=1``: a long dot product is not split into per-thread partial sums, which would
-  depend on the machine's core count.
 - ``ARROW_USER_SIMD_LEVEL=AVX2``: Arrow's compute kernels.
+
+Thread counts are not part of the setting: Snakemake sets each job's BLAS and OpenMP threads to its
+rule's ``threads`` itself, PyTorch runs the project's training and decoding on one intra-op thread, and
+the suite compares a job's bytes at every worker count it runs with (sequential and parallel).
 
 What no variable reaches, and why it need not: MuJoCo is compiled for one instruction set and dispatches
 nothing; glibc's libm picks its FMA versions of exp/log/sin/cos on every CPU with AVX2 and FMA, the same
@@ -56,7 +58,6 @@ VARIABLES: dict[str, str] = {
     "ONEDNN_MAX_CPU_ISA": "AVX2",
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
     "OPENBLAS_CORETYPE": "Haswell",
-    "OPENBLAS_NUM_THREADS": "1",
     "ARROW_USER_SIMD_LEVEL": "AVX2",
 }
 """Every library switch the setting fixes, and its value (the module docstring's table says why)."""

@@ -2,7 +2,7 @@
 
 Why: a run's bytes must not depend on the CPU it ran on (grpo_probe.numerics). The shell of this run asks
 every numeric library for its baseline kernels (PyTorch's scalar ``default`` capability, numpy without its
-x86-64-v3 loops, OpenBLAS's Prescott kernels, MKL's own choice, two BLAS threads), the opposite end from
+x86-64-v3 loops, OpenBLAS's Prescott kernels, MKL's own choice), the opposite end from
 the shared smoke run's shell, which lets each library take this machine's best. The workflow applies its
 numerics setting to every job whatever the shell asks, so every table, checkpoint and trained weight
 must come out byte for byte the same; a job that escaped the setting, or a library switch missing from
@@ -29,7 +29,6 @@ BASELINE_SHELL = {
     "ATEN_CPU_CAPABILITY": "default",
     "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR",
     "OPENBLAS_CORETYPE": "Prescott",
-    "OPENBLAS_NUM_THREADS": "2",
     "MKL_CBWR": "AUTO",
     "ONEDNN_MAX_CPU_ISA": "SSE41",
     "ARROW_USER_SIMD_LEVEL": "NONE",

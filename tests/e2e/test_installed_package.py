@@ -22,6 +22,8 @@ from types import ModuleType
 
 import pytest
 
+from grpo_probe.provenance.machine import LOCK_STAMP
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SMOKE = ["--config", "prereg=prereg/smoke.yaml"]
@@ -71,6 +73,10 @@ def _environment(wheel: Path, venv: Path) -> Path:
     purelib = _run(python, "-c", where, cwd=venv).strip()
     (Path(purelib) / "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     _run(python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel, cwd=venv)
+    # its dependencies are this environment's, installed from requirements.lock: it records the same lock
+    stamp = Path(sys.prefix) / LOCK_STAMP
+    if stamp.is_file():
+        (venv / LOCK_STAMP).write_text(stamp.read_text(encoding="utf-8"), encoding="utf-8")
     return python
 
 

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from grpo_probe.policies.ar_model import ARTransformer
 
-__all__ = ["MIN_SHRUNK_ROWS", "BlockDecoder", "rows_keep_their_bytes", "shrinking_sizes"]
+__all__ = ["MIN_SHRUNK_ROWS", "SHRINK_STEP", "BlockDecoder", "rows_keep_their_bytes", "shrinking_sizes"]
 
 
 class _Linear(NamedTuple):
@@ -252,26 +252,33 @@ class BlockDecoder:
         self._head(self._ln_f(x), out=self._logits)
 
 
-MIN_SHRUNK_ROWS = 4
-"""The smallest block a decode shrinks to. Below 4 rows the CPU BLAS multiplies by other kernels (a row's
-product changed bytes at 1 to 3 rows of 32 and at none of 4 to 32, measured), so smaller blocks would only
-make :func:`rows_keep_their_bytes` fail."""
+SHRINK_STEP = 4
+"""A shrinking decode's blocks are multiples of four rows: under the numerics setting
+(:mod:`grpo_probe.numerics`, MKL's compatible path) a row's product keeps its bytes at every multiple of
+four from 8 to 32 rows and at no other count (measured against 32 rows: it changed at 1 to 7 rows and at
+every count not a multiple of four)."""
+
+MIN_SHRUNK_ROWS = 8
+"""The smallest block a decode shrinks to. Below 8 rows MKL's compatible path multiplies by other kernels
+(its AVX2 path, below 4), so smaller blocks would only make :func:`rows_keep_their_bytes` fail, and with it
+every shrink of the decode."""
 
 
 def shrinking_sizes(row_block: int) -> tuple[int, ...]:
     """The block sizes a decode of ``row_block`` rows steps down through as its rows finish: ``row_block``,
-    then every multiple of :data:`MIN_SHRUNK_ROWS` below it, e.g. 20 -> (20, 16, 12, 8, 4), 9 -> (9, 8, 4).
+    then every multiple of :data:`SHRINK_STEP` below it down to :data:`MIN_SHRUNK_ROWS`, e.g.
+    20 -> (20, 16, 12, 8), 9 -> (9, 8).
 
     Why steps of four rows and not halving (20 -> 10 -> 5, as before): a step of the network costs a fixed
     part (per-call overhead, streaming the weights) plus about 16 us per row on one core, and a move costs
     about one step (:meth:`BlockDecoder.take` copies the cache). On the registered arm's decodes the block
     stays at 20 until most rows are done and then runs a long tail for its slowest few rows, which halving
-    ran at 5 (and at 10 before that) where 4 (and 8) suffice. Finer steps (every row) paid more in moves
+    ran at 5 (and at 10 before that) where 8 suffices. Finer steps (every row) paid more in moves
     than they saved, measured side by side. Each size is one more decoder (its own cache) and one more size
     :func:`rows_keep_their_bytes` checks.
     """
-    step = MIN_SHRUNK_ROWS
-    return (row_block, *range(step * ((row_block - 1) // step), step - 1, -step))
+    step = SHRINK_STEP
+    return (row_block, *range(step * ((row_block - 1) // step), MIN_SHRUNK_ROWS - 1, -step))
 
 
 def rows_keep_their_bytes(decoders: Sequence[BlockDecoder], obs_dim: int, bos_id: int) -> bool:
