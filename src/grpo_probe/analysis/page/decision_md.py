@@ -232,6 +232,31 @@ def _false_go_text(design: Mapping[str, Any]) -> str:
     )
 
 
+_WORST_POINT_WORDS = {
+    "at_bar": "the share at its bar in every seed",
+    "at_bar_data": "the share at its bar in every seed, residuals resampled",
+    "at_bar_seeds": "chaos differing between seeds",
+    "at_bar_seeds_data": "chaos resampled per seed",
+    "at_bar_draws_data": "chaos resampled per draw",
+}
+"""The first screen's short name of each point of the null's boundary the operating simulation searches."""
+
+
+def _worst_point_line(decision: Mapping[str, Any]) -> str | None:
+    """Below the fold, in the section on error rates: which point of the null's boundary is worst, its
+    rate, and why (:mod:`grpo_probe.analysis.error_rates.operating`)."""
+    op = decision.get("operating") or {}
+    worst = op.get("worst_point")
+    if worst is None or (op.get("design") or {}).get("searched_worst") is None:
+        return None
+    return (
+        f"The worst point of the null's boundary is {worst['point']} ({_percent(worst['rate'])}), "
+        f"because {worst['why']}; with the share at its bar in every seed the rule says go in "
+        f"{_percent(op['design'].get('at_bar'))} (normal chaos) and "
+        f"{_percent(op['design'].get('at_bar_data'))} (chaos from the run's residuals)."
+    )
+
+
 def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
     """The rule's false-go rate where the target bounds it (at the bar) and its go and arm rates at the
     measured levels, as the page states them beside the outcome
@@ -243,15 +268,21 @@ def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
     target = f"{number(op['false_go_target_percent'])} %"
     within = "within" if op["within_target"] else "**above**"
     defaults = "" if op["registered"] else " (the defaults: the design registers no simulation)"
-    text = (
-        f"**How often this rule is wrong**: in {op['simulations']} simulated runs of this design's "
-        f"size{defaults}, {_false_go_text(design)}: {within} the {target} it accepts"
-    )
     worst = op.get("worst_point")
     if worst is not None and design.get("searched_worst") is not None:
-        text += (
-            f". The worst point of the null's boundary is {worst['point']} "
-            f"({_percent(worst['rate'])}), because {worst['why']}"
+        # one screen: the worst point's rate and the target here; which point it is and why, below
+        # (worst_point_line, in the section on error rates)
+        short = _WORST_POINT_WORDS.get(worst.get("scenario"), "its worst point")
+        text = (
+            f"**How often this rule is wrong**: in {op['simulations']} simulated runs of this design's "
+            f"size{defaults}, at the worst point of the null's boundary ({short}) it says go in "
+            f"{_percent(worst['rate'])}: {within} the {target} it accepts; under pure chaos in "
+            f"{_percent(design['false_go'])}"
+        )
+    else:
+        text = (
+            f"**How often this rule is wrong**: in {op['simulations']} simulated runs of this design's "
+            f"size{defaults}, {_false_go_text(design)}: {within} the {target} it accepts"
         )
     if design["go_at_measured"] is None:
         return text + "; its power is not simulated: without replays choice and chaos are not separated."
@@ -602,6 +633,7 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         flag_gloss=_flag_gloss(decision),
         validation_line=_validation_line(),
         error_rates=_error_rates_line(decision),
+        worst_point_line=_worst_point_line(decision),
         error_rate_rows=_error_rate_rows(decision),
         version_rows=_version_rows(decision),
         gradient_section=gradient_section(decision),
