@@ -86,9 +86,11 @@ def test_a_failure_while_building_the_dag_shows_what_came_before_it() -> None:
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the checkout sharing this interpreter's environment, which bin/bootstrap finds current."""
     venv = Path(sys.prefix)
-    stamp = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    # bin/bootstrap's stamp: the lock and the project's metadata, as it hashes them
+    installed = (REPO / "requirements.lock").read_bytes() + (REPO / "pyproject.toml").read_bytes()
+    stamp = hashlib.sha256(installed).hexdigest()[:16]
     if not (venv / f".installed-{stamp}").is_file():
-        pytest.skip(f"{venv} is not an environment bin/bootstrap made for this pyproject.toml")
+        pytest.skip(f"{venv} is not an environment bin/bootstrap made from this lock and pyproject.toml")
     root = copy_repo(tmp_path_factory.mktemp("checkout"))
     (root / ".venv").symlink_to(venv, target_is_directory=True)
     design = yaml.safe_load((root / "prereg/smoke.yaml").read_text(encoding="utf-8"))
