@@ -64,10 +64,8 @@ and the cell.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -78,6 +76,7 @@ from grpo_probe.analysis.cells.chaos import ChaosColumns
 from grpo_probe.analysis.cells.reads import compute_reads
 from grpo_probe.analysis.cells.seed_columns import SeedColumns
 from grpo_probe.analysis.error_rates.nulls import SIMULATED_READS, Levels, ResidualPool, boundaries, simulated
+from grpo_probe.analysis.error_rates.rates import Rate, any_cell, rate_dict, wilson_interval, worst_rate
 from grpo_probe.analysis.rule.decision_rule import Outcome, rank_cells
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.prereg import AnalysisNumbers, Cell
@@ -174,56 +173,6 @@ class CellSize:
         """``15 seeds x K = 8, 15 replayed x R = 4``."""
         replayed = f", {self.replayed} replayed x R = {self.replays}" if self.replayed else ", no replays"
         return f"{self.seeds} seeds x K = {self.k}{replayed}"
-
-
-@dataclass(frozen=True)
-class Rate:
-    """``count`` of ``runs`` simulated runs, with the Wilson score interval of the rate."""
-
-    count: int
-    runs: int
-    low: float
-    high: float
-
-    @property
-    def value(self) -> float:
-        return self.count / self.runs
-
-    @classmethod
-    def of(cls, hits: NDArray[np.bool_]) -> Rate:
-        count, runs = int(hits.sum()), int(hits.size)
-        low, high = wilson_interval(count, runs)
-        return cls(count, runs, low, high)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The rate as decision.json holds it, also in percent (what the page prints)."""
-        return {
-            "count": self.count,
-            "runs": self.runs,
-            "rate": self.value,
-            "low": self.low,
-            "high": self.high,
-            "percent": 100.0 * self.value,
-            "low_percent": 100.0 * self.low,
-            "high_percent": 100.0 * self.high,
-        }
-
-
-def wilson_interval(count: int, runs: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson's score interval of a binomial proportion (Wilson, 1927):
-
-    (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n),  p = count / n, z = z_{(1+c)/2}.
-    """
-    if runs == 0:
-        return (math.nan, math.nan)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    p = count / runs
-    centre = p + z * z / (2 * runs)
-    half = z * math.sqrt(p * (1 - p) / runs + z * z / (4 * runs * runs))
-    scale = 1 + z * z / runs
-    low = 0.0 if count == 0 else max(0.0, (centre - half) / scale)  # exact at the ends, where the
-    high = 1.0 if count == runs else min(1.0, (centre + half) / scale)  # formula's roundoff is not
-    return (low, high)
 
 
 def search_runs(spec: OperatingSpec) -> int:
@@ -456,13 +405,6 @@ def cell_pass_rates(
     return CellRates(verdicts, levels)
 
 
-def _any(arrays: Sequence[NDArray[np.bool_] | None]) -> NDArray[np.bool_] | None:
-    """Runs in which any of the cells qualifies; None when one of them was not simulated."""
-    if not arrays or any(a is None for a in arrays):
-        return None
-    return np.any(np.stack([a for a in arrays if a is not None]), axis=0)
-
-
 def named_arms(
     rule: DecisionRule,
     cells: Sequence[Cell],
@@ -494,7 +436,7 @@ def searched_worst(cells: Sequence[Cell], rates: Mapping[str, CellRates]) -> str
     routed = [c for c in cells if c.head in HEADS]
     best: tuple[str, float] | None = None
     for scenario in SEARCH_SCENARIOS:
-        hits = _any([rates[c.id].verdicts.get(scenario) for c in routed])
+        hits = any_cell([rates[c.id].verdicts.get(scenario) for c in routed])
         if hits is not None and (best is None or hits.mean() > best[1]):
             best = (scenario, float(hits.mean()))
     return None if best is None else best[0]
@@ -550,7 +492,7 @@ def design_rates(
     if not routed:
         return out
     for scenario in (*NULL_SCENARIOS, *SEARCH_SCENARIOS, "confirmed"):
-        hits = _any([rates[c.id].verdicts.get(scenario) for c in routed])
+        hits = any_cell([rates[c.id].verdicts.get(scenario) for c in routed])
         key = "searched_worst" if scenario == "confirmed" else scenario
         out[key] = None if hits is None else Rate.of(hits)
     out["at_bar_worst"] = worst_rate(out)[1]
@@ -565,20 +507,6 @@ def design_rates(
     )
     out["same_arm_at_measured"] = Rate.of(same)
     return out
-
-
-def worst_rate(design: Mapping[str, Rate | None]) -> tuple[str | None, Rate | None]:
-    """The point of the null's boundary where the design goes most often, among ``at_bar``,
-    ``at_bar_data`` and the searched point confirmed at full size (``searched_worst``): its key and rate."""
-    bar = [(key, design.get(key)) for key in ("at_bar", "at_bar_data", "searched_worst")]
-    found = [(key, rate) for key, rate in bar if rate is not None]
-    if not found:
-        return None, None
-    return max(found, key=lambda pair: (pair[1].value, pair[1].high))
-
-
-def _rate_dict(hits: NDArray[np.bool_] | None) -> dict[str, Any] | None:
-    return None if hits is None else Rate.of(hits).to_dict()
 
 
 def operating_record(
@@ -627,13 +555,13 @@ def operating_record(
                     name: None if found.levels[name] is None else found.levels[name].to_dict()  # type: ignore[union-attr]
                     for name in SCENARIOS
                 },
-                "false_go": _rate_dict(found.verdicts["pure_chaos"]) if routed else None,
+                "false_go": rate_dict(found.verdicts["pure_chaos"]) if routed else None,
                 **{
-                    name: _rate_dict(found.verdicts[name]) if routed else None
+                    name: rate_dict(found.verdicts[name]) if routed else None
                     for name in ("pure_chaos_data", "at_bar", "at_bar_data", *SEARCH_SCENARIOS)
                 },
-                "searched_worst": _rate_dict(found.verdicts.get("confirmed")) if routed else None,
-                "power": _rate_dict(found.verdicts["measured"]) if routed else None,
+                "searched_worst": rate_dict(found.verdicts.get("confirmed")) if routed else None,
+                "power": rate_dict(found.verdicts["measured"]) if routed else None,
             }
         )
     design = design_rates(rule, cells, rates, reads, outcome)

@@ -22,9 +22,14 @@ import jinja2
 
 from grpo_probe.analysis.cells.reads import read_rows
 from grpo_probe.analysis.page.arm_sampler import sampler_line, served_cell_line
+from grpo_probe.analysis.page.error_rate_lines import (
+    error_rate_rows,
+    error_rates_line,
+    worst_point_line,
+)
 from grpo_probe.analysis.page.gradient_page import gradient_section
 from grpo_probe.analysis.rule.decision_rule import rank_text, short_clause
-from grpo_probe.analysis.rule.glossary import count_words, flagged_guards, number
+from grpo_probe.analysis.rule.glossary import HEADS, count_words, flagged_guards, number
 from grpo_probe.prereg.rule import ANALYSIS_NUMBERS, BOUNDS, Condition
 
 __all__ = [
@@ -48,10 +53,6 @@ def default_template() -> Path:
     if not isinstance(found, Path):
         raise RuntimeError(f"{found}: the template must be a file on disk (grpo_probe in an archive)")
     return found
-
-
-HEADS = {"ar": "AR", "flow": "flow"}
-"""How the page names a head."""
 
 
 def _names(items: Sequence[str]) -> str:
@@ -202,132 +203,6 @@ def _served_lines(decision: Mapping[str, Any]) -> list[str]:
 def _arms_text(outcome: Mapping[str, Any]) -> str:
     arms = [f"{HEADS[h]} `{outcome[f'{h}_arm']}`" for h in HEADS if outcome.get(f"{h}_arm") is not None]
     return ", ".join(arms) or "no arm"
-
-
-def _percent(rate: Mapping[str, Any] | None) -> str:
-    """``4.2 % [3.1 %, 5.6 %]``: a simulated rate with its Wilson interval, in percent."""
-    if rate is None:
-        return "not simulated"
-    return f"{number(rate['percent'])} % [{number(rate['low_percent'])} %, {number(rate['high_percent'])} %]"
-
-
-def _false_go_text(design: Mapping[str, Any]) -> str:
-    """The design's false go where the target bounds it: at the bar, the larger of the normal and the
-    data-resampled rate, with the other beside it; pure chaos where the design has no bar to sit at."""
-    worst = design.get("at_bar_worst")
-    if worst is None:
-        return f"under pure chaos it says go in {_percent(design['false_go'])}"
-    normal, data = design.get("at_bar"), design.get("at_bar_data")
-    searched = design.get("searched_worst")
-    other = (
-        ""
-        if data is None
-        else f" (normal chaos {_percent(normal)}, chaos from the run's residuals {_percent(data)}"
-        + ("" if searched is None else f", the worst searched point {_percent(searched)}")
-        + ")"
-    )
-    return (
-        f"with every cell's true value at its bar, the null's least favourable point, it says go in "
-        f"{_percent(worst)}{other}; under pure chaos in {_percent(design['false_go'])}"
-    )
-
-
-_WORST_POINT_WORDS = {
-    "at_bar": "the share at its bar in every seed",
-    "at_bar_data": "the share at its bar in every seed, residuals resampled",
-    "at_bar_seeds": "chaos differing between seeds",
-    "at_bar_seeds_data": "chaos resampled per seed",
-    "at_bar_draws_data": "chaos resampled per draw",
-}
-"""The first screen's short name of each point of the null's boundary the operating simulation searches."""
-
-
-def _worst_point_line(decision: Mapping[str, Any]) -> str | None:
-    """Below the fold, in the section on error rates: which point of the null's boundary is worst, its
-    rate, and why (:mod:`grpo_probe.analysis.error_rates.operating`)."""
-    op = decision.get("operating") or {}
-    worst = op.get("worst_point")
-    if worst is None or (op.get("design") or {}).get("searched_worst") is None:
-        return None
-    return (
-        f"The worst point of the null's boundary is {worst['point']} ({_percent(worst['rate'])}), "
-        f"because {worst['why']}; with the share at its bar in every seed the rule says go in "
-        f"{_percent(op['design'].get('at_bar'))} (normal chaos) and "
-        f"{_percent(op['design'].get('at_bar_data'))} (chaos from the run's residuals)."
-    )
-
-
-def _error_rates_line(decision: Mapping[str, Any]) -> str | None:
-    """The rule's false-go rate where the target bounds it (at the bar) and its go and arm rates at the
-    measured levels, as the page states them beside the outcome
-    (:mod:`grpo_probe.analysis.error_rates.operating`); how they are simulated is in the section below."""
-    op = decision.get("operating")
-    if not op or op["design"]["false_go"] is None:
-        return None
-    design = op["design"]
-    target = f"{number(op['false_go_target_percent'])} %"
-    within = "within" if op["within_target"] else "**above**"
-    defaults = "" if op["registered"] else " (the defaults: the design registers no simulation)"
-    worst = op.get("worst_point")
-    if worst is not None and design.get("searched_worst") is not None:
-        # one screen: the worst point's rate and the target here; which point it is and why, below
-        # (worst_point_line, in the section on error rates)
-        short = _WORST_POINT_WORDS.get(worst.get("scenario"), "its worst point")
-        text = (
-            f"**How often this rule is wrong**: in {op['simulations']} simulated runs of this design's "
-            f"size{defaults}, at the worst point of the null's boundary ({short}) it says go in "
-            f"{_percent(worst['rate'])}: {within} the {target} it accepts; under pure chaos in "
-            f"{_percent(design['false_go'])}"
-        )
-    else:
-        text = (
-            f"**How often this rule is wrong**: in {op['simulations']} simulated runs of this design's "
-            f"size{defaults}, {_false_go_text(design)}: {within} the {target} it accepts"
-        )
-    if design["go_at_measured"] is None:
-        return text + "; its power is not simulated: without replays choice and chaos are not separated."
-    outcome = decision["outcome"]
-    if outcome["kind"] == "park":
-        return text + (
-            f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and parks in "
-            f"{_percent(design['same_kind_at_measured'])} ([how](#error-rates))."
-        )
-    arms = " and ".join(
-        f"the {HEADS[h]} arm `{outcome[f'{h}_arm']}`" for h in HEADS if outcome.get(f"{h}_arm") is not None
-    )
-    return text + (
-        f"; at the measured levels it says go in {_percent(design['go_at_measured'])} and names {arms} "
-        f"in {_percent(design['same_arm_at_measured'])}, the number to act on ([how](#error-rates))."
-    )
-
-
-def _error_rate_rows(decision: Mapping[str, Any]) -> list[list[str]]:
-    """Per cell: its sizes, its false-go rates under pure chaos and at its bar (normal and from the
-    run's residuals, with the bar's levels), and its power at the measured levels."""
-    op = decision.get("operating")
-    if not op:
-        return []
-    rows = []
-    for cell in op["cells"]:
-        levels = cell["levels"]
-        null, measured, bar = levels["pure_chaos"], levels["measured"], levels.get("at_bar")
-        rows.append(
-            [
-                cell["id"],
-                cell["size_text"],
-                f"{_percent(cell['false_go'])} at sigma_w {number(null['chaos_std_cm'])} cm",
-                "not simulated"
-                if bar is None
-                else f"{_percent(cell.get('at_bar'))} at {number(bar['choice_std_cm'])}, "
-                f"{number(bar['chaos_std_cm'])} cm",
-                _percent(cell.get("at_bar_data")),
-                "not simulated"
-                if measured is None
-                else f"{_percent(cell['power'])} at {number(measured['choice_std_cm'])}, "
-                f"{number(measured['chaos_std_cm'])} cm",
-            ]
-        )
-    return rows
 
 
 def _other_versions(decision: Mapping[str, Any]) -> tuple[list[str], list[str]]:
@@ -632,9 +507,9 @@ def render_decision_md(decision: Mapping[str, Any], template: str | os.PathLike[
         served_lines=_served_lines(decision),
         flag_gloss=_flag_gloss(decision),
         validation_line=_validation_line(),
-        error_rates=_error_rates_line(decision),
-        worst_point_line=_worst_point_line(decision),
-        error_rate_rows=_error_rate_rows(decision),
+        error_rates=error_rates_line(decision),
+        worst_point_line=worst_point_line(decision),
+        error_rate_rows=error_rate_rows(decision),
         version_rows=_version_rows(decision),
         gradient_section=gradient_section(decision),
         analysis_numbers=[key for key in ANALYSIS_NUMBERS if key in decision["analysis"]],

@@ -18,6 +18,7 @@ from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import Prereg
 
 __all__ = [
+    "HEADS",
     "NEAR_ALWAYS",
     "SIGNIFICANT",
     "count_words",
@@ -27,6 +28,9 @@ __all__ = [
     "number",
     "qualification_notes",
 ]
+
+HEADS = {"ar": "AR", "flow": "flow"}
+"""How the page names a head."""
 
 SIGNIFICANT = 3
 """Significant figures of a float on decision.md (decision.json keeps every digit the rule read)."""
