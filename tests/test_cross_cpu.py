@@ -18,14 +18,13 @@ It takes about five minutes (the emulator runs the chain some ten times slower),
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from asked_tools import asked_tool
 from grpo_probe import numerics
 
 pytestmark = [pytest.mark.slow]
@@ -41,19 +40,11 @@ _FEATURES = (
 
 
 def _qemu() -> str:
-    if os.environ.get("GRPO_PROBE_CPU_EMULATION") != "1":
-        pytest.skip("the cross-CPU test runs when asked: GRPO_PROBE_CPU_EMULATION=1 (installs qemu-user)")
     if not numerics.cpu_supports():
         pytest.skip("the numerics setting needs x86-64 with AVX2 and FMA")
-    if shutil.which("qemu-x86_64") is None:
-        done = subprocess.run(
-            [str(REPO / "tools/cross_cpu/install-qemu.sh")], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            pytest.fail(f"could not install qemu-user: {done.stderr[-2000:]}")
-    found = shutil.which("qemu-x86_64")
-    assert found is not None
-    return found
+    return asked_tool(
+        "GRPO_PROBE_CPU_EMULATION", "qemu-x86_64", "tools/cross_cpu/install-qemu.sh", "cross-CPU test"
+    )
 
 
 def _run(command: list[str], timeout: int) -> str:

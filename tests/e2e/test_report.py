@@ -10,15 +10,15 @@ installs Debian's chromium itself if it is missing (tools/browser/install-chromi
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 from matplotlib import image as mpimg
+
+from asked_tools import asked_tool
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -37,21 +37,10 @@ _FLAGS = [
 ]
 
 
-_REPO = Path(__file__).resolve().parents[2]
 
 
 def _chromium() -> str:
-    if os.environ.get("GRPO_PROBE_BROWSER") != "1":
-        pytest.skip("the browser test runs when asked: GRPO_PROBE_BROWSER=1 (installs chromium as root)")
-    if shutil.which("chromium") is None:
-        proc = subprocess.run(
-            [str(_REPO / "tools/browser/install-chromium.sh")], capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            pytest.fail(f"could not install chromium: {proc.stderr[-2000:]}")
-    found = shutil.which("chromium")
-    assert found is not None
-    return found
+    return asked_tool("GRPO_PROBE_BROWSER", "chromium", "tools/browser/install-chromium.sh", "browser test")
 
 
 def _browse(browser: str, page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -42,17 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from grpo_probe.cli import main as grpo_probe
-    from grpo_probe.envs.demo_set import Demos
     from grpo_probe.envs.demos import collect_env_demos
-    from grpo_probe.envs.registry import env_spec
-    from grpo_probe.policies.train import train_arm
     from grpo_probe.prereg import load_prereg
+    from grpo_probe.probe_jobs.prepare import train_registered_arm
 
     torch.set_num_threads(1)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     prereg = load_prereg(args.prereg)
-    env = env_spec(prereg.env)
     demos = out / "demos.npz"
     collect_env_demos(
         prereg.env, prereg.training.demo_seeds, prereg.training.demo_noise, prereg.run_key
@@ -60,15 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = f"{min(prereg.seeds)}-{max(prereg.seeds)}"
     for arm, sampling in (("ar", ["--ar-temperature", "1.0"]), ("flow_teacher", ["--flow-draws"])):
         checkpoint = out / f"{arm}.pt"
-        train_arm(
-            prereg.arms[arm].head,
-            Demos.load(demos, obs_dim=env.obs_dim),
-            checkpoint,
-            prereg.training.arms.get(arm),
-            chunk_shape=(env.chunk_length, env.action_dims),
-            where=f"{prereg.path}: training.arms.{arm}",
-            inputs=prereg.arms[arm].inputs,
-        )
+        train_registered_arm(prereg, arm, demos, checkpoint)
         draws = ["--draws", str(prereg.group_size)] if arm == "ar" else [str(prereg.group_size)]
         code = grpo_probe(
             [

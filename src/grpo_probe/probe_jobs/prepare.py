@@ -19,7 +19,7 @@ from grpo_probe.probe_jobs.binding import check_pin
 from grpo_probe.probe_jobs.sources import PathLike
 from grpo_probe.provenance import write_design_manifest
 
-__all__ = ["demos", "prereg_check", "train_reference_arm"]
+__all__ = ["demos", "prereg_check", "train_reference_arm", "train_registered_arm"]
 
 
 def prereg_check(prereg_path: PathLike, manifest: PathLike, served_env: PathLike | None = None) -> None:
@@ -94,6 +94,23 @@ def _demo_cameras(prereg: Prereg) -> list[Any]:  # -> list[CameraConfig]
     return [prereg.observation.camera(name) for name in names]
 
 
+def train_registered_arm(prereg: Prereg, arm: str, demos_npz: PathLike, checkpoint: PathLike) -> str:
+    """Behaviour-clone ``arm`` of ``prereg`` on the demos with its registered budget; the checkpoint's
+    sha256. The training job's step, which the cross-CPU chain (tools/cross_cpu/chain.py) runs too."""
+    from grpo_probe.policies.train import train_arm
+
+    env = env_spec(prereg.env)
+    return train_arm(
+        prereg.arms[arm].head,
+        Demos.load(demos_npz, obs_dim=env.obs_dim),
+        checkpoint,
+        prereg.training.arms.get(arm),
+        chunk_shape=(env.chunk_length, env.action_dims),
+        where=f"{prereg.path}: training.arms.{arm}",
+        inputs=prereg.arms[arm].inputs,
+    )
+
+
 def train_reference_arm(
     prereg_path: PathLike,
     arm: str,
@@ -107,22 +124,11 @@ def train_reference_arm(
     # Local: torch and the trainer (with the tokenizer) cost about 1 s, which only this job needs.
     import torch
 
-    from grpo_probe.policies.train import train_arm
-
     torch.set_num_threads(1)
     prereg = load_prereg(prereg_path)
     if arm not in prereg.arms:
         raise ValueError(f"{prereg.path}: no arm {arm!r} is registered")
-    env = env_spec(prereg.env)
-    sha = train_arm(
-        prereg.arms[arm].head,
-        Demos.load(demos_npz, obs_dim=env.obs_dim),
-        checkpoint,
-        prereg.training.arms.get(arm),
-        chunk_shape=(env.chunk_length, env.action_dims),
-        where=f"{prereg.path}: training.arms.{arm}",
-        inputs=prereg.arms[arm].inputs,
-    )
+    sha = train_registered_arm(prereg, arm, demos_npz, checkpoint)
     check_pin(prereg, arm, checkpoint, sha)
     atomic_write_json(source, {"arm": arm, "checkpoint": str(checkpoint), "factory": None})
     write_design_manifest(
