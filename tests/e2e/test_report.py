@@ -37,8 +37,6 @@ _FLAGS = [
 ]
 
 
-
-
 def _chromium() -> str:
     return asked_tool("GRPO_PROBE_BROWSER", "chromium", "tools/browser/install-chromium.sh", "browser test")
 
