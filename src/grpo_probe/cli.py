@@ -10,7 +10,8 @@ A test checks that the table's help lines are the ones each module registers.
 This module and the ``commands`` modules are the top layer of the package: nothing else imports them
 (the import-linter contracts in pyproject.toml say so), and a command module imports only its own area
 and the layers below it. That is why ``prereg lock|check``, whose ``--manifest`` writes the provenance
-chain's root, is registered by :mod:`grpo_probe.provenance.lock_verify_command`, above the prereg.
+chain's root and whose check simulates the rule at the registered sizes, is registered by
+:mod:`grpo_probe.analysis.prereg_command`, above the prereg and provenance.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ __all__ = ["main"]
 
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("sim", "grpo_probe.envs.boat.demo_command", "the reference simulator"),
-    ("prereg", "grpo_probe.provenance.lock_verify_command", "lock or check a pre-registered design"),
+    ("prereg", "grpo_probe.analysis.prereg_command", "lock or check a pre-registered design"),
     (
         "verify",
-        "grpo_probe.provenance.lock_verify_command",
+        "grpo_probe.provenance.verify_command",
         "re-hash every artifact from a manifest back to the prereg",
     ),
     (

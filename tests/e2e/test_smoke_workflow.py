@@ -22,7 +22,7 @@ def test_smoke_workflow_writes_decision_md_and_json(smoke_run: Path) -> None:
     md = (smoke_run / RESULTS / "decision.md").read_text()
     decision = json.loads((smoke_run / RESULTS / "decision.json").read_text())
     assert md.startswith("# GRPO signal probe: decision")
-    assert decision["outcome"]["kind"] in {"park", "phase2_ar", "phase2_flow", "ar_then_flow"}
+    assert decision["outcome"]["kind"] in {"park", "phase2_ar", "phase2_flow", "ar_then_flow", "not_decided"}
     assert (smoke_run / RESULTS / "compute.md").exists()
     for figure in re.findall(r"\(figures/([^)]+\.png)\)", md):
         assert (smoke_run / RESULTS / "figures" / figure).is_file()
@@ -35,6 +35,29 @@ def test_smoke_workflow_writes_decision_md_and_json(smoke_run: Path) -> None:
         assert f"\n- **{cell['id']}** (" in top
     assert len(top.splitlines()) <= 40 and max(len(line) for line in top.splitlines()) <= 80
     assert (smoke_run / RESULTS / decision["figures"]["rule"]).is_file()
+
+
+def test_a_design_too_small_to_hold_its_target_prints_no_go(smoke_run: Path) -> None:
+    """The smoke design (2 seeds x K = 2) goes far more often than its 5 % target at the worst point of
+    the null's boundary, so the rule's go reads "not decided at this size", names no arm, and the
+    phase-2 plan made from it trains nothing."""
+    from grpo_probe.phase2.gate import plan_from_decision
+    from grpo_probe.prereg.design import load_prereg
+
+    decision = json.loads((smoke_run / RESULTS / "decision.json").read_text())
+    worst = decision["operating"]["worst_point"]
+    assert worst["above_target"] and worst["rate"]["rate"] > decision["operating"]["false_go_target"]
+    rule_outcome = next(v["outcome"] for v in decision["versions"] if v["current"])
+    assert rule_outcome["kind"] != "park"  # the rule itself would go
+    outcome = decision["outcome"]
+    assert (outcome["kind"], outcome["ar_arm"], outcome["flow_arm"]) == ("not_decided", None, None)
+    assert outcome["clauses"][-1].startswith(
+        f"not decided at this size: the rule gives {rule_outcome['kind']}"
+    )
+    top = (smoke_run / RESULTS / "decision.md").read_text().split("\n---\n", 1)[0]
+    assert "**Not decided at this size" in top and "`grpo-probe plan` sizes a design" in " ".join(top.split())
+    plan = plan_from_decision(load_prereg(smoke_run / "prereg/smoke.yaml"), decision)
+    assert plan.stages == () and "too small to hold its false-go target" in plan.reason
 
 
 def test_the_smoke_decision_separates_choice_from_chaos(smoke_run: Path) -> None:

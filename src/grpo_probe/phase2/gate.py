@@ -48,8 +48,10 @@ OUTCOME_KINDS: dict[str, tuple[str, ...]] = {
     "phase2_ar": ("ar",),
     "phase2_flow": ("flow",),
     "ar_then_flow": ("ar", "flow"),
+    "not_decided": (),
 }
-"""Outcome kind of decision.json -> the heads phase 2 trains, in the registered order (memo section 4)."""
+"""Outcome kind of decision.json -> the heads phase 2 trains, in the registered order (memo section 4). A
+go the design is too small to stand on (``not_decided``) trains nothing, as a park does."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,12 @@ def plan_from_decision(
         return Phase2Plan(**common, stages=(), reason=reason)
     if kind == "park":
         reason = "the decision parks GRPO-on-sim (no cell qualified), so nothing is trained"
+        return Phase2Plan(**common, stages=(), reason=reason)
+    if kind == "not_decided":
+        reason = (
+            "the design is too small to hold its false-go target, so its go is not decided and nothing is "
+            "trained (decision.md says the size that would hold it)"
+        )
         return Phase2Plan(**common, stages=(), reason=reason)
     missing = [head for head in OUTCOME_KINDS[kind] if head not in phase2.heads]
     if missing:

@@ -95,6 +95,9 @@ class BootstrapSpec:
     """None, or ``bonferroni``: ``confidence`` is split over the ``cells`` the rule routes."""
     cells: int = 1
     """m: the enabled cells of a head the rule routes (the split's divisor)."""
+    pooled_interval: str = "percentile"
+    """``percentile``, or ``studentized``: the pooled chaos share's interval is the bootstrap-t one
+    (:mod:`grpo_probe.analysis.cells.studentized`), which covers where the chaos differs between seeds."""
 
     @property
     def interval_confidence(self) -> float:
@@ -109,6 +112,8 @@ class BootstrapSpec:
         out: dict[str, Any] = {"resamples": self.resamples, "seed": self.seed, "confidence": self.confidence}
         if self.split is not None:
             out |= {"split": self.split, "cells": self.cells, "interval_confidence": self.interval_confidence}
+        if self.pooled_interval != "percentile":  # records made before the choice existed keep their bytes
+            out["pooled_interval"] = self.pooled_interval
         return out
 
 
@@ -175,6 +180,7 @@ class AnalysisNumbers:
                 float(boot["confidence"]),
                 boot.get("split"),
                 max(1, routed_cells),
+                str(boot.get("pooled_interval", "percentile")),
             ),
             operating=OperatingSpec.from_dict(analysis.get("operating_characteristics")),
             gradient_reads=bool(analysis.get("gradient_reads", False)),

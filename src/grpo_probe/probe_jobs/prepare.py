@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,11 @@ def prereg_check(prereg_path: PathLike, manifest: PathLike, served_env: PathLike
     """
     prereg = load_prereg(prereg_path)
     check_built_environment(prereg)  # the same check as `grpo-probe prereg check`
+    from grpo_probe.analysis.error_rates.size_check import size_check  # numpy and the rule: this job only
+
+    sizes = size_check(prereg)  # and the same warning: sizes that cannot hold the false-go target
+    if sizes is not None and sizes.cannot_hold:
+        print(sizes.warning(str(prereg.path)), file=sys.stderr)
     if prereg.phase2 is not None:  # the losses import torch: only a design with a pilot pays for it
         from grpo_probe.phase2.pilot_choices import check_pilot_choices
 

@@ -1,6 +1,6 @@
 """Provenance: per-rule manifests of content hashes, and verification of the chain they form.
 
-Why lazy (PEP 562): importing :mod:`grpo_probe.provenance.lock_verify_command` runs this file first, and
+Why lazy (PEP 562): importing :mod:`grpo_probe.provenance.verify_command` runs this file first, and
 the chain reads the prereg (which loads the environment registry and pyarrow), which building the
 ``grpo-probe`` parser never needs. A name is imported from its module the first time it is read.
 """

@@ -24,6 +24,7 @@ from grpo_probe.analysis.cells.bootstrap import bootstrap_generator
 from grpo_probe.analysis.cells.chaos import chaos_statistics
 from grpo_probe.analysis.cells.gradient_noise import gradient_statistics
 from grpo_probe.analysis.cells.seed_columns import SeedColumns
+from grpo_probe.analysis.cells.studentized import STUDENTIZED_READS, share_standard_error, studentized_ends
 from grpo_probe.prereg import AnalysisNumbers, vocabulary
 from grpo_probe.prereg.vocabulary import BOUND_SUFFIXES, READS, ReadSpec, guard_reads, read_names, read_spec
 
@@ -35,6 +36,7 @@ __all__ = [
     "compute_reads",
     "interval_seeds",
     "read_rows",
+    "resampled_ends",
 ]
 
 Statistic = Callable[[SeedColumns, NDArray[np.int64]], NDArray[np.float64]]
@@ -178,6 +180,37 @@ def interval_seeds(c: SeedColumns, read: str) -> NDArray[np.int64]:
     return np.arange(len(c.std_progress_cm))
 
 
+def resampled_ends(
+    c: SeedColumns,
+    read: str,
+    samples: NDArray[np.int64],
+    inner: NDArray[np.int64],
+    alpha: float,
+    pooled_interval: str = "percentile",
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The two ends of ``read``'s interval on each sample: ``samples`` [..., n] seed positions (the full
+    sample, an outer resample, a simulated run), ``inner`` [B, n] the bootstrap's positions into each
+    sample's seeds. Efron's percentile interval (undefined resamples left out), or, for a read of
+    :data:`~grpo_probe.analysis.cells.studentized.STUDENTIZED_READS` under ``pooled_interval:
+    studentized``, the bootstrap-t (that module says why and how). One function, so the reads, the
+    resampled outcome's stability and every simulated run of the rule compute an interval alike."""
+    resamples = samples[..., inner]  # [..., B, n]
+    values = compute_reads(c, resamples, (read,))[read]
+    if pooled_interval == "studentized" and read in STUDENTIZED_READS and c.chaos is not None:
+        theta = compute_reads(c, samples, (read,))[read]
+        sums, per_draw = c.chaos.sums, c.chaos.per_draw
+        return studentized_ends(
+            theta,
+            share_standard_error(sums, per_draw, samples),
+            values,
+            share_standard_error(sums, per_draw, resamples),
+            alpha,
+        )
+    with np.errstate(invalid="ignore"):
+        low, high = np.nanquantile(values, [alpha, 1.0 - alpha], axis=-1)
+    return low, high
+
+
 def _value(x: NDArray[np.float64]) -> float | None:
     v = float(x)
     return v + 0.0 if np.isfinite(v) else None
@@ -211,8 +244,11 @@ def cell_reads(c: SeedColumns, analysis: AnalysisNumbers) -> dict[str, float | N
         if value is None or replicates.size == 0:
             out[name + BOUND_SUFFIXES["lower"]] = out[name + BOUND_SUFFIXES["upper"]] = None
             continue
-        method = "inverted_cdf" if spec.unbounded else "linear"  # +inf cannot be interpolated
-        low, high = np.quantile(replicates, [alpha, 1.0 - alpha], method=method)
+        if boot.pooled_interval != "percentile" and name in STUDENTIZED_READS:
+            low, high = resampled_ends(c, name, own, index, alpha, boot.pooled_interval)
+        else:
+            method = "inverted_cdf" if spec.unbounded else "linear"  # +inf cannot be interpolated
+            low, high = np.quantile(replicates, [alpha, 1.0 - alpha], method=method)
         out[name + BOUND_SUFFIXES["lower"]] = _value(low)  # None: an unbounded read's +inf end
         out[name + BOUND_SUFFIXES["upper"]] = _value(high)
     return out

@@ -29,7 +29,15 @@ from grpo_probe.analysis.cells.variance_components import COMPONENT_READS
 from grpo_probe.prereg import Cell
 from grpo_probe.prereg.rule import Condition, DecisionRule
 
-__all__ = ["SIMULATED_READS", "SPREADS", "Levels", "ResidualPool", "boundaries", "simulated"]
+__all__ = [
+    "SIMULATED_READS",
+    "SPREADS",
+    "Levels",
+    "ResidualPool",
+    "boundaries",
+    "share_boundary",
+    "simulated",
+]
 
 SIMULATED_READS: frozenset[str] = frozenset(
     {
@@ -168,6 +176,21 @@ def boundaries(rule: DecisionRule, cell: Cell, measured: Levels) -> list[Levels]
         elif name in _CHAOS_READS and condition.op in ("<=", "<") and threshold > 0.0:
             found.append(Levels(measured.choice_std_cm, threshold))
     return list(dict.fromkeys(found))
+
+
+def share_boundary(rule: DecisionRule, cell: Cell, total_std_cm: float) -> Levels | None:
+    """The levels, with total spread ``total_std_cm``, at which ``cell``'s true chaos share sits at the
+    loosest bar of its head's share clauses (the others hold inside it); None where it has none."""
+    bars = [
+        float(c.threshold)
+        for c in rule.conditions_for(cell.head)
+        if simulated(c) and c.ref.name in _SHARE_READS and c.op in ("<=", "<")
+        and c.threshold is not None and 0.0 < c.threshold < 1.0
+    ]  # fmt: skip
+    if not bars:
+        return None
+    share = max(bars)
+    return Levels(float(total_std_cm * np.sqrt(1.0 - share)), float(total_std_cm * np.sqrt(share)))
 
 
 def simulated(condition: Condition) -> bool:

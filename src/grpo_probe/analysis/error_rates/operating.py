@@ -73,7 +73,7 @@ from numpy.typing import NDArray
 
 from grpo_probe.analysis.cells.bootstrap import bootstrap_generator
 from grpo_probe.analysis.cells.chaos import ChaosColumns
-from grpo_probe.analysis.cells.reads import compute_reads
+from grpo_probe.analysis.cells.reads import compute_reads, resampled_ends
 from grpo_probe.analysis.cells.seed_columns import SeedColumns
 from grpo_probe.analysis.error_rates.nulls import SIMULATED_READS, Levels, ResidualPool, boundaries, simulated
 from grpo_probe.analysis.error_rates.rates import Rate, any_cell, rate_dict, wilson_interval, worst_rate
@@ -122,7 +122,7 @@ SCENARIOS: tuple[str, ...] = (
 BOUNDARY_POINTS: dict[str, tuple[str, str]] = {
     "at_bar": (
         "the share at the bar in every seed, normal chaos",
-        "every seed alike: the percentile interval over seeds covers about as it promises",
+        "every seed alike: an interval over the seeds covers about as it promises",
     ),
     "at_bar_data": (
         "the share at the bar in every seed, chaos resampled from each replayed seed's residuals",
@@ -131,14 +131,14 @@ BOUNDARY_POINTS: dict[str, tuple[str, str]] = {
     "at_bar_seeds": (
         "the pooled share at the bar, the choice spread equal in every seed, normal chaos at each "
         "seed's measured scale",
-        "the chaos differs between seeds, so the pooled read varies more between resamples of the seeds "
-        "than the percentile interval over 15 seeds allows for",
+        "the chaos differs between seeds, so the pooled read varies more between samples of seeds than a "
+        "percentile interval over them allows for",
     ),
     "at_bar_seeds_data": (
         "the pooled share at the bar, the choice spread equal in every seed, chaos resampled per seed "
         "from the run's residuals",
         "the chaos differs between seeds and is heavy-tailed, so the pooled read varies more between "
-        "resamples of the seeds than the percentile interval over 15 seeds allows for",
+        "samples of seeds than a percentile interval over them allows for",
     ),
     "at_bar_draws_data": (
         "the pooled share at the bar, the choice spread equal in every seed, chaos resampled per draw "
@@ -271,10 +271,8 @@ def _simulated_reads(
         low, high = np.empty(runs), np.empty(runs)
         step = max(1, _CHUNK_ELEMENTS // inner.size)
         for start in range(0, runs, step):
-            index = base[start : start + step, :, None] + own[inner][None]  # [b, B, m]
-            values = compute_reads(columns, index, {read})[read]
-            with np.errstate(invalid="ignore"):
-                ends = np.nanquantile(values, [alpha, 1.0 - alpha], axis=-1)
+            samples = base[start : start + step] + own  # [b, m]: each simulated run's seeds
+            ends = resampled_ends(columns, read, samples, inner, alpha, boot.pooled_interval)
             low[start : start + step], high[start : start + step] = ends
         out[f"{read}_ci_low"], out[f"{read}_ci_high"] = low, high
     return out

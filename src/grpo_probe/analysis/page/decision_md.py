@@ -96,6 +96,9 @@ def _outcome_summary(decision: Mapping[str, Any]) -> str:
     if unrouted:
         heads = sorted({c["head"] for c in unrouted})
         lead += f"; {_names([c['id'] for c in unrouted])} (head {', '.join(heads)}) not routed by the rule"
+    if decision["outcome"]["kind"] == "not_decided":  # why: the rule's go and the rate it would carry
+        why = decision["outcome"]["clauses"][-1].removeprefix("not decided at this size: ")
+        return f"{lead}. {why[0].upper()}{why[1:]}."
     return lead + "."
 
 
@@ -207,7 +210,9 @@ def _arms_text(outcome: Mapping[str, Any]) -> str:
 
 def _other_versions(decision: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """The registered versions that decide otherwise (as text) and those that cannot be evaluated."""
-    mine = decision["outcome"]
+    # the rule's own outcome under the current version (a go this size cannot stand on is still the rule's)
+    current = next((v["outcome"] for v in decision["versions"] if v["current"]), None)
+    mine = current or decision["outcome"]
     key = (mine["kind"], mine["ar_arm"], mine["flow_arm"])
     other, unevaluated = [], []
     for v in decision["versions"]:

@@ -99,6 +99,11 @@ def error_rates_line(decision: Mapping[str, Any]) -> str | None:
     if design["go_at_measured"] is None:
         return text + "; its power is not simulated: without replays choice and chaos are not separated."
     outcome = decision["outcome"]
+    if outcome["kind"] == "not_decided":
+        return text + (
+            f"; at the measured levels it says go in {percent(design['go_at_measured'])}, a go this size "
+            "cannot stand on ([how](#error-rates))."
+        )
     if outcome["kind"] == "park":
         return text + (
             f"; at the measured levels it says go in {percent(design['go_at_measured'])} and parks in "

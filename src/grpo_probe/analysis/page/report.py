@@ -34,7 +34,7 @@ from grpo_probe.analysis.cells.tables import read_anchor_table, read_probe_table
 from grpo_probe.analysis.error_rates.operating import operating_record
 from grpo_probe.analysis.page.decision_md import reads_tsv_text, render_decision_md
 from grpo_probe.analysis.page.figure_set import draw_figures, draw_rule_figure, table_outline
-from grpo_probe.analysis.rule.decision_rule import evaluate_rule
+from grpo_probe.analysis.rule.decision_rule import evaluate_rule, not_decided
 from grpo_probe.analysis.rule.glossary import glossary, guard_flags, qualification_notes
 from grpo_probe.analysis.rule.versions import outcome_record, version_records
 from grpo_probe.atomic_io import atomic_write_text
@@ -240,6 +240,11 @@ def decision_record(
         analysis,
         outcome,
     )
+    worst = operating.get("worst_point")
+    if worst is not None and worst["above_target"]:
+        outcome = not_decided(
+            outcome, worst["rate"]["percent"], operating["false_go_target_percent"], worst["point"]
+        )
 
     figures = draw_figures(
         cells,

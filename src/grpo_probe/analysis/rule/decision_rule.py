@@ -41,6 +41,7 @@ __all__ = [
     "Outcome",
     "condition_text",
     "evaluate_rule",
+    "not_decided",
     "rank_cells",
     "rank_text",
     "read_words",
@@ -58,8 +59,13 @@ OUTCOMES: dict[str, str] = {
     "ar_then_flow": (
         "Phase 2 is token-GRPO on the AR head first, then Flow-GRPO SDE on the engaging flow arm."
     ),
+    "not_decided": (
+        "Not decided at this size: the rule would go, but at the worst point of the null's boundary it goes "
+        "more often than the design's false-go target, so its go is not one to act on."
+    ),
 }
-"""Outcome kind -> the sentence decision.md states."""
+"""Outcome kind -> the sentence decision.md states. ``not_decided`` is not the rule's: it replaces a go of
+a design too small to hold its registered false-go target (:func:`not_decided`)."""
 
 
 _READ_SOURCE = re.compile(r"(?:(?P<scale>\S+) x )?(?P<read>[a-z][\w.]*)")
@@ -239,6 +245,33 @@ class Outcome:
     qualifying: tuple[tuple[str, tuple[str, ...]], ...]
     ranking: tuple[tuple[str, tuple[str, ...]], ...]
     clauses: tuple[str, ...]
+
+
+def not_decided(outcome: Outcome, worst_percent: float, target_percent: float, point: str) -> Outcome:
+    """A go the design cannot stand on, as ``not_decided``: the rule's go (the arms it named and why)
+    stays in the clauses, the kind names no arm, so phase 2 trains nothing from it (memo section 4: a go
+    commits weeks of GRPO, and this one would be false at the worst point of the null's boundary in
+    ``worst_percent`` of runs against the registered ``target_percent``). A park stands: it commits
+    nothing, and its error is the power the page states."""
+    if outcome.kind == "park":
+        return outcome
+    named = ", ".join(
+        f"{head} arm {arm}" for head, arm in (("AR", outcome.ar_arm), ("flow", outcome.flow_arm)) if arm
+    )
+    clause = (
+        f"not decided at this size: the rule gives {outcome.kind} ({named}), but at the worst point of "
+        f"the null's boundary ({point}) the design goes in {number(worst_percent)} % of simulated runs, "
+        f"above its {number(target_percent)} % target; `grpo-probe plan` sizes a design that holds it"
+    )
+    return Outcome(
+        kind="not_decided",
+        headline=OUTCOMES["not_decided"],
+        ar_arm=None,
+        flow_arm=None,
+        qualifying=outcome.qualifying,
+        ranking=outcome.ranking,
+        clauses=(*outcome.clauses, clause),
+    )
 
 
 def _condition(cond: Condition, reads: Mapping[str, float | None]) -> ConditionResult:

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from grpo_probe.analysis.cells.bootstrap import bootstrap_generator
-from grpo_probe.analysis.cells.reads import compute_reads, interval_seeds
+from grpo_probe.analysis.cells.reads import compute_reads, interval_seeds, resampled_ends
 from grpo_probe.analysis.cells.seed_columns import SeedColumns
 from grpo_probe.analysis.rule.decision_rule import Outcome
 from grpo_probe.keyed_rng import numpy_generator, tag
@@ -100,9 +100,7 @@ def resampled_bounds(
     high = np.empty(outer.shape[0])
     for start in range(0, outer.shape[0], chunk):
         block = own[outer[start : start + chunk]]  # [b, m] seed positions
-        values = compute_reads(columns, block[:, inner], (read,))[read]  # [b, B']
-        with np.errstate(invalid="ignore"):
-            ends = np.nanquantile(values, [alpha, 1.0 - alpha], axis=-1)
+        ends = resampled_ends(columns, read, block, inner, alpha, bootstrap.pooled_interval)
         low[start : start + chunk], high[start : start + chunk] = ends
     return low, high
 
