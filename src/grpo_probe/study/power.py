@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,7 +40,10 @@ from grpo_probe.analysis.error_rates.operating import wilson_interval
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.study.nested import nested_rank_correlation
 
-__all__ = ["StudyPower", "study_power"]
+if TYPE_CHECKING:
+    from grpo_probe.study.design import Study
+
+__all__ = ["StudyPower", "registered_power", "study_power"]
 
 _SEED_BOUND = 1 << 63
 """Bootstrap seeds are drawn in [0, 2**63)."""
@@ -136,4 +140,28 @@ def study_power(
         ci_low=low,
         ci_high=high,
         confidence=confidence,
+    )
+
+
+def registered_power(
+    study: Study, sizes: Sequence[int], reliability: float | None = None
+) -> StudyPower | None:
+    """The power of ``study``'s registered simulation (its ``power:``) for designs of ``sizes`` subject
+    arms, at ``reliability`` (default: the registered one); None where the study registers no power or
+    there are fewer than two designs to nest.
+
+    Why one call: the study's check (at the registered size) and its inference (at the counted arms, at
+    the registered and the measured reliability) must simulate with the same registered numbers.
+    """
+    spec = study.power
+    if spec is None or len(sizes) < 2:
+        return None
+    return study_power(
+        sizes,
+        rho=spec.rho,
+        reliability=spec.reliability if reliability is None else reliability,
+        simulations=spec.simulations,
+        resamples=spec.resamples,
+        confidence=study.confidence,
+        seed=spec.seed,
     )
