@@ -131,12 +131,8 @@ class OperatingSpec:
         return cls(int(raw["simulations"]), int(raw["seed"]), float(raw.get("false_go_target", 0.05)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "simulations": self.simulations,
-            "seed": self.seed,
-            "false_go_target": self.false_go_target,
-            "registered": self.registered,
-        }
+        """The section as decision.json holds it: every field, ``registered`` included."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -183,12 +179,7 @@ class AnalysisNumbers:
     def to_dict(self) -> dict[str, Any]:
         """The section as parsed, for decision.json and the design table."""
         return {
-            "group_std_ddof": self.group_std_ddof,
-            "signal_bar_cm": self.signal_bar_cm,
-            "degenerate_tol_cm": self.degenerate_tol_cm,
-            "competence_tol_cm": self.competence_tol_cm,
-            "away_tail_cm": self.away_tail_cm,
-            "swat_speed_m_s": self.swat_speed_m_s,
+            **{name: getattr(self, name) for name in ANALYSIS_NUMBERS},
             "bootstrap": self.bootstrap.to_dict(),
             "operating_characteristics": self.operating.to_dict(),
             **({"gradient_reads": True} if self.gradient_reads else {}),
