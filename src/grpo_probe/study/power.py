@@ -70,31 +70,13 @@ class StudyPower:
     """Of both the bootstrap interval of each simulated study and the Wilson interval of the power."""
 
 
-def _validate(
-    group_sizes: Sequence[int],
-    rho: float,
-    reliability: float,
-    simulations: int,
-    resamples: int,
-    confidence: float,
-    seed: int,
-) -> tuple[int, ...]:
-    if not (isinstance(rho, (int, float)) and -1.0 < rho < 1.0):
-        raise ValueError(f"rho must lie in (-1, 1), got {rho!r}")
-    if not (isinstance(reliability, (int, float)) and 0.0 < reliability <= 1.0):
-        raise ValueError(f"reliability must lie in (0, 1], got {reliability!r}")
+def _group_sizes(group_sizes: Sequence[int]) -> tuple[int, ...]:
+    """The designs' arm counts as integers: at least two designs, each of at least one arm."""
     sizes = tuple(group_sizes)
     if len(sizes) < 2:
         raise ValueError(f"group_sizes needs at least 2 designs, got {len(sizes)}")
     if any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in sizes):
         raise ValueError(f"group_sizes must be integers of at least 1, got {sizes!r}")
-    for name, value in (("simulations", simulations), ("resamples", resamples)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     return tuple(int(s) for s in sizes)
 
 
@@ -109,7 +91,18 @@ def study_power(
     seed: int,
 ) -> StudyPower:
     """Power of the nested bootstrap interval to exclude zero, for designs of ``group_sizes`` arms each."""
-    sizes = _validate(group_sizes, rho, reliability, simulations, resamples, confidence, seed)
+    if not (isinstance(rho, (int, float)) and -1.0 < rho < 1.0):
+        raise ValueError(f"rho must lie in (-1, 1), got {rho!r}")
+    if not (isinstance(reliability, (int, float)) and 0.0 < reliability <= 1.0):
+        raise ValueError(f"reliability must lie in (0, 1], got {reliability!r}")
+    sizes = _group_sizes(group_sizes)
+    for name, value in (("simulations", simulations), ("resamples", resamples)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     n = sum(sizes)
     groups = np.repeat(np.arange(len(sizes)), sizes).tolist()
     r = 2.0 * math.sin(math.pi * rho / 6.0)  # Pearson's r of the normal pair whose Spearman rho is rho
