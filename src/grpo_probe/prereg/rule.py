@@ -135,6 +135,15 @@ class OperatingSpec:
         return dataclasses.asdict(self)
 
 
+_NUMBER_TYPES: dict[str, type] = {"int": int, "float": float}
+"""The annotation of a registered number of the ``analysis:`` section, and the type it is read as."""
+
+
+def _number_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields of ``cls`` that are registered numbers (annotated ``int`` or ``float``), in order."""
+    return [f for f in dataclasses.fields(cls) if f.type in _NUMBER_TYPES]
+
+
 @dataclass(frozen=True)
 class AnalysisNumbers:
     """The ``analysis:`` section: registered numbers in cm and m/s, and the bootstrap over seeds."""
@@ -159,12 +168,7 @@ class AnalysisNumbers:
         (a split confidence's divisor)."""
         boot = analysis["bootstrap"]
         return cls(
-            group_std_ddof=int(analysis["group_std_ddof"]),
-            signal_bar_cm=float(analysis["signal_bar_cm"]),
-            degenerate_tol_cm=float(analysis["degenerate_tol_cm"]),
-            competence_tol_cm=float(analysis["competence_tol_cm"]),
-            away_tail_cm=float(analysis["away_tail_cm"]),
-            swat_speed_m_s=float(analysis["swat_speed_m_s"]),
+            **{f.name: _NUMBER_TYPES[f.type](analysis[f.name]) for f in _number_fields(cls)},
             bootstrap=BootstrapSpec(
                 int(boot["resamples"]),
                 int(boot["seed"]),
@@ -186,9 +190,7 @@ class AnalysisNumbers:
         }
 
 
-ANALYSIS_NUMBERS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(AnalysisNumbers) if f.type in ("int", "float")
-)
+ANALYSIS_NUMBERS: tuple[str, ...] = tuple(f.name for f in _number_fields(AnalysisNumbers))
 """The registered numbers of the ``analysis:`` section, in the section's order (``group_std_ddof`` first):
 what the page lists as the design's analysis numbers, from decision.json's ``analysis``, without naming
 any of them."""
