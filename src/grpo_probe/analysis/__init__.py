@@ -15,9 +15,4 @@ from __future__ import annotations
 
 from grpo_probe.lazy_exports import lazy_exports
 
-_WHERE = {"build_decision": "grpo_probe.analysis.page.report"}
-"""Each exported name and the module it is imported from on first use."""
-
-__getattr__ = lazy_exports(__name__, _WHERE, globals())
-
-__all__ = sorted(_WHERE)
+__getattr__, __all__ = lazy_exports(__name__, {".page.report": ("build_decision",)}, globals())

@@ -16,22 +16,21 @@ from grpo_probe.render_setup import select_headless_gl
 
 select_headless_gl()
 
-_WHERE = {
-    "EnvSpec": "grpo_probe.envs.protocol",
-    "Environment": "grpo_probe.envs.protocol",
-    "Guard": "grpo_probe.envs.protocol",
-    "BUILTIN_IDS": "grpo_probe.envs.registry",
-    "EnvConfig": "grpo_probe.envs.registry",
-    "EnvFactoryError": "grpo_probe.envs.registry",
-    "boat_env": "grpo_probe.envs.registry",
-    "env_config": "grpo_probe.envs.registry",
-    "env_provenance": "grpo_probe.envs.registry",
-    "env_spec": "grpo_probe.envs.registry",
-    "make_env": "grpo_probe.envs.registry",
-    "make_expert": "grpo_probe.envs.registry",
-}
-"""Each exported name and the module it is imported from on first use."""
-
-__getattr__ = lazy_exports(__name__, _WHERE, globals())
-
-__all__ = sorted(_WHERE)
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".protocol": ("EnvSpec", "Environment", "Guard"),
+        ".registry": (
+            "BUILTIN_IDS",
+            "EnvConfig",
+            "EnvFactoryError",
+            "boat_env",
+            "env_config",
+            "env_provenance",
+            "env_spec",
+            "make_env",
+            "make_expert",
+        ),
+    },
+    globals(),
+)

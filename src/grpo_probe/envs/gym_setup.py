@@ -23,7 +23,6 @@ from grpo_probe.user_code import load_callable
 __all__ = [
     "check_point",
     "distribution_version",
-    "gymnasium_model",
     "import_gymnasium",
     "make_wrapped",
     "perturbed_coordinates",
@@ -42,12 +41,6 @@ def import_gymnasium() -> Any:
             f"the Gymnasium adapter needs gymnasium (pip install 'gymnasium>=1.0,<2'): {exc}"
         ) from exc
     return gymnasium
-
-
-def gymnasium_model(file: str) -> Path:
-    """A MuJoCo model file Gymnasium installs with its MuJoCo environments (``pusher_v5.xml``): the file
-    the environment itself loads, which an expert reads to plan in the same model."""
-    return Path(import_gymnasium().__file__).parent / "envs" / "mujoco" / "assets" / file
 
 
 def distribution_version(module: str) -> str | None:

@@ -31,16 +31,15 @@ which for Reacher-v5 is its 10-number Box observation as it is.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import mujoco
 import numpy as np
 
+from grpo_probe.envs.expert_model import gymnasium_model
 from grpo_probe.envs.expert_noise import checked_noise, noisy_chunk, to_unit_range
-from grpo_probe.envs.gym_setup import gymnasium_model
 
-__all__ = ["ACTION_DIMS", "OBS_DIM", "ReacherExpert", "reacher_xml"]
+__all__ = ["ACTION_DIMS", "OBS_DIM", "ReacherExpert"]
 
 ACTION_DIMS = 2
 OBS_DIM = 10
@@ -56,11 +55,6 @@ ELBOW_LIMIT_RAD = 2.95
 FRAME_SKIP = 2
 """Reacher-v5 steps MuJoCo twice per Gymnasium step."""
 NOISE_KNOTS = 6
-
-
-def reacher_xml() -> Path:
-    """Reacher-v5's model file as installed with Gymnasium (the file the environment itself loads)."""
-    return gymnasium_model("reacher.xml")
 
 
 class ReacherExpert:
@@ -81,8 +75,7 @@ class ReacherExpert:
             )
         self.chunk_length = int(env.spec.chunk_length)
         self._low, self._high = env.action_bounds
-        self.model = mujoco.MjModel.from_xml_path(str(reacher_xml()))
-        self.data = mujoco.MjData(self.model)
+        self.model, self.data = gymnasium_model("reacher.xml")
         m = self.model
         self._l1 = float(m.body("body1").pos[0])
         self._l2 = float(m.body("fingertip").pos[0])

@@ -180,8 +180,8 @@ def phase2_train(
         )
         _log(
             f"phase 2 {arm} iteration {iteration}: mean reward {row.mean_reward:.3f}, kept groups "
-            f"{row.kept_fraction:.2f}, clip fraction {row.clip_fraction}, approx KL {row.approx_kl}, "
-            f"replay max |diff| {report.max_abs_diff:.3g}"
+            f"{row.kept_fraction:.2f}, clip fraction {row.update.clip_fraction}, "
+            f"approx KL {row.update.approx_kl}, replay max |diff| {report.max_abs_diff:.3g}"
         )
 
     rows = train_stage(

@@ -62,7 +62,7 @@ def phase2_replicate(
     def on_iteration(_policy: Any, iteration: int, row: Any, report: Any) -> None:
         print(
             f"phase 2 {arm} replicate {replicate} iteration {iteration}: mean reward {row.mean_reward:.3f}, "
-            f"approx KL {row.approx_kl}, replay max |diff| {report.max_abs_diff:.3g}",
+            f"approx KL {row.update.approx_kl}, replay max |diff| {report.max_abs_diff:.3g}",
             file=sys.stderr,
             flush=True,
         )

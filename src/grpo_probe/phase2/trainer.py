@@ -276,12 +276,8 @@ class IterationMetrics:
     token_entropy: float | None
     """AR: mean over replans of the per-step sampling entropy (nats); None for flow."""
     replay_max_abs_diff: float
-    updates: int
-    policy_loss: float | None
-    clip_fraction: float | None
-    approx_kl: float | None
-    kl_to_reference: float | None
-    grad_norm: float | None
+    update: UpdateStats
+    """What the iteration's update did: its columns (``updates`` to ``grad_norm``) in the row."""
     checkpoint_sha256: str
     """sha256 of theta_{iteration + 1}, the checkpoint this iteration's update wrote."""
     guard_rates: dict[str, float] = field(default_factory=dict)
@@ -289,10 +285,11 @@ class IterationMetrics:
     tripped it; a column ``<guard>_rate`` of the table."""
 
     def row(self) -> dict[str, Any]:
-        """The table row: the fields, with ``guard_rates`` spread into ``<guard>_rate`` columns."""
+        """The table row: the fields, with ``update`` spread into its columns and ``guard_rates`` into
+        ``<guard>_rate`` columns."""
         values = asdict(self)
-        rates = values.pop("guard_rates")
-        return {**values, **{f"{guard}_rate": rate for guard, rate in rates.items()}}
+        update, rates = values.pop("update"), values.pop("guard_rates")
+        return {**values, **update, **{f"{guard}_rate": rate for guard, rate in rates.items()}}
 
 
 _METRICS_HEAD: tuple[tuple[str, pa.DataType], ...] = (
@@ -430,7 +427,7 @@ def train_loop(
             iteration=iteration,
             **table_metrics(table, guards, analysis),
             replay_max_abs_diff=report.max_abs_diff,
-            **asdict(stats),
+            update=stats,
             checkpoint_sha256=sha,
         )
         metrics.append(row)

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from grpo_probe.lazy_exports import lazy_exports
 
-if TYPE_CHECKING:
-    from grpo_probe.policies.checkpoint import load_policy
-    from grpo_probe.policies.protocol import (
+if TYPE_CHECKING:  # the exports as type checkers see them; at run time each loads on first use
+    from grpo_probe.policies.checkpoint import load_policy  # noqa: F401
+    from grpo_probe.policies.protocol import (  # noqa: F401
         Policy,
         PolicyCapabilities,
         PolicyOutput,
@@ -22,31 +22,23 @@ if TYPE_CHECKING:
         RowKey,
         SamplingMode,
     )
-    from grpo_probe.policies.vision_flow import VisionFlowPolicy
+    from grpo_probe.policies.vision_flow import VisionFlowPolicy  # noqa: F401
 
-__all__ = [
-    "Policy",
-    "PolicyCapabilities",
-    "PolicyOutput",
-    "RowDiagnostics",
-    "RowKey",
-    "SamplingMode",
-    "VisionFlowPolicy",
-    "load_policy",
-]
-
-_LAZY = {
-    "Policy": "grpo_probe.policies.protocol",
-    "PolicyCapabilities": "grpo_probe.policies.protocol",
-    "PolicyOutput": "grpo_probe.policies.protocol",
-    "RowDiagnostics": "grpo_probe.policies.protocol",
-    "RowKey": "grpo_probe.policies.protocol",
-    "SamplingMode": "grpo_probe.policies.protocol",
-    "load_policy": "grpo_probe.policies.checkpoint",
-    "VisionFlowPolicy": "grpo_probe.policies.vision_flow",
-}
-
-
-__getattr__ = lazy_exports(__name__, _LAZY, globals())
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".checkpoint": ("load_policy",),
+        ".protocol": (
+            "Policy",
+            "PolicyCapabilities",
+            "PolicyOutput",
+            "RowDiagnostics",
+            "RowKey",
+            "SamplingMode",
+        ),
+        ".vision_flow": ("VisionFlowPolicy",),
+    },
+    globals(),
+)
 """Import the protocol (numpy), :func:`~grpo_probe.policies.checkpoint.load_policy` or
 :class:`~grpo_probe.policies.vision_flow.VisionFlowPolicy` (torch) only when it is asked for."""

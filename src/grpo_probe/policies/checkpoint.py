@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -242,6 +242,19 @@ def vision_flow_config(ckpt: Checkpoint, where: str) -> tuple[str, VisionFlowTra
     return camera_config.name, config
 
 
+_Model = TypeVar("_Model", bound=torch.nn.Module)
+
+
+def _with_weights(model: _Model, ckpt: Checkpoint, where: str) -> _Model:
+    """``model`` with the checkpoint's weights, every tensor of them; a ``ValueError`` naming the file
+    says where they do not fit."""
+    try:
+        model.load_state_dict(ckpt.state_dict, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(f"{where}: weights do not fit the configured model: {exc}") from exc
+    return model
+
+
 def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu", row_block: int | None = None) -> Policy:
     """Build the head a checkpoint describes; raises ``ValueError`` naming the file if weights do not fit.
 
@@ -258,53 +271,25 @@ def policy_from_checkpoint(ckpt: Checkpoint, device: str = "cpu", row_block: int
         )
     obs_dim = int(ckpt.norm["obs_mean"].shape[0])
     action_dims = int(ckpt.norm["action_low"].shape[0])
-    camera = ""
+    stats = (ckpt.norm["obs_mean"], ckpt.norm["obs_std"])
+    bounds = (ckpt.norm["action_low"], ckpt.norm["action_high"])
+    policy: ARPolicy | VisionFlowPolicy | FlowPolicy
     if ckpt.kind == "ar":
         ar_config = ARTrainConfig.from_dict(ckpt.config, where=f"{where}: config")
         tokenizer = FastTokenizer.from_json(ckpt.tokenizer_json, where=f"{where}: tokenizer_json")
-        model: torch.nn.Module = build_ar_model(ar_config, obs_dim, tokenizer)
+        ar_model = _with_weights(build_ar_model(ar_config, obs_dim, tokenizer), ckpt, where)
+        block = ROW_BLOCK if row_block is None else row_block
+        policy = ARPolicy(ar_model, tokenizer, *stats, device, row_block=block)
     elif ckpt.kind == "vision_flow":
         camera, vision_config = vision_flow_config(ckpt, where)
         chunk_length = _flow_chunk_length(ckpt, action_dims, where)
-        model = build_vision_flow_model(vision_config, obs_dim, chunk_length, action_dims)
+        vision_model = build_vision_flow_model(vision_config, obs_dim, chunk_length, action_dims)
+        policy = VisionFlowPolicy(_with_weights(vision_model, ckpt, where), camera, *stats, *bounds, device)
     else:
         flow_config = FlowTrainConfig.from_dict(ckpt.config, where=f"{where}: config")
         chunk_length = _flow_chunk_length(ckpt, action_dims, where)
-        model = build_flow_model(flow_config, obs_dim, chunk_length, action_dims)
-    try:
-        model.load_state_dict(ckpt.state_dict, strict=True)
-    except RuntimeError as exc:
-        raise ValueError(f"{where}: weights do not fit the configured model: {exc}") from exc
-    norm = ckpt.norm
-    policy: ARPolicy | VisionFlowPolicy | FlowPolicy
-    if ckpt.kind == "ar":
-        policy = ARPolicy(
-            model,  # type: ignore[arg-type]
-            tokenizer,
-            norm["obs_mean"],
-            norm["obs_std"],
-            device,
-            row_block=ROW_BLOCK if row_block is None else row_block,
-        )
-    elif ckpt.kind == "vision_flow":
-        policy = VisionFlowPolicy(
-            model,  # type: ignore[arg-type]
-            camera,
-            norm["obs_mean"],
-            norm["obs_std"],
-            norm["action_low"],
-            norm["action_high"],
-            device,
-        )
-    else:
-        policy = FlowPolicy(
-            model,  # type: ignore[arg-type]
-            norm["obs_mean"],
-            norm["obs_std"],
-            norm["action_low"],
-            norm["action_high"],
-            device,
-        )
+        flow_model = build_flow_model(flow_config, obs_dim, chunk_length, action_dims)
+        policy = FlowPolicy(_with_weights(flow_model, ckpt, where), *stats, *bounds, device)
     policy.capabilities = OWN_FORMAT_CAPABILITIES[policy.head]  # type: ignore[union-attr]
     return policy
 

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from grpo_probe.policies.ar_model import ARTransformer
 from grpo_probe.policies.fast_tokenizer import FastTokenizer
@@ -31,6 +31,14 @@ __all__ = [
 
 
 class _ConfigMixin:
+    ARCHITECTURE: ClassVar[tuple[str, ...]] = ()
+    """The fields that size the head's network, under the names its constructor takes."""
+
+    def architecture(self) -> dict[str, Any]:
+        """The :attr:`ARCHITECTURE` fields by name: what a builder passes on to the network, so each head
+        lists its sizing fields once, beside their defaults."""
+        return {name: getattr(self, name) for name in self.ARCHITECTURE}
+
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], where: str = "config") -> Any:
         """Build from a mapping (a prereg ``arms.<arm>.train``); unknown or mistyped keys are errors."""
@@ -69,6 +77,7 @@ class _ConfigMixin:
 class ARTrainConfig(_ConfigMixin):
     """AR head: FAST tokenizer, decoder size and optimizer budget."""
 
+    ARCHITECTURE: ClassVar[tuple[str, ...]] = ("d_model", "n_layers", "n_heads", "n_prefix")
     seed: int = 0
     """keys weight init and minibatch order"""
     vocab_size: int = 1024
@@ -101,6 +110,7 @@ class ARTrainConfig(_ConfigMixin):
 class FlowTrainConfig(_ConfigMixin):
     """Flow head: velocity MLP size and optimizer budget."""
 
+    ARCHITECTURE: ClassVar[tuple[str, ...]] = ("hidden", "n_layers", "obs_embed", "time_embed")
     seed: int = 0
     """keys weight init, minibatch order, flow noise and times"""
     hidden: int = 512
@@ -134,6 +144,13 @@ class VisionFlowTrainConfig(FlowTrainConfig):
     state alone here.
     """
 
+    ARCHITECTURE: ClassVar[tuple[str, ...]] = (
+        *FlowTrainConfig.ARCHITECTURE,
+        "image_height",
+        "image_width",
+        "channels",
+        "image_embed",
+    )
     batch_size: int = 64
     """demo chunks (with their frames) per step"""
     image_embed: int = 128
@@ -149,13 +166,7 @@ class VisionFlowTrainConfig(FlowTrainConfig):
 def build_ar_model(config: ARTrainConfig, obs_dim: int, tokenizer: FastTokenizer) -> ARTransformer:
     """The untrained AR decoder a config describes, sized to the fitted tokenizer's ids and length."""
     return ARTransformer(
-        obs_dim=obs_dim,
-        n_ids=tokenizer.n_ids,
-        d_model=config.d_model,
-        n_layers=config.n_layers,
-        n_heads=config.n_heads,
-        n_prefix=config.n_prefix,
-        max_tokens=tokenizer.n_coefficients,
+        obs_dim=obs_dim, n_ids=tokenizer.n_ids, max_tokens=tokenizer.n_coefficients, **config.architecture()
     )
 
 
@@ -164,13 +175,7 @@ def build_flow_model(
 ) -> VelocityMLP:
     """The untrained velocity MLP a config describes, for chunks of ``chunk_length`` x ``action_dims``."""
     return VelocityMLP(
-        obs_dim=obs_dim,
-        chunk_length=chunk_length,
-        action_dims=action_dims,
-        hidden=config.hidden,
-        n_layers=config.n_layers,
-        obs_embed=config.obs_embed,
-        time_embed=config.time_embed,
+        obs_dim=obs_dim, chunk_length=chunk_length, action_dims=action_dims, **config.architecture()
     )
 
 
@@ -179,15 +184,5 @@ def build_vision_flow_model(
 ) -> VisionVelocityNet:
     """The untrained image-conditioned velocity net a config describes, for frames of the config's size."""
     return VisionVelocityNet(
-        obs_dim=obs_dim,
-        chunk_length=chunk_length,
-        action_dims=action_dims,
-        image_height=config.image_height,
-        image_width=config.image_width,
-        channels=config.channels,
-        image_embed=config.image_embed,
-        hidden=config.hidden,
-        n_layers=config.n_layers,
-        obs_embed=config.obs_embed,
-        time_embed=config.time_embed,
+        obs_dim=obs_dim, chunk_length=chunk_length, action_dims=action_dims, **config.architecture()
     )

@@ -136,12 +136,17 @@ class OperatingSpec:
         return cls(int(raw["simulations"]), int(raw["seed"]), float(raw.get("false_go_target", 0.05)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "simulations": self.simulations,
-            "seed": self.seed,
-            "false_go_target": self.false_go_target,
-            "registered": self.registered,
-        }
+        """The section as decision.json holds it: every field, ``registered`` included."""
+        return dataclasses.asdict(self)
+
+
+_NUMBER_TYPES: dict[str, type] = {"int": int, "float": float}
+"""The annotation of a registered number of the ``analysis:`` section, and the type it is read as."""
+
+
+def _number_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields of ``cls`` that are registered numbers (annotated ``int`` or ``float``), in order."""
+    return [f for f in dataclasses.fields(cls) if f.type in _NUMBER_TYPES]
 
 
 @dataclass(frozen=True)
@@ -168,12 +173,7 @@ class AnalysisNumbers:
         (a split confidence's divisor)."""
         boot = analysis["bootstrap"]
         return cls(
-            group_std_ddof=int(analysis["group_std_ddof"]),
-            signal_bar_cm=float(analysis["signal_bar_cm"]),
-            degenerate_tol_cm=float(analysis["degenerate_tol_cm"]),
-            competence_tol_cm=float(analysis["competence_tol_cm"]),
-            away_tail_cm=float(analysis["away_tail_cm"]),
-            swat_speed_m_s=float(analysis["swat_speed_m_s"]),
+            **{f.name: _NUMBER_TYPES[f.type](analysis[f.name]) for f in _number_fields(cls)},
             bootstrap=BootstrapSpec(
                 int(boot["resamples"]),
                 int(boot["seed"]),
@@ -189,21 +189,14 @@ class AnalysisNumbers:
     def to_dict(self) -> dict[str, Any]:
         """The section as parsed, for decision.json and the design table."""
         return {
-            "group_std_ddof": self.group_std_ddof,
-            "signal_bar_cm": self.signal_bar_cm,
-            "degenerate_tol_cm": self.degenerate_tol_cm,
-            "competence_tol_cm": self.competence_tol_cm,
-            "away_tail_cm": self.away_tail_cm,
-            "swat_speed_m_s": self.swat_speed_m_s,
+            **{name: getattr(self, name) for name in ANALYSIS_NUMBERS},
             "bootstrap": self.bootstrap.to_dict(),
             "operating_characteristics": self.operating.to_dict(),
             **({"gradient_reads": True} if self.gradient_reads else {}),
         }
 
 
-ANALYSIS_NUMBERS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(AnalysisNumbers) if f.type in ("int", "float")
-)
+ANALYSIS_NUMBERS: tuple[str, ...] = tuple(f.name for f in _number_fields(AnalysisNumbers))
 """The registered numbers of the ``analysis:`` section, in the section's order (``group_std_ddof`` first):
 what the page lists as the design's analysis numbers, from decision.json's ``analysis``, without naming
 any of them."""

@@ -14,10 +14,10 @@ from grpo_probe.lazy_exports import lazy_exports
 # Eager: cheap, and read by every manifest (the code and the machine that produced an artifact).
 from grpo_probe.provenance.machine import code_version, environment, sources_sha256
 
-if TYPE_CHECKING:
-    from grpo_probe.provenance.chain import BrokenLinkError, ChainReport, verify_chain
-    from grpo_probe.provenance.environments import NUMERICS_KEYS, same_numerics_environment
-    from grpo_probe.provenance.manifest import (
+if TYPE_CHECKING:  # the exports as type checkers see them; at run time each loads on first use
+    from grpo_probe.provenance.chain import BrokenLinkError, ChainReport, verify_chain  # noqa: F401
+    from grpo_probe.provenance.environments import NUMERICS_KEYS, same_numerics_environment  # noqa: F401
+    from grpo_probe.provenance.manifest import (  # noqa: F401
         MANIFEST_FORMAT,
         ManifestError,
         env_files,
@@ -28,42 +28,22 @@ if TYPE_CHECKING:
         write_manifest,
     )
 
-_WHERE: dict[str, str] = {
-    "BrokenLinkError": "grpo_probe.provenance.chain",
-    "ChainReport": "grpo_probe.provenance.chain",
-    "verify_chain": "grpo_probe.provenance.chain",
-    "NUMERICS_KEYS": "grpo_probe.provenance.environments",
-    "same_numerics_environment": "grpo_probe.provenance.environments",
-    "MANIFEST_FORMAT": "grpo_probe.provenance.manifest",
-    "ManifestError": "grpo_probe.provenance.manifest",
-    "env_files": "grpo_probe.provenance.manifest",
-    "file_sha256": "grpo_probe.provenance.manifest",
-    "policy_sources": "grpo_probe.provenance.manifest",
-    "read_manifest": "grpo_probe.provenance.manifest",
-    "write_design_manifest": "grpo_probe.provenance.manifest",
-    "write_manifest": "grpo_probe.provenance.manifest",
-}
-"""Each exported name and the module it is imported from on first use."""
-
-
-__getattr__ = lazy_exports(__name__, _WHERE, globals())
-
-
-__all__ = [
-    "MANIFEST_FORMAT",
-    "NUMERICS_KEYS",
-    "BrokenLinkError",
-    "ChainReport",
-    "ManifestError",
-    "code_version",
-    "env_files",
-    "environment",
-    "file_sha256",
-    "policy_sources",
-    "read_manifest",
-    "same_numerics_environment",
-    "sources_sha256",
-    "verify_chain",
-    "write_design_manifest",
-    "write_manifest",
-]
+__getattr__, _lazy = lazy_exports(
+    __name__,
+    {
+        ".chain": ("BrokenLinkError", "ChainReport", "verify_chain"),
+        ".environments": ("NUMERICS_KEYS", "same_numerics_environment"),
+        ".manifest": (
+            "MANIFEST_FORMAT",
+            "ManifestError",
+            "env_files",
+            "file_sha256",
+            "policy_sources",
+            "read_manifest",
+            "write_design_manifest",
+            "write_manifest",
+        ),
+    },
+    globals(),
+)
+__all__ = [*_lazy, "code_version", "environment", "sources_sha256"]

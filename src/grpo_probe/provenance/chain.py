@@ -150,24 +150,28 @@ def _check_prereg(root: Path, manifest_rel: str, recorded_rel: str, expected_sha
         )
 
 
+def _check_entry(path: Path, manifest_rel: str, entry: dict[str, str], missing: str, changed: str) -> None:
+    """A file a manifest lists (``entry``: its recorded path and sha256), found at ``path``, must exist
+    and hold the bytes recorded; otherwise the link breaks with ``missing`` or ``changed``. One check for
+    a manifest's outputs, its input manifests and its sources, so each names the file the same way."""
+    if not path.is_file():
+        raise BrokenLinkError(entry["path"], manifest_rel, missing, entry["sha256"], None)
+    found = file_sha256(path)
+    if found != entry["sha256"]:
+        raise BrokenLinkError(entry["path"], manifest_rel, changed, entry["sha256"], found)
+
+
 def _check_source(root: Path, manifest_rel: str, entry: dict[str, str]) -> None:
     """A user's file the step read (environment or adapter code, a checkpoint folder's file) must hold
     the bytes it held then: otherwise the results describe code or weights that no longer exist."""
-    path = root / entry["path"]
-    if not path.is_file():
-        raise BrokenLinkError(
-            entry["path"], manifest_rel, "source is missing (the step read it)", entry["sha256"], None
-        )
-    found = file_sha256(path)
-    if found != entry["sha256"]:
-        raise BrokenLinkError(
-            entry["path"],
-            manifest_rel,
-            "source changed since the step read it; its results are stale (snakemake plans the jobs "
-            "that read it again)",
-            entry["sha256"],
-            found,
-        )
+    _check_entry(
+        root / entry["path"],
+        manifest_rel,
+        entry,
+        "source is missing (the step read it)",
+        "source changed since the step read it; its results are stale (snakemake plans the jobs "
+        "that read it again)",
+    )
 
 
 def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> ChainReport:
@@ -209,11 +213,7 @@ def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | 
             )
         for entry in manifest["outputs"]:
             path = root_path / moves.current(entry["path"])  # the root job lists the design and its lock
-            if not path.is_file():
-                raise BrokenLinkError(entry["path"], manifest_rel, "output is missing", entry["sha256"], None)
-            found = file_sha256(path)
-            if found != entry["sha256"]:
-                raise BrokenLinkError(entry["path"], manifest_rel, "output changed", entry["sha256"], found)
+            _check_entry(path, manifest_rel, entry, "output is missing", "output changed")
             report.artifacts += 1
         if "prereg_path" in manifest:
             _check_prereg(root_path, manifest_rel, manifest["prereg_path"], report.prereg_sha256, moves)
@@ -221,15 +221,7 @@ def verify_chain(target: str | os.PathLike[str], root: str | os.PathLike[str] | 
         upstream = []
         for entry in manifest["inputs"]:
             path = root_path / entry["path"]
-            if not path.is_file():
-                raise BrokenLinkError(
-                    entry["path"], manifest_rel, "input manifest is missing", entry["sha256"], None
-                )
-            found = file_sha256(path)
-            if found != entry["sha256"]:
-                raise BrokenLinkError(
-                    entry["path"], manifest_rel, "input manifest changed", entry["sha256"], found
-                )
+            _check_entry(path, manifest_rel, entry, "input manifest is missing", "input manifest changed")
             upstream.append(entry["path"])
         for entry in manifest.get("sources", ()):
             _check_source(root_path, manifest_rel, entry)

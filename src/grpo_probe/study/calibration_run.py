@@ -239,11 +239,11 @@ def _record(
             "mean_progress_cm": row.mean_progress_cm,
             "kept_fraction": row.kept_fraction,
             "update_kl": kls[row.iteration],
-            "approx_kl_in_update": row.approx_kl,
-            "clip_fraction": row.clip_fraction,
-            "kl_to_reference": row.kl_to_reference,
+            "approx_kl_in_update": row.update.approx_kl,
+            "clip_fraction": row.update.clip_fraction,
+            "kl_to_reference": row.update.kl_to_reference,
             "entropy": row.token_entropy if candidate.head == "ar" else flow_entropy,
-            "grad_norm": row.grad_norm,
+            "grad_norm": row.update.grad_norm,
         }
         for row in rows
     ]

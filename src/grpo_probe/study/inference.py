@@ -27,7 +27,7 @@ from grpo_probe.study.nested import (
     within_design_permutation,
     within_design_rho,
 )
-from grpo_probe.study.power import StudyPower, study_power
+from grpo_probe.study.power import StudyPower, registered_power
 from grpo_probe.study.ranks import RankCorrelation, rank_correlation
 from grpo_probe.study.reliability import (
     GainReliability,
@@ -92,21 +92,6 @@ def _correlation(study: Study, read: str, arms: Sequence[ArmRow]) -> RankCorrela
     )
 
 
-def _power(study: Study, sizes: Sequence[int], reliability: float) -> StudyPower | None:
-    if study.power is None or len(sizes) < 2:
-        return None
-    spec = study.power
-    return study_power(
-        sizes,
-        rho=spec.rho,
-        reliability=reliability,
-        simulations=spec.simulations,
-        resamples=spec.resamples,
-        confidence=study.confidence,
-        seed=spec.seed,
-    )
-
-
 def _reliability(arms: Sequence[ArmRow]) -> GainReliability | ReplicateReliability:
     """From the replicates' spread when every counted arm has two or more pilot replicates (ICC(1,k),
     :func:`grpo_probe.study.reliability.replicate_reliability`), else from each gain's standard error over
@@ -136,10 +121,10 @@ def infer(study: Study, rows: Sequence[ArmRow]) -> StudyInference:
     reliability = _reliability(arms)
     per_design = {d: sum(1 for r in arms if r.design == d) for d in dict.fromkeys(r.design for r in arms)}
     sizes = list(per_design.values())
-    power_registered = None if study.power is None else _power(study, sizes, study.power.reliability)
+    power_registered = registered_power(study, sizes)
     measured = reliability.reliability
     power_measured = (
-        _power(study, sizes, min(1.0, measured))
+        registered_power(study, sizes, min(1.0, measured))
         if measured is not None and measured >= MIN_RELIABILITY_FOR_POWER
         else None
     )

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,7 +40,10 @@ from grpo_probe.analysis.error_rates.operating import wilson_interval
 from grpo_probe.keyed_rng import numpy_generator, tag
 from grpo_probe.study.nested import nested_rank_correlation
 
-__all__ = ["StudyPower", "study_power"]
+if TYPE_CHECKING:
+    from grpo_probe.study.design import Study
+
+__all__ = ["StudyPower", "registered_power", "study_power"]
 
 _SEED_BOUND = 1 << 63
 """Bootstrap seeds are drawn in [0, 2**63)."""
@@ -66,31 +70,13 @@ class StudyPower:
     """Of both the bootstrap interval of each simulated study and the Wilson interval of the power."""
 
 
-def _validate(
-    group_sizes: Sequence[int],
-    rho: float,
-    reliability: float,
-    simulations: int,
-    resamples: int,
-    confidence: float,
-    seed: int,
-) -> tuple[int, ...]:
-    if not (isinstance(rho, (int, float)) and -1.0 < rho < 1.0):
-        raise ValueError(f"rho must lie in (-1, 1), got {rho!r}")
-    if not (isinstance(reliability, (int, float)) and 0.0 < reliability <= 1.0):
-        raise ValueError(f"reliability must lie in (0, 1], got {reliability!r}")
+def _group_sizes(group_sizes: Sequence[int]) -> tuple[int, ...]:
+    """The designs' arm counts as integers: at least two designs, each of at least one arm."""
     sizes = tuple(group_sizes)
     if len(sizes) < 2:
         raise ValueError(f"group_sizes needs at least 2 designs, got {len(sizes)}")
     if any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in sizes):
         raise ValueError(f"group_sizes must be integers of at least 1, got {sizes!r}")
-    for name, value in (("simulations", simulations), ("resamples", resamples)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     return tuple(int(s) for s in sizes)
 
 
@@ -105,7 +91,18 @@ def study_power(
     seed: int,
 ) -> StudyPower:
     """Power of the nested bootstrap interval to exclude zero, for designs of ``group_sizes`` arms each."""
-    sizes = _validate(group_sizes, rho, reliability, simulations, resamples, confidence, seed)
+    if not (isinstance(rho, (int, float)) and -1.0 < rho < 1.0):
+        raise ValueError(f"rho must lie in (-1, 1), got {rho!r}")
+    if not (isinstance(reliability, (int, float)) and 0.0 < reliability <= 1.0):
+        raise ValueError(f"reliability must lie in (0, 1], got {reliability!r}")
+    sizes = _group_sizes(group_sizes)
+    for name, value in (("simulations", simulations), ("resamples", resamples)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer of at least 1, got {value!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     n = sum(sizes)
     groups = np.repeat(np.arange(len(sizes)), sizes).tolist()
     r = 2.0 * math.sin(math.pi * rho / 6.0)  # Pearson's r of the normal pair whose Spearman rho is rho
@@ -136,4 +133,28 @@ def study_power(
         ci_low=low,
         ci_high=high,
         confidence=confidence,
+    )
+
+
+def registered_power(
+    study: Study, sizes: Sequence[int], reliability: float | None = None
+) -> StudyPower | None:
+    """The power of ``study``'s registered simulation (its ``power:``) for designs of ``sizes`` subject
+    arms, at ``reliability`` (default: the registered one); None where the study registers no power or
+    there are fewer than two designs to nest.
+
+    Why one call: the study's check (at the registered size) and its inference (at the counted arms, at
+    the registered and the measured reliability) must simulate with the same registered numbers.
+    """
+    spec = study.power
+    if spec is None or len(sizes) < 2:
+        return None
+    return study_power(
+        sizes,
+        rho=spec.rho,
+        reliability=spec.reliability if reliability is None else reliability,
+        simulations=spec.simulations,
+        resamples=spec.resamples,
+        confidence=study.confidence,
+        seed=spec.seed,
     )

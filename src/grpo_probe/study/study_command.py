@@ -58,24 +58,17 @@ def _check(args: argparse.Namespace) -> int:
         f"{len(study.members)} member designs, {arms} arms ({subjects} subject arms)"
     )
     sizes = [len(m.cells) for m in study.subject_members]
-    if study.power is not None and len(sizes) >= 2:
-        from grpo_probe.study.power import study_power  # scipy's ranks: imported when a power is asked
+    power = None
+    if study.power is not None:
+        from grpo_probe.study.power import registered_power  # scipy's ranks: imported when a power is asked
 
-        spec = study.power
-        power = study_power(
-            sizes,
-            rho=spec.rho,
-            reliability=spec.reliability,
-            simulations=spec.simulations,
-            resamples=spec.resamples,
-            confidence=study.confidence,
-            seed=spec.seed,
-        )
+        power = registered_power(study, sizes)
+    if power is not None:
         print(
             f"power at the registered size ({' + '.join(map(str, sizes))} subject arms, every one engaging "
-            f"and moved): a true rho of {spec.rho:g} at gain reliability {spec.reliability:g} is detected in "
-            f"{power.power:.0%} [{power.ci_low:.0%}, {power.ci_high:.0%}] of {power.simulations} simulated "
-            "studies"
+            f"and moved): a true rho of {power.rho:g} at gain reliability {power.reliability:g} is detected "
+            f"in {power.power:.0%} [{power.ci_low:.0%}, {power.ci_high:.0%}] of {power.simulations} "
+            "simulated studies"
         )
     if study.power is not None and study.replicates > 1:
         from grpo_probe.study.reliability import replicate_note

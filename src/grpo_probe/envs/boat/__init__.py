@@ -14,17 +14,12 @@ from __future__ import annotations
 
 from grpo_probe.lazy_exports import lazy_exports
 
-_WHERE = {
-    "ACTION_DIMS": "grpo_probe.envs.boat.params",
-    "SimParams": "grpo_probe.envs.boat.params",
-    "OBS_DIM": "grpo_probe.envs.boat.simulator",
-    "BoatPushEnv": "grpo_probe.envs.boat.simulator",
-    "EnvState": "grpo_probe.envs.boat.simulator",
-    "run_episode": "grpo_probe.envs.boat.simulator",
-    "EpisodeRecord": "grpo_probe.envs.boat.record",
-}
-"""Each exported name and the module it is imported from on first use."""
-
-__getattr__ = lazy_exports(__name__, _WHERE, globals())
-
-__all__ = sorted(_WHERE)
+__getattr__, __all__ = lazy_exports(
+    __name__,
+    {
+        ".params": ("ACTION_DIMS", "SimParams"),
+        ".record": ("EpisodeRecord",),
+        ".simulator": ("OBS_DIM", "BoatPushEnv", "EnvState", "run_episode"),
+    },
+    globals(),
+)

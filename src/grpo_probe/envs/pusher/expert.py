@@ -23,16 +23,14 @@ chunk and added in the normalized action space, so noisy chunks stay low-frequen
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import mujoco
 import numpy as np
 
+from grpo_probe.envs.expert_model import gymnasium_model
 from grpo_probe.envs.expert_noise import checked_noise, noisy_chunk
-from grpo_probe.envs.gym_setup import gymnasium_model
 from grpo_probe.envs.pusher.spec import ACTION_DIMS, PusherParams
 
-__all__ = ["PusherExpert", "pusher_xml"]
+__all__ = ["PusherExpert"]
 
 BEHIND_M = 0.075
 """Wrist (crossbar centre) distance behind the object centre: object radius 0.05 + capsule 0.02 + gap."""
@@ -60,19 +58,13 @@ FRAME_SKIP = 5
 TORQUE_LIMIT = 2.0
 
 
-def pusher_xml() -> Path:
-    """Pusher-v5's model file as installed with Gymnasium (the file the environment itself loads)."""
-    return gymnasium_model("pusher_v5.xml")
-
-
 class PusherExpert:
     """One chunk of normalized torques [chunk_length, 7] per replan; ``noise``: the smooth noise's std."""
 
     def __init__(self, params: PusherParams | None = None, noise: float = 0.0) -> None:
         self.params = params if params is not None else PusherParams()
         self.noise = checked_noise(noise)
-        self.model = mujoco.MjModel.from_xml_path(str(pusher_xml()))
-        self.data = mujoco.MjData(self.model)
+        self.model, self.data = gymnasium_model("pusher_v5.xml")
         m = self.model
         self._wrist = m.body("r_wrist_roll_link").id
         self._object = m.body("object").id
