@@ -23,7 +23,9 @@ def phase2_run(smoke_run: Path, tmp_path_factory: pytest.TempPathFactory, workfl
 
 
 def test_phase2_md_follows_the_decision_of_the_smoke_design(phase2_run: Path) -> None:
-    decision = json.loads((phase2_run / RESULTS / "decision.json").read_text())["outcome"]
+    outcome = json.loads((phase2_run / RESULTS / "decision.json").read_text())["outcome"]
+    # too small to decide, the smoke design's wiring pilot (phase2.pilot: named_arms) trains the rule's arms
+    decision = outcome.get("rule", outcome) if outcome["kind"] == "not_decided" else outcome
     record = json.loads((phase2_run / RESULTS / "phase2.json").read_text())
     trained = [stage["arm"] for stage in record["stages"]]
     expected = [arm for arm in (decision["ar_arm"], decision["flow_arm"]) if arm is not None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -56,8 +57,14 @@ def test_a_design_too_small_to_hold_its_target_prints_no_go(smoke_run: Path) -> 
     )
     top = (smoke_run / RESULTS / "decision.md").read_text().split("\n---\n", 1)[0]
     assert "**Not decided at this size" in top and "`grpo-probe plan` sizes a design" in " ".join(top.split())
-    plan = plan_from_decision(load_prereg(smoke_run / "prereg/smoke.yaml"), decision)
+    prereg = load_prereg(smoke_run / "prereg/smoke.yaml")
+    gated = dataclasses.replace(prereg, phase2=dataclasses.replace(prereg.phase2, pilot="gated"))
+    plan = plan_from_decision(gated, decision)
     assert plan.stages == () and "too small to hold its false-go target" in plan.reason
+    # the smoke design's own pilot checks the machinery (phase2.pilot: named_arms): the rule's arm(s)
+    wiring = plan_from_decision(prereg, decision)
+    named = [arm for arm in (rule_outcome["ar_arm"], rule_outcome["flow_arm"]) if arm]
+    assert [s.arm for s in wiring.stages] == named and "phase2.pilot: named_arms" in wiring.reason
 
 
 def test_the_smoke_decision_separates_choice_from_chaos(smoke_run: Path) -> None:

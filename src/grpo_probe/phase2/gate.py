@@ -119,11 +119,25 @@ def _outcome(decision: Mapping[str, Any], where: str) -> tuple[str, str | None, 
     return kind, arms["ar"], arms["flow"]
 
 
+def _rule_outcome(decision: Mapping[str, Any], where: str) -> tuple[str, str | None, str | None]:
+    """The go a ``not_decided`` outcome replaces (``outcome.rule``), checked as an outcome is."""
+    rule = decision["outcome"].get("rule")
+    if not isinstance(rule, Mapping):
+        raise ValueError(
+            f"{where}: outcome.kind is 'not_decided' but outcome.rule (the rule's go) is missing"
+        )
+    return _outcome({"outcome": rule}, f"{where} (outcome.rule)")
+
+
 def plan_from_decision(
     prereg: Prereg, decision: Mapping[str, Any], where: str = "decision.json"
 ) -> Phase2Plan:
     """The plan for ``prereg`` given its decision; checks that the decision's arms are registered arms."""
     kind, ar_arm, flow_arm = _outcome(decision, where)
+    phase2 = prereg.phase2
+    wiring = kind == "not_decided" and phase2 is not None and phase2.pilot == "named_arms"
+    if wiring:
+        kind, ar_arm, flow_arm = _rule_outcome(decision, where)  # the rule's go, for a wiring pilot
     arms = {"ar": ar_arm, "flow": flow_arm}
     for head, arm in arms.items():
         if arm is not None and prereg.arms.get(arm) is None:
@@ -132,7 +146,6 @@ def plan_from_decision(
             raise ValueError(
                 f"{where}: outcome.{head}_arm {arm!r} has head {prereg.arms[arm].head!r} in {prereg.path}"
             )
-    phase2 = prereg.phase2
     if phase2 is not None and phase2.pilot == "every_arm":
         return _every_arm_plan(prereg, kind, ar_arm, flow_arm)
     common = {
@@ -168,6 +181,12 @@ def plan_from_decision(
         after = stages[-1].arm if stages else None
         stages.append(Stage(head=head, arm=str(arms[head]), after=after))
     trained = " then ".join(f"{s.head} arm {s.arm}" for s in stages)
+    if wiring:
+        reason = (
+            f"the design is too small to decide, and its pilot checks the machinery (phase2.pilot: "
+            f"named_arms): the rule gives {kind}, so GRPO on the {trained} it names"
+        )
+        return Phase2Plan(**common, stages=tuple(stages), reason=reason)
     return Phase2Plan(**common, stages=tuple(stages), reason=f"the decision is {kind}: GRPO on the {trained}")
 
 

@@ -89,10 +89,12 @@ field existed (``advantage``'s schema default; :func:`grpo_probe.phase2.reward.g
 PHASE2_HEADS: tuple[str, ...] = ("ar", "flow")
 """Heads a phase-2 pilot trains: token-GRPO on the AR head, Flow-GRPO (SDE) on the flow head."""
 
-PILOT_SCOPES: tuple[str, ...] = ("gated", "every_arm")
-"""Which arms the pilot trains: ``gated``, the arms the decision names (none on park); ``every_arm``, every
-arm an enabled cell uses whose head has a recipe, whatever the decision (a validation design: the study
-compares the probe's reads of every arm with what the same pilot gains on it)."""
+PILOT_SCOPES: tuple[str, ...] = ("gated", "every_arm", "named_arms")
+"""Which arms the pilot trains: ``gated``, the arms the decision names (none on park, none on a go the
+design is too small to stand on); ``every_arm``, every arm an enabled cell uses whose head has a recipe,
+whatever the decision (a validation design: the study compares the probe's reads of every arm with what
+the same pilot gains on it); ``named_arms``, the arms the rule names even where the design is too small to
+decide (a wiring design, whose pilot checks the machinery, not the decision)."""
 
 CHUNK_LOGPROBS: tuple[str, ...] = ("sum", "mean")
 """How a flow SDE step's log-prob reduces over the chunk's action dimensions (``chunk_logprob``): ``sum``,

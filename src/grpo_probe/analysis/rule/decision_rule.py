@@ -245,6 +245,8 @@ class Outcome:
     qualifying: tuple[tuple[str, tuple[str, ...]], ...]
     ranking: tuple[tuple[str, tuple[str, ...]], ...]
     clauses: tuple[str, ...]
+    rule: tuple[str, str | None, str | None] | None = None
+    """Of a ``not_decided`` outcome: the rule's own (kind, AR arm, flow arm), the go it replaces."""
 
 
 def not_decided(outcome: Outcome, worst_percent: float, target_percent: float, point: str) -> Outcome:
@@ -271,6 +273,7 @@ def not_decided(outcome: Outcome, worst_percent: float, target_percent: float, p
         qualifying=outcome.qualifying,
         ranking=outcome.ranking,
         clauses=(*outcome.clauses, clause),
+        rule=(outcome.kind, outcome.ar_arm, outcome.flow_arm),
     )
 
 

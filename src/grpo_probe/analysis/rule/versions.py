@@ -40,6 +40,12 @@ def outcome_record(outcome: Outcome) -> dict[str, Any]:
         "qualifying": {head: list(ids) for head, ids in outcome.qualifying},
         "ranking": {head: list(ids) for head, ids in outcome.ranking},
         "clauses": list(outcome.clauses),
+        # only a go the design is too small to stand on has it: other records keep their bytes
+        **(
+            {}
+            if outcome.rule is None
+            else {"rule": dict(zip(("kind", "ar_arm", "flow_arm"), outcome.rule, strict=True))}
+        ),
     }
 
 
