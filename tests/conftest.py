@@ -50,6 +50,7 @@ LONGEST_FIRST = (
     "e2e/test_seed_order.py",
     "e2e/test_decision_paths.py",
     "faults/test_damaged_inputs.py",
+    "faults/test_failed_forced_rerun.py",
     "audit/test_audit_rerun.py",
     "e2e/test_phase2_workflow.py",
     "e2e/test_example_adapter.py",

@@ -156,3 +156,19 @@ def test_a_served_arm_declaring_no_sampler_reads_as_the_designs_mode(reference: 
     assert f"reads the served arm `{ode['arm']}`: `lab.policies:Mine`, no checkpoint sha256 declared." in top
     assert f"its draws are the design's mode `{ode['mode_text']}` as the server runs it" in top
     assert "names another sampler" not in top
+
+
+def test_a_served_arms_description_is_flagged_for_the_words_it_names_not_for_parts_of_words(
+    reference: dict,
+) -> None:
+    """ "episode" holds the letters of ODE and "mode" of it too; only a description that names a sampler
+    the server does not declare is flagged."""
+    ode = next(c for c in reference["cells"] if c["mode"]["kind"] == "flow_ode")
+
+    def flagged(text: str) -> bool:
+        decision = _served_diffusion(copy.deepcopy(reference), ode["arm"])
+        next(c for c in decision["cells"] if c["id"] == ode["id"])["description"] = text
+        return f'description ("{text}") names another sampler' in " ".join(_top(decision).split())
+
+    assert not flagged("LeRobot Diffusion checkpoint, one chunk per episode mode")
+    assert flagged("flow arm, one chunk per episode, Heun steps")

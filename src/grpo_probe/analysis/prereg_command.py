@@ -15,7 +15,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from grpo_probe.prereg.design import Prereg
 
 __all__ = ["register"]
 
@@ -66,10 +69,21 @@ def _register_prereg(subparsers: Any) -> None:
         help="validate FILE and check it against FILE.lock (the workflow's first rule)",
         description="Validate FILE against the schema and cross-field rules and check it against FILE.lock; "
         "exit 2 naming the file, the field or the lock on any mismatch. Warns (exit 0) when the registered "
-        "sizes cannot hold the design's false-go target at any levels.",
+        "sizes cannot hold the design's false-go target at any levels, and of a cell whose description "
+        "names another sampler than its mode, or the probe's own sampler for an arm the run config serves "
+        "or binds through an adapter.",
     )
     check.add_argument("file", metavar="FILE", help="prereg YAML, e.g. prereg/grpo_signal_probe.yaml")
     check.add_argument("--manifest", default=None, help="also write the chain's root manifest here")
+    check.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="run config binding the design's arms (e.g. lab.yaml binding an arm to a server), merged over "
+        "config/config.yaml as Snakemake merges --configfile; a cell description that names another "
+        "sampler than the one its arm's draws come from is warned of (repeatable)",
+    )
     check.set_defaults(func=_check)
 
 
@@ -114,6 +128,9 @@ def _check(args: argparse.Namespace) -> int:
     from grpo_probe.prereg.lock import lock_path
     from grpo_probe.provenance.manifest import write_manifest
 
+    for path in args.configfile:  # before the design's environment is built
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: config file not found")
     prereg = load_prereg(args.file, require_lock=True)
     try:
         check_built_environment(prereg)  # what the workflow's first rule refuses, refused here too
@@ -134,4 +151,22 @@ def _check(args: argparse.Namespace) -> int:
     sizes = size_check(prereg)
     if sizes is not None and sizes.cannot_hold:
         print(sizes.warning(str(prereg.path)), file=sys.stderr)
+    for line in _description_warnings(prereg, args.configfile):
+        print(line, file=sys.stderr)
     return 0
+
+
+def _description_warnings(prereg: Prereg, configfiles: list[str]) -> list[str]:
+    """Each cell description that names another sampler than the one its arm's draws come from, the arm
+    bound as the run config binds it (config/config.yaml where there is one, then each ``--configfile``,
+    as Snakemake merges them): a description copied from a design whose arm the probe sampled itself."""
+    from grpo_probe.prereg.cell_descriptions import description_warnings
+    from grpo_probe.prereg.run_config import binding_origins, config_sources, load_config, merged_values
+
+    shipped = [f for f in ("config/config.yaml",) if Path(f).is_file()]
+    if not shipped and not configfiles:
+        return description_warnings(prereg, {})
+    sources = config_sources(shipped, configfiles, {"prereg": str(prereg.path)})
+    arms = load_config(merged_values(sources), sources=sources).arms
+    bindings = {arm: binding for arm, binding in arms.items() if arm in prereg.arms}
+    return description_warnings(prereg, bindings, binding_origins(sources))

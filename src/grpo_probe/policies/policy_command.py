@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 __all__ = ["register"]
 
@@ -109,28 +108,12 @@ def run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _merged(sources: Any) -> dict[str, Any]:
-    """The config Snakemake would hand the workflow: each source's values merged over the ones before."""
-
-    def merge(into: dict[str, Any], values: Any) -> None:
-        for key, value in values.items():
-            if isinstance(value, dict) and isinstance(into.get(key), dict):
-                merge(into[key], value)
-            else:
-                into[key] = value
-
-    merged: dict[str, Any] = {}
-    for source in sources:
-        merge(merged, source.values)
-    return merged
-
-
 def _check_policy(args: argparse.Namespace) -> int:
     """Print the arm's policy check; exit 0 when it keeps the act() contract, 1 when it breaks a rule."""
     from grpo_probe.policies.check import check_arm
     from grpo_probe.policies.policy_source import resolve_device
     from grpo_probe.prereg import load_prereg
-    from grpo_probe.prereg.run_config import config_sources, load_config
+    from grpo_probe.prereg.run_config import config_sources, load_config, merged_values
 
     prereg = load_prereg(args.prereg, require_lock=False)  # a missing design: the designs that exist
     for path in args.configfile:
@@ -138,7 +121,7 @@ def _check_policy(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{path}: config file not found")
     shipped = [f for f in ("config/config.yaml",) if Path(f).is_file()]
     sources = config_sources(shipped, args.configfile, {"prereg": args.prereg})
-    run_config = load_config(_merged(sources), sources=sources)
+    run_config = load_config(merged_values(sources), sources=sources)
     device = resolve_device(args.device or run_config.device)
     report = check_arm(prereg, run_config, args.arm, device=device)
     print(report.format())

@@ -31,7 +31,16 @@ from grpo_probe.prereg.schema import (
     validate_against,
 )
 
-__all__ = ["ArmBinding", "ConfigSource", "RunConfig", "arm_bindings", "config_sources", "load_config"]
+__all__ = [
+    "ArmBinding",
+    "ConfigSource",
+    "RunConfig",
+    "arm_bindings",
+    "binding_origins",
+    "config_sources",
+    "load_config",
+    "merged_values",
+]
 
 
 @dataclass(frozen=True)
@@ -96,6 +105,33 @@ def config_sources(
     if cli_config:
         sources.append(ConfigSource("--config", copy.deepcopy(dict(cli_config))))
     return sources
+
+
+def merged_values(sources: Sequence[ConfigSource]) -> dict[str, Any]:
+    """The config Snakemake would hand the workflow: each source's values merged over the ones before
+    (a mapping key by key, anything else replaced), for a command that reads a run config outside it."""
+
+    def merge(into: dict[str, Any], values: Mapping[str, Any]) -> None:
+        for key, value in values.items():
+            if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+                merge(into[key], value)
+            else:
+                into[key] = copy.deepcopy(value)
+
+    merged: dict[str, Any] = {}
+    for source in sources:
+        merge(merged, source.values)
+    return merged
+
+
+def binding_origins(sources: Sequence[ConfigSource]) -> dict[str, str]:
+    """Per arm a source binds, the last source that set its binding (what a message about it names)."""
+    origins: dict[str, str] = {}
+    for source in sources:
+        arms = source.values.get("arms")
+        if isinstance(arms, Mapping):
+            origins.update((arm, source.name) for arm in arms)
+    return origins
 
 
 def _sets(values: Mapping[str, Any], path: Sequence[Any]) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from grpo_probe.prereg.cell_descriptions import sampler_words
+
 __all__ = ["sampler_line", "served_cell_line"]
 
 
@@ -72,10 +74,6 @@ _TRAINS_UNDER = {"ar": ("temperature", "temperature sampling"), "flow": ("flow_s
 _SAMPLER_WORDS = {"flow_ode": "ODE sampler", "temperature": "temperature sampler", "flow_sde": "SDE sampler"}
 
 
-_SAMPLER_NAMES = ("ODE", "Heun", "SDE", "temperature", "greedy", "DDPM", "DDIM", "latent")
-"""Words by which a cell's registered description names a sampler (checked against what a server declares)."""
-
-
 def served_cell_line(cell: Mapping[str, Any], served: Mapping[str, Any]) -> str:
     """One line of the first screen for a cell whose arm is served, on every outcome: what the arm is
     (the served policy, its type, its checkpoint's sha256, as the server declares them) and what its
@@ -98,7 +96,7 @@ def served_cell_line(cell: Mapping[str, Any], served: Mapping[str, Any]) -> str:
     if sampler and sampler.get("name"):
         draws = f"Its draws are its server's sampler, {sampler['name']}: {sampler.get('text', '')}."
         description = str(cell.get("description") or "")
-        named = [w for w in _SAMPLER_NAMES if w.lower() in description.lower()]
+        named = sampler_words(description)  # whole words: not the "ode" of "episode"
         if named and not any(w.lower() in str(sampler["name"]).lower() for w in named):
             draws += (
                 f' The cell\'s registered description ("{description}") names another sampler; '
