@@ -107,6 +107,18 @@ class CountingEngagementScene(PuckScene):
         return 1
 
 
+class SaidEngagementScene(PuckScene):
+    """Says what its engagement means, for decision.md."""
+
+    engagement = "the puck was pushed this tick"
+
+
+class BlankEngagementScene(PuckScene):
+    """Says its engagement means nothing."""
+
+    engagement = ""
+
+
 class CameraWithoutRenderScene(PuckScene):
     """Names a camera but cannot draw it."""
 

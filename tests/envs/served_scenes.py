@@ -20,6 +20,7 @@ class PusherScene:
 
     traces_effector = True
     state_perturbation = "the object's spawn position in the table plane"
+    engagement = "the arm's tip within 6 cm of the object at the end of some tick"
 
     def __init__(self, env: Any) -> None:
         self._env = env.unwrapped

@@ -62,3 +62,49 @@ def test_every_metaworld_task_with_an_expert_serves_a_few_ticks() -> None:
     assert "peg-insert-side-v3" in stepped and len(stepped) >= 45, sorted(stepped)
     assert all(moved > 0 for moved in stepped.values()), stepped  # each expert's action moved the arm
     assert "MetaWorld has no task 'not-a-task-v3'" in found["unknown"]
+
+
+_ENGAGEMENT = """
+import json, numpy as np
+from grpo_probe.serve.metaworld_env import make, scene
+found = {}
+for task in ("drawer-open-v3", "push-v3", "door-open-v3", "reach-v3"):
+    env = make(task, max_episode_steps=200)
+    view = scene(env)
+    if not callable(getattr(view, "engaged", None)):
+        found[task] = None
+        continue
+    env.reset(seed=1)
+    spawn = np.asarray(view.positions()["object_xy"])
+    held = []
+    for _ in range(30):  # the arm held still: nothing touched
+        _, _, _, _, info = env.step(np.zeros(4, np.float32))
+        held.append(view.engaged(info))
+    still = float(np.hypot(*(np.asarray(view.positions()["object_xy"]) - spawn)))
+    obs, _ = env.reset(seed=1)
+    first = None
+    for tick in range(1, 151):
+        obs, _, _, _, info = env.step(view.expert_chunk(obs, (0, 1, tick), 0.0, 1)[0])
+        if view.engaged(info):
+            first = tick
+            break
+    found[task] = {"held": any(held), "still_m": still, "first": first, "text": view.engagement}
+print(json.dumps(found))
+"""
+
+
+def test_metaworld_engagement_is_the_arms_contact_and_the_spawn_is_where_the_object_is() -> None:
+    """With the arm held still nothing is engaged and the object has not moved from the spawn the scene
+    read (drawer-open's drawer was read where the last episode left it before the scene brought the state
+    forward); under the expert the arm touches the object within 150 ticks; reach offers no engagement."""
+    python = sim_venv_python("metaworld")
+    done = subprocess.run(
+        [python, "-c", _ENGAGEMENT], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found.pop("reach-v3") is None
+    for task, seen in found.items():
+        assert not seen["held"] and seen["still_m"] < 1e-3, (task, seen)
+        assert seen["first"] is not None and seen["first"] > 1, (task, seen)
+        assert seen["text"].startswith("a link of the Sawyer arm"), (task, seen)

@@ -25,10 +25,12 @@ from grpo_probe.rollout import GroupJob, PolicySource, run_parallel_oracle
 from .scene_envs import (
     GOAL_PX,
     PIXEL_M,
+    BlankEngagementScene,
     CameraWithoutRenderScene,
     CountingEngagementScene,
     FloatFrameScene,
     PuckScene,
+    SaidEngagementScene,
     SceneWithoutPositions,
     ThreeNumberScene,
     TupleScene,
@@ -90,6 +92,14 @@ def test_the_scene_function_measures_the_object_and_the_goal_in_metres() -> None
     assert len(record.distance_trace_cm) == 7 and record.n_ticks == 6
     assert record.contact and record.first_contact_tick == 1  # the scene's engaged(info)
     assert env.spec.engagement.startswith("the scene function")
+
+
+def test_a_scene_that_says_what_engagement_means_is_quoted_and_a_blank_saying_is_refused() -> None:
+    """decision.md prints the spec's engagement: the scene's own words where it gives them."""
+    env = make_puck(**GEOMETRY, scene=callable_name(SaidEngagementScene))
+    assert env.spec.engagement == "the puck was pushed this tick"
+    with pytest.raises(ValueError, match=r"env\.params\.scene: .*: engagement must be a non-empty string"):
+        make_puck(**GEOMETRY, scene=callable_name(BlankEngagementScene))
 
 
 def test_the_scenes_state_shift_is_keyed_and_measured_again() -> None:

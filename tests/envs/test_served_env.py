@@ -75,6 +75,7 @@ def test_served_rows_are_the_in_process_bytes(server):
     served = _served(address)
     assert served.spec.obs_dim == local.spec.obs_dim and served.spec.tick_s == local.spec.tick_s
     assert served.spec.episode_schema.equals(local.spec.episode_schema)
+    assert served.spec.engagement == local.spec.engagement == PusherScene.engagement
     assert _episodes(served, [3, 4]) == _episodes(local, [3, 4])
     assert _episodes(served, [5], perturb=0.02) == _episodes(local, [5], perturb=0.02)
     assert _episodes(served, [5], perturb=0.0) == _episodes(local, [5])

@@ -240,8 +240,8 @@ class GymnasiumAdapter:
         return f"joint(s) {', '.join(joints)} shifted at spawn" if joints else None
 
     def _engagement_text(self) -> str:
-        if self._scene is not None and self._scene.offers_engagement:
-            return f"the scene function {self.params.scene} says the object is engaged at some tick"
+        if self._scene is not None and self._scene.engagement is not None:
+            return self._scene.engagement
         if self.params.engaged_info_key is not None:
             return f"info[{self.params.engaged_info_key!r}] true at some tick"
         return f"the object-to-goal distance changed by more than {self.params.engaged_min_m:g} m"

@@ -19,7 +19,7 @@ The contract, exactly (:data:`SCENE_SIGNATURE`): the name is called once per env
   attribute says what it moves (decision.md's words);
 - ``engaged(info) -> bool`` (optional): whether the effector engages the object at the tick just stepped
   (``info`` is the step's); without it, engagement is the adapter's (``engaged_info_key`` or the
-  distance moving);
+  distance moving); its ``engagement`` attribute (optional) says what it means, in decision.md's words;
 - ``traces_effector`` (optional, default False): ``positions()`` also returns ``effector_xy``, drawn in
   the top-down figure;
 - ``cameras`` (optional, default none) and ``render(camera, height, width) -> uint8 [height, width, 3]``:
@@ -106,6 +106,14 @@ class Scene(Protocol):
     def positions(self) -> ScenePositions: ...
 
 
+def _text(scene: Any, name: str, where: str) -> str | None:
+    """The scene's optional text attribute ``name``: None when absent, else a non-empty string."""
+    text = getattr(scene, name, None)
+    if text is not None and (not isinstance(text, str) or not text):
+        raise ValueError(f"{where}: {name} must be a non-empty string, got {text!r}")
+    return text
+
+
 class BoundScene:
     """A lab's scene object behind the checks: each call's result is validated where it enters.
 
@@ -140,14 +148,19 @@ class BoundScene:
         self.traces_effector = bool(getattr(scene, "traces_effector", False))
         self.offers_perturbation = callable(getattr(scene, "perturb", None))
         self.offers_engagement = callable(getattr(scene, "engaged", None))
-        text = getattr(scene, "state_perturbation", None)
-        if text is not None and (not isinstance(text, str) or not text):
-            raise ValueError(f"{where}: state_perturbation must be a non-empty string, got {text!r}")
+        text = _text(scene, "state_perturbation", where)
         self.state_perturbation: str | None = (
             None
             if not self.offers_perturbation
             else text or f"the state {type(scene).__name__}.perturb shifts at spawn"
         )
+        said = _text(scene, "engagement", where)
+        self.engagement: str | None = (
+            None
+            if not self.offers_engagement
+            else said or f"the scene function {name} says the object is engaged at some tick"
+        )
+        """What engagement means (decision.md's words): the scene's ``engagement``, else a generic line."""
 
     def positions(self) -> ScenePositions:
         """The scene's positions now; a failure or a wrong result names the field and the function."""

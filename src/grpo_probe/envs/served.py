@@ -363,6 +363,8 @@ class ServedScene:
             self.perturb = env.perturb
         if described["engaged"]:
             self.engaged = self._engaged
+            if described.get("engagement"):  # a server from before scenes said what engagement means: none
+                self.engagement = str(described["engagement"])
 
     def positions(self) -> ScenePositions:
         found = self._env.positions

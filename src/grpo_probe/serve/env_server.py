@@ -12,7 +12,8 @@ the simulator) is called as ``scene(env)`` on each built environment and returns
 - ``positions()``: the object's and the goal's x, y in metres (attributes or keys ``object_xy``,
   ``goal_xy``, optionally ``effector_xy``), read after every reset and every tick;
 - optionally ``perturb(rng, scale)`` (the state shift of a replay, drawn from ``rng`` alone; returns the
-  unwrapped observation), ``engaged(info)``, ``traces_effector``, ``state_perturbation``;
+  unwrapped observation), ``engaged(info)``, ``traces_effector``, ``state_perturbation``, ``engagement``
+  (what ``engaged`` means, in decision.md's words);
 - optionally ``expert_chunk(obs, key, noise, chunk_length)``: a scripted expert's chunk (float32
   [chunk_length, action_dims] in [-1, 1]) from the observation alone, its noise keyed by ``key``; the
   probe records its demonstrations and behaviour-clones its reference arms on them.
@@ -162,6 +163,7 @@ class _Session:
         kind = type(unwrapped)
         dt = getattr(unwrapped, "dt", None)
         text = getattr(scene, "state_perturbation", None)
+        said = getattr(scene, "engagement", None)
         return {
             "action_space": env_wire.space_message(self.env.action_space),
             "observation_space": env_wire.space_message(self.env.observation_space),
@@ -173,6 +175,7 @@ class _Session:
             "expert": callable(getattr(scene, "expert_chunk", None)),
             "traces_effector": bool(getattr(scene, "traces_effector", False)),
             "state_perturbation": text if isinstance(text, str) and text else None,
+            "engagement": said if isinstance(said, str) and said else None,
             "cameras": list(self.cameras.names),
         }
 

@@ -15,7 +15,19 @@ and a design binds it as ``env: {source: server, address: ws://127.0.0.1:8766, p
   (``seeded_rand_vec``) instead of one of the benchmark's 50 frozen task vectors. A seeded episode
   replays bit for bit, in a fresh environment or a reused one.
 - :func:`scene` reads the positions the probe measures in the table plane: the hand's centre (reach) or
-  the task's object (push: the puck; door-open: the handle) and MetaWorld's own target.
+  the task's object (push: the puck; door-open: the handle) and MetaWorld's own target. Right after a
+  reset it reads them from a copy of the state brought forward: some tasks move a body in the model at
+  reset (drawer-open places its drawer) and MuJoCo's derived positions hold the old place until the
+  first step, so the spawn distance would be another spawn's.
+- Engagement (every task that moves an object, so not reach): a link of the Sawyer arm, its gripper
+  included, touches a body that moves and is not the arm, at the end of a tick. Why contact and not
+  MetaWorld's ``info``: its ``near_object`` and ``grasp_success`` mean something else in each task
+  (``near_object`` is a distance in reach-v3, a reward in door-open-v3 and always 0 in door-close-v3;
+  ``grasp_success`` is always 1 in dial-turn-v3 and "the gripper is open" in button-press-v3), and an
+  object's displacement from its spawn is not the arm's doing in all of them (with the arm held still,
+  door-close-v3's door swings 10 cm and box-close-v3's lid moves 8.6 cm in 60 ticks). With the arm held
+  still (60 ticks, two seeds) no such contact occurs in 46 of the 48 tasks that move an object;
+  handle-press-v3 and peg-unplug-side-v3 spawn the gripper against their object.
 - ``expert_chunk`` is MetaWorld's shipped scripted policy for the task (``SawyerReachV3Policy``, ...):
   its action at the observation, held over the chunk, with keyed Gaussian noise per action, clipped to
   [-1, 1] (MetaWorld's action bounds, so the probe's normalized actions are its own).
@@ -23,12 +35,17 @@ and a design binds it as ``env: {source: server, address: ws://127.0.0.1:8766, p
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
 import numpy as np
 
-__all__ = ["expert_policy", "make", "scene"]
+__all__ = ["ARM_ROOT", "expert_policy", "make", "scene"]
+
+ARM_ROOT = "right_arm_base_link"
+"""The Sawyer arm's base link in every MetaWorld task's model: the arm is it and every body under it (the
+links, the hand, the claws and their pads)."""
 
 _BUILD = threading.Lock()
 """MetaWorld builds a benchmark's task vectors under NumPy's global generator (seeded, then restored), so
@@ -97,6 +114,11 @@ class MetaWorldScene:
         self._policy = expert_policy(name)
 
     def positions(self) -> dict[str, Any]:
+        if int(self._env.curr_path_length) == 0:  # just reset: MuJoCo's derived positions may be stale
+            return self._brought_forward()
+        return self._read()
+
+    def _read(self) -> dict[str, Any]:
         hand = np.asarray(self._env.tcp_center, dtype=np.float64)
         moved = hand if self._reach else np.asarray(self._env._get_pos_objects(), dtype=np.float64)[:3]
         goal = np.asarray(self._env._target_pos, dtype=np.float64)
@@ -105,6 +127,23 @@ class MetaWorldScene:
             "goal_xy": goal[:2],
             "effector_xy": None if self._reach else hand[:2],
         }
+
+    def _brought_forward(self) -> dict[str, Any]:
+        """The positions of the state as it is, read from a copy on which MuJoCo's forward pass ran.
+
+        Why a copy: a forward pass on the live state changes the bits of the steps after it (MuJoCo's
+        solver starts from what the pass leaves), so an episode would no longer be the one MetaWorld steps.
+        """
+        import mujoco
+
+        live = self._env.data
+        scratch = copy.copy(live)
+        mujoco.mj_forward(self._env.model, scratch)
+        self._env.data = scratch
+        try:
+            return self._read()
+        finally:
+            self._env.data = live
 
     def expert_chunk(
         self, obs: np.ndarray, key: tuple[int, ...], noise: float, chunk_length: int
@@ -117,6 +156,45 @@ class MetaWorldScene:
         return np.clip(chunk, -1.0, 1.0).astype(np.float32)
 
 
+class MetaWorldObjectScene(MetaWorldScene):
+    """A task that moves an object: the scene above, and engagement by contact with the arm."""
+
+    engagement = (
+        "a link of the Sawyer arm (its gripper included) touches a body that moves and is not the arm, "
+        "at the end of some tick"
+    )
+    """What engagement means here, in decision.md's words."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        model = self._env.model
+        root = int(model.body(ARM_ROOT).id)
+        parent = np.asarray(model.body_parentid)
+        arm = np.zeros(int(model.nbody), dtype=bool)
+        for body in range(int(model.nbody)):
+            up = body
+            while up not in (root, 0):
+                up = int(parent[up])
+            arm[body] = up == root
+        self._arm = arm
+        self._moves = (np.asarray(model.body_weldid) != 0) & ~arm  # a body with a joint, or under one
+        self._geom_body = np.asarray(model.geom_bodyid).copy()
+
+    def engaged(self, info: Any) -> bool:
+        """Whether the arm touches a body that moves at the end of the tick just stepped (a contact at
+        distance 0 or less: MuJoCo also lists geoms that are only within their margin)."""
+        del info
+        contacts = self._env.data.contact
+        touching = np.asarray(contacts.dist) <= 0.0
+        first = self._geom_body[np.asarray(contacts.geom1)[touching]]
+        second = self._geom_body[np.asarray(contacts.geom2)[touching]]
+        found = (self._arm[first] & self._moves[second]) | (self._arm[second] & self._moves[first])
+        return bool(found.any())
+
+
 def scene(env: Any) -> MetaWorldScene:
-    """The scene function the server runs (``--scene grpo_probe.serve.metaworld_env:scene``)."""
-    return MetaWorldScene(env)
+    """The scene function the server runs (``--scene grpo_probe.serve.metaworld_env:scene``): with
+    engagement for a task that moves an object, without it for reach (whose object is the hand)."""
+    if type(env.unwrapped).__name__.startswith("SawyerReach"):
+        return MetaWorldScene(env)
+    return MetaWorldObjectScene(env)
