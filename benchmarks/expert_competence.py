@@ -3,7 +3,9 @@
     .venv/bin/python benchmarks/expert_competence.py [--seeds 50] [--noise 0 0.05 0.1]
 
 Prints, per noise level: success rate, contact rate, mean progress_final_cm, mean reset strikes,
-knocked-off rate. The demonstrations for behaviour cloning come from this expert.
+knocked-off rate. The demonstrations for behaviour cloning come from this expert. The episodes are run
+by the package's expert measurement (grpo_probe.envs.expert_competence, as `grpo-probe expert DESIGN`
+runs any design's expert), keyed (0, seed, replan) on the boat scene's registered defaults.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import argparse
 
 import numpy as np
 
-from grpo_probe.envs.boat import BoatPushEnv, SimParams, run_episode
-from grpo_probe.envs.boat.expert import ScriptedExpert
+from grpo_probe.envs.expert_competence import expert_episodes
+from grpo_probe.envs.registry import boat_env
 
 
 def main() -> None:
@@ -21,22 +23,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.05, 0.1])
     args = parser.parse_args()
-    params = SimParams()
-    env = BoatPushEnv(params)
     print("| noise | seeds | success | contact | mean progress (cm) | mean strikes | knocked off |")
     print("|---|---|---|---|---|---|---|")
     for noise in args.noise:
-        expert = ScriptedExpert(params, noise=noise)
-        records = [
-            run_episode(env, seed, lambda obs, k, seed=seed, expert=expert: expert.act(obs, (0, seed, k)))
-            for seed in range(args.seeds)
-        ]
+        rows = [e.row for e in expert_episodes(boat_env(), range(args.seeds), noise, run_key=0)]
         print(
-            f"| {noise:g} | {args.seeds} | {np.mean([r.success for r in records]):.2f} "
-            f"| {np.mean([r.contact for r in records]):.2f} "
-            f"| {np.mean([r.progress_final_cm for r in records]):.2f} "
-            f"| {np.mean([r.reset_strikes for r in records]):.2f} "
-            f"| {np.mean([r.knocked_off for r in records]):.2f} |"
+            f"| {noise:g} | {args.seeds} | {np.mean([r['success'] for r in rows]):.2f} "
+            f"| {np.mean([r['contact'] for r in rows]):.2f} "
+            f"| {np.mean([r['progress_final_cm'] for r in rows]):.2f} "
+            f"| {np.mean([r['reset_strikes'] for r in rows]):.2f} "
+            f"| {np.mean([r['knocked_off'] for r in rows]):.2f} |"
         )
 
 

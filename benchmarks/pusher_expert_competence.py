@@ -5,7 +5,9 @@
 Runs the registered pusher episode (prereg/designs/probes/pusher_probe.yaml's env.params: 8 replans x 25
 executed actions of 50) and prints, per noise level: success rate (object within 5 cm of the goal), contact
 rate, mean progress_final_cm and best point, and each guard's trip rate. The pusher design's
-behaviour-cloning demonstrations come from this expert (noise 0.03).
+behaviour-cloning demonstrations come from this expert (noise 0.03). The episodes are run by the package's
+expert measurement (grpo_probe.envs.expert_competence, as `grpo-probe expert DESIGN` runs it), keyed
+(0, seed, replan).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from grpo_probe.envs.registry import make_env, make_expert
+from grpo_probe.envs.expert_competence import expert_episodes
+from grpo_probe.envs.registry import env_spec
 from grpo_probe.prereg import load_prereg
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,20 +31,13 @@ def main() -> None:
     parser.add_argument("--prereg", default=str(REPO / "prereg/designs/probes/pusher_probe.yaml"))
     args = parser.parse_args()
     config = load_prereg(args.prereg).env
-    env = make_env(config)
-    spec = env.spec
+    spec = env_spec(config)
     guards = ", ".join(spec.guard_names)
     print(f"| noise | seeds | success | contact | mean progress (cm) | mean best point (cm) | {guards} |")
     print("|---|---|---|---|---|---|---|")
     analysis = load_prereg(args.prereg).analysis.to_dict()
     for noise in args.noise:
-        expert = make_expert(config, noise)
-        rows = []
-        for seed in range(args.seeds):
-            obs = env.reset(seed)
-            while not env.done:
-                obs = env.execute(expert.act(obs, (0, seed, env.replan_index)), spec.executed_actions)
-            rows.append(env.record().to_row())
+        rows = [e.row for e in expert_episodes(config, range(args.seeds), noise, run_key=0)]
         trips = [np.mean(g.trips(np.array([r[g.column] for r in rows]), analysis)) for g in spec.guards]
         print(
             f"| {noise:g} | {args.seeds} | {np.mean([r['success'] for r in rows]):.2f} "

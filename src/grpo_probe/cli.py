@@ -61,6 +61,13 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "serve a checkpoint to arms bound with source: server (docs/serving.md)",
     ),
     (
+        "expert",
+        "grpo_probe.provenance.design_command",
+        "measure a design's scripted expert over seeds: success, progress, the ticks it needs, and a "
+        "suggested episode and success radius",
+    ),
+    ("design", "grpo_probe.provenance.design_command", "make a new design from another"),
+    (
         "estimate",
         "grpo_probe.compute.estimate_command",
         "estimate the run's CPU cost from the parallel oracle's benchmark, against the gate",

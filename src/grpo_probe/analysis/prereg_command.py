@@ -87,29 +87,17 @@ def _register_prereg(subparsers: Any) -> None:
     check.set_defaults(func=_check)
 
 
-def _results_hashes(results: Path, name: str) -> dict[str, list[str]]:
-    """prereg sha256 -> the manifests under ``<results>/<name>/`` that carry it (what results exist)."""
-    from grpo_probe.provenance.manifest import read_manifest
-
-    found: dict[str, list[str]] = {}
-    for path in sorted((results / name).rglob("*.manifest.json")):
-        found.setdefault(read_manifest(path)["prereg_sha256"], []).append(str(path))
-    return found
-
-
 def _lock(args: argparse.Namespace) -> int:
     """Lock FILE; an amendment saying ``after_results: false`` is checked against the results folder."""
     from grpo_probe.prereg.canonical import read_yaml
     from grpo_probe.prereg.design import lock_prereg
     from grpo_probe.prereg.names import check_one_folder_per_design
+    from grpo_probe.provenance.results_folder import results_hashes, results_root
 
-    results = args.results
-    if results is None:
-        config = Path("config/config.yaml")
-        results = read_yaml(config).get("results", "results") if config.is_file() else "results"
+    results = results_root(args.results)
     check_one_folder_per_design(args.file, results)
     name = read_yaml(args.file)["name"]
-    hashes = _results_hashes(Path(results), name)
+    hashes = results_hashes(results, name)
     outcome = lock_prereg(
         args.file,
         earlier_locks=args.earlier_lock,

@@ -1,0 +1,394 @@
+"""What an environment's scripted expert achieves over seeds, and the episode and success radius that fit it.
+
+Why: every reference arm is cloned on this expert's demonstrations, so a design whose episode ends before
+the expert reaches its object (MetaWorld's pick-place-v3 in 80 ticks) parks with no engagement in any
+arm, and a success radius the expert never meets makes ``success`` read zero whatever the arms do. The
+shipped designs once tuned their episode length, replans and radius by hand from measurements no tool
+made. Here the expert runs over seeds for longer than the design's episode (its chunk geometry kept:
+the same chunk length and executed actions, more replans), with the noise and keys its demonstrations
+use, and the distance trace of every episode says when it got there and where it settled.
+
+The suggestions, each from the measured episodes alone (:func:`summarize`):
+
+- **success radius**: twice the expert's 90th-percentile settled distance (its distance at the end of
+  the longest episode), rounded up to the next half centimetre. Twice, because the radius should hold
+  an arm about as good as the expert, and a radius at the expert's own 90th percentile leaves a tenth
+  of the expert's seeds out by construction. A radius must leave half the way to go on every seed (at
+  most half the nearest spawn distance), else success would hold at spawn: an expert that does not
+  settle that near keeps the registered radius, and the report says so;
+- **episode**: the 90th percentile over seeds of the tick from which the object stays within that radius,
+  times 1.25 (the cloned arms are slower than the expert), rounded up to whole replans.
+
+Nothing here reads a design: ``grpo-probe expert DESIGN`` passes the design's environment, its
+demonstrations' seeds and noise and its run key (:mod:`grpo_probe.provenance.design_command`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from grpo_probe.envs.registry import EnvConfig, env_spec, is_builtin, make_env, make_expert
+
+__all__ = [
+    "EPISODE_MARGIN",
+    "HORIZON_FACTOR",
+    "RADIUS_CAP",
+    "RADIUS_FACTOR",
+    "RADIUS_STEP_M",
+    "SUGGESTION_QUANTILE",
+    "ExpertEpisode",
+    "ExpertFit",
+    "ExpertReport",
+    "expert_episodes",
+    "measure_expert",
+    "report_lines",
+    "summarize",
+    "with_replans",
+]
+
+SUGGESTION_QUANTILE = 90
+"""The percentile over seeds both suggestions read (an expert's worst tenth of seeds is left out)."""
+RADIUS_FACTOR = 2.0
+"""The suggested radius over the expert's settled distance at :data:`SUGGESTION_QUANTILE`."""
+RADIUS_STEP_M = 0.005
+"""The suggested radius is a whole number of these (half a centimetre), at least one."""
+RADIUS_CAP = 0.5
+"""The suggested radius is at most this share of the nearest spawn distance."""
+EPISODE_MARGIN = 1.25
+"""The suggested episode over the expert's settling tick at :data:`SUGGESTION_QUANTILE`."""
+HORIZON_FACTOR = 4
+"""By default the expert runs this many times the design's replans, to see it settle."""
+
+
+@dataclass(frozen=True)
+class ExpertEpisode:
+    """One seed's episode of the expert: its object-to-goal distance at spawn and after every tick."""
+
+    seed: int
+    distances_m: tuple[float, ...]
+    first_contact_tick: int | None
+    row: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The environment's record row (its own columns, guard channels included), for a caller that reads
+    them."""
+
+    @property
+    def ticks(self) -> int:
+        """Ticks the episode ran (it may end before the horizon: a time limit, a strike cap)."""
+        return len(self.distances_m) - 1
+
+    def distance_at(self, tick: int) -> float:
+        """The distance after ``tick`` ticks, or at the episode's end if it ended sooner."""
+        return self.distances_m[min(tick, self.ticks)]
+
+    def first_within(self, radius_m: float) -> int | None:
+        """The first tick at which the object is within ``radius_m`` of the goal (0: at spawn)."""
+        return next((t for t, d in enumerate(self.distances_m) if d <= radius_m), None)
+
+    def settled_within(self, radius_m: float) -> int | None:
+        """The tick from which the object stays within ``radius_m`` to the episode's end; None when the
+        episode ends outside it."""
+        if self.distances_m[-1] > radius_m:
+            return None
+        tick = self.ticks
+        while tick > 0 and self.distances_m[tick - 1] <= radius_m:
+            tick -= 1
+        return tick
+
+
+def with_replans(config: EnvConfig, replans: int) -> EnvConfig:
+    """``config`` with an episode of ``replans`` replans (its chunk geometry as it is); a ``ValueError``
+    naming the environment when its params register no ``replans``."""
+    if isinstance(replans, bool) or not isinstance(replans, int) or replans < 1:
+        raise ValueError(f"replans must be a positive integer, got {replans!r}")
+    if is_builtin(config.id):
+        return dataclasses.replace(config, params=dataclasses.replace(config.params, replans=replans))
+    if "replans" not in config.params:
+        raise ValueError(
+            f"{config.where}.params: {config.id!r} registers no replans, so its expert cannot be run for "
+            "longer than its episode"
+        )
+    return dataclasses.replace(config, params={**config.params, "replans": replans})
+
+
+def expert_episodes(
+    config: EnvConfig, seeds: Sequence[int], noise: float, run_key: int = 0
+) -> list[ExpertEpisode]:
+    """The environment's scripted expert on every seed, its noise keyed by (run_key, seed, replan) as the
+    demonstrations' is, each episode run to its end."""
+    env = make_env(config)
+    expert = make_expert(config, noise)
+    executed = env.spec.executed_actions
+    found = []
+    try:
+        for seed in seeds:
+            obs = env.reset(int(seed))
+            while not env.done:
+                obs = env.execute(expert.act(obs, (run_key, int(seed), env.replan_index)), executed)
+            row = env.record().to_row()
+            found.append(
+                ExpertEpisode(
+                    seed=int(seed),
+                    distances_m=tuple(d / 100.0 for d in row["distance_trace_cm"]),
+                    first_contact_tick=row["first_contact_tick"],
+                    row=row,
+                )
+            )
+    finally:
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()
+    return found
+
+
+@dataclass(frozen=True)
+class ExpertFit:
+    """The expert's episodes read at one episode length and one success radius."""
+
+    replans: int
+    ticks: int
+    radius_m: float
+    success: float
+    """The share of seeds whose object ends the episode within the radius (the record's ``success``)."""
+    mean_progress_cm: float
+    """The mean over seeds of ``progress_final_cm``: 100 (spawn distance - distance at the episode's end)."""
+    engagement: float
+    """The share of seeds engaged at some tick of the episode (the record's ``contact``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, as the JSON report holds it."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ExpertReport:
+    """What the expert achieved over its seeds, at the design's episode and at the suggested one."""
+
+    seeds: tuple[int, ...]
+    noise: float
+    run_key: int
+    executed_actions: int
+    horizon_replans: int
+    registered: ExpertFit
+    suggested: ExpertFit
+    reach_ticks: tuple[int | None, ...]
+    """Per seed, the first tick within the suggested radius (None: never)."""
+    settle_ticks: tuple[int | None, ...]
+    """Per seed, the tick from which it stays within the suggested radius (None: it ends outside)."""
+    first_contact_ticks: tuple[int | None, ...]
+    spawn_cm: tuple[float, ...]
+    settled_cm: tuple[float, ...]
+    """Per seed, the distance at the end of its longest episode."""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def horizon_ticks(self) -> int:
+        return self.horizon_replans * self.executed_actions
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for ``--json``: the two fits, the tick percentiles and every seed's numbers."""
+        return {
+            "seeds": list(self.seeds),
+            "noise": self.noise,
+            "run_key": self.run_key,
+            "executed_actions": self.executed_actions,
+            "horizon": {"replans": self.horizon_replans, "ticks": self.horizon_ticks},
+            "registered": self.registered.to_dict(),
+            "suggested": self.suggested.to_dict(),
+            "ticks": {
+                "reach": _quantiles(self.reach_ticks),
+                "settle": _quantiles(self.settle_ticks),
+                "first_contact": _quantiles(self.first_contact_ticks),
+            },
+            "per_seed": [
+                {
+                    "seed": seed,
+                    "spawn_cm": spawn,
+                    "settled_cm": settled,
+                    "reach_tick": reach,
+                    "settle_tick": settle,
+                    "first_contact_tick": contact,
+                }
+                for seed, spawn, settled, reach, settle, contact in zip(
+                    self.seeds,
+                    self.spawn_cm,
+                    self.settled_cm,
+                    self.reach_ticks,
+                    self.settle_ticks,
+                    self.first_contact_ticks,
+                    strict=True,
+                )
+            ],
+            "notes": list(self.notes),
+        }
+
+
+def _quantile(values: Sequence[float], percent: float) -> float:
+    """The ``percent`` percentile of ``values``, an observed value (NumPy's ``higher`` method)."""
+    return float(np.percentile(np.asarray(values, dtype=np.float64), percent, method="higher"))
+
+
+def _quantiles(ticks: Sequence[int | None]) -> dict[str, Any]:
+    """The median and 90th percentile of the seeds' ticks, a seed that never got there counted as never
+    (None when more than that share of seeds never did); and how many seeds got there."""
+    reached = [t for t in ticks if t is not None]
+    as_numbers = [math.inf if t is None else float(t) for t in ticks]
+
+    def at(percent: float) -> int | None:
+        if not as_numbers:
+            return None
+        value = _quantile(as_numbers, percent)
+        return None if math.isinf(value) else int(value)
+
+    return {"median": at(50), "p90": at(SUGGESTION_QUANTILE), "seeds": len(reached), "of": len(ticks)}
+
+
+def _fit(episodes: Sequence[ExpertEpisode], replans: int, executed: int, radius_m: float) -> ExpertFit:
+    ticks = replans * executed
+    ends = [e.distance_at(ticks) for e in episodes]
+    return ExpertFit(
+        replans=replans,
+        ticks=ticks,
+        radius_m=radius_m,
+        success=float(np.mean([d <= radius_m for d in ends])),
+        mean_progress_cm=float(
+            np.mean([100.0 * (e.distances_m[0] - d) for e, d in zip(episodes, ends, strict=True)])
+        ),
+        engagement=float(
+            np.mean([e.first_contact_tick is not None and e.first_contact_tick <= ticks for e in episodes])
+        ),
+    )
+
+
+def suggested_radius(settled_m: Sequence[float]) -> float:
+    """Twice the settled distance at :data:`SUGGESTION_QUANTILE`, rounded up to a whole
+    :data:`RADIUS_STEP_M` (at least one)."""
+    wanted = RADIUS_FACTOR * _quantile(settled_m, SUGGESTION_QUANTILE)
+    steps = max(1, math.ceil(round(wanted / RADIUS_STEP_M, 9)))
+    return round(steps * RADIUS_STEP_M, 6)
+
+
+def summarize(
+    episodes: Sequence[ExpertEpisode],
+    *,
+    noise: float,
+    run_key: int,
+    executed_actions: int,
+    horizon_replans: int,
+    registered_replans: int,
+    registered_radius_m: float,
+) -> ExpertReport:
+    """The expert's fit at the registered episode and radius, the suggested ones and the fit there."""
+    if not episodes:
+        raise ValueError("the expert ran no episode: give it one seed at least")
+    settled = [e.distances_m[-1] for e in episodes]
+    spawn = [e.distances_m[0] for e in episodes]
+    radius, notes = suggested_radius(settled), []
+    if radius > RADIUS_CAP * min(spawn):
+        notes.append(
+            f"the expert settles {100 * _quantile(settled, SUGGESTION_QUANTILE):.2f} cm from the goal (90th "
+            f"percentile over seeds), too far for a radius that leaves half the way to go from the nearest "
+            f"spawn ({100 * min(spawn):.2f} cm): the registered radius is kept"
+        )
+        radius = registered_radius_m
+    reach = tuple(e.first_within(radius) for e in episodes)
+    settle = tuple(e.settled_within(radius) for e in episodes)
+    settling = _quantiles(settle)["p90"]
+    if settling is None:
+        replans = horizon_replans
+        notes.append(
+            f"the object stays within {100 * radius:g} cm on only {sum(t is not None for t in settle)} of "
+            f"{len(settle)} seeds in {horizon_replans} replans: the suggested episode is all of them; "
+            "measure longer (--replans) to see when it settles"
+        )
+    else:
+        wanted = math.ceil(round(EPISODE_MARGIN * max(settling, 1), 9))
+        replans = max(1, math.ceil(wanted / executed_actions))
+    if any(e.ticks < horizon_replans * executed_actions for e in episodes):
+        shortest = min(e.ticks for e in episodes)
+        notes.append(f"some episodes ended before the horizon (the shortest after {shortest} ticks)")
+    return ExpertReport(
+        seeds=tuple(e.seed for e in episodes),
+        noise=noise,
+        run_key=run_key,
+        executed_actions=executed_actions,
+        horizon_replans=horizon_replans,
+        registered=_fit(episodes, registered_replans, executed_actions, registered_radius_m),
+        suggested=_fit(episodes, replans, executed_actions, radius),
+        reach_ticks=reach,
+        settle_ticks=settle,
+        first_contact_ticks=tuple(e.first_contact_tick for e in episodes),
+        spawn_cm=tuple(100.0 * d for d in spawn),
+        settled_cm=tuple(100.0 * d for d in settled),
+        notes=tuple(notes),
+    )
+
+
+def measure_expert(
+    config: EnvConfig, seeds: Sequence[int], noise: float, run_key: int = 0, replans: int | None = None
+) -> ExpertReport:
+    """Run the expert of ``config``'s environment on ``seeds`` for ``replans`` replans (default
+    :data:`HORIZON_FACTOR` times the registered ones) and summarize it against the registered episode and
+    success radius. An environment whose params register no ``replans`` is measured over its own episode
+    (asking it for ``replans`` is an error)."""
+    spec = env_spec(config)
+    horizon = HORIZON_FACTOR * spec.replans if replans is None else replans
+    notes = []
+    try:
+        longer = with_replans(config, horizon)
+    except ValueError as exc:
+        if replans is not None:
+            raise
+        longer, horizon = config, spec.replans
+        notes.append(f"{exc}: measured over its own {spec.replans} replans")
+    episodes = expert_episodes(longer, seeds, noise, run_key)
+    report = summarize(
+        episodes,
+        noise=noise,
+        run_key=run_key,
+        executed_actions=spec.executed_actions,
+        horizon_replans=horizon,
+        registered_replans=spec.replans,
+        registered_radius_m=spec.view.target_radius_m,
+    )
+    return dataclasses.replace(report, notes=(*notes, *report.notes))
+
+
+def _ticks_text(ticks: Sequence[int | None]) -> str:
+    found = _quantiles(ticks)
+    if not found["seeds"]:
+        return f"never (0 of {found['of']} seeds)"
+    median, p90 = (("never" if v is None else str(v)) for v in (found["median"], found["p90"]))
+    return f"{median}, {p90} ({found['seeds']} of {found['of']} seeds)"
+
+
+def report_lines(report: ExpertReport) -> list[str]:
+    """The report as a Markdown table and the ticks below it, as ``grpo-probe expert`` prints it."""
+    fits = (report.registered, report.suggested)
+    executed = report.executed_actions
+
+    def row(label: str, cell: Any) -> str:
+        return f"| {label} | " + " | ".join(cell(f) for f in fits) + " |"
+
+    radius = f"{100 * report.suggested.radius_m:g} cm"
+    lines = [
+        "| | as registered | suggested |",
+        "|---|---|---|",
+        row("episode", lambda f: f"{f.replans} replans x {executed} = {f.ticks} ticks"),
+        row("success radius", lambda f: f"{100 * f.radius_m:g} cm"),
+        row("expert success", lambda f: f"{f.success:.2f}"),
+        row("expert mean progress", lambda f: f"{f.mean_progress_cm:.2f} cm"),
+        row("expert engagement", lambda f: f"{f.engagement:.2f}"),
+        "",
+        f"ticks (median, 90th percentile) over {len(report.seeds)} seeds, in up to {report.horizon_ticks}:",
+        f"- first engaged: {_ticks_text(report.first_contact_ticks)}",
+        f"- first within {radius}: {_ticks_text(report.reach_ticks)}",
+        f"- within {radius} from then on: {_ticks_text(report.settle_ticks)}",
+    ]
+    lines += [f"note: {note}" for note in report.notes]
+    return lines
