@@ -5,7 +5,8 @@ This test builds its venv with the script a lab runs (``tools/make_sim_venv.sh m
 .venvs/), starts ``python -m grpo_probe.serve env grpo_probe.serve.metaworld_env:make`` from it at the
 design's address, and runs ``prereg/designs/served/metaworld_reach_smoke.yaml`` in a fresh copy of the
 repository: demonstrations from MetaWorld's shipped scripted expert, both arms cloned, every oracle passing,
-and every manifest recording the served simulator's packages and sha256.
+and every manifest recording the served simulator's packages and sha256. A task no design ships
+(drawer-open-v3) is made by ``grpo-probe design new`` from the push design and runs the same way.
 
 Opt-in (``GRPO_PROBE_SIM_VENV=1``, which `.ci/run` sets): the first build downloads MetaWorld, MuJoCo
 3.3.0 and Gymnasium from the package index (about two minutes); it skips, with the reason, when not asked.
@@ -17,8 +18,10 @@ import json
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
+from grpo_probe.prereg.canonical import read_yaml
 from serve_processes import env_server_process, sim_venv_python
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -105,3 +108,55 @@ def test_a_server_killed_mid_run_is_named_and_the_rerun_gives_the_same_decision(
     for report in workflow_tools.oracle_reports(rerun):
         assert json.loads(report.read_text())["pass"] is True, report
     assert (rerun / "decision.json").read_bytes() == (clean_run / "decision.json").read_bytes()
+
+
+NEW_TASK = "metaworld_drawer_open_smoke"
+"""The design `grpo-probe design new` makes from the push design for drawer-open-v3."""
+
+
+def test_a_task_no_design_ships_is_one_command_from_decision_with_a_meaningful_engagement(
+    sim_python: str, tmp_path: Path, workflow_tools, grpo_probe
+):
+    """drawer-open-v3: `design new` measures its expert (it needs longer than push-v3's 80 ticks), writes
+    and locks the design; it runs to decision.md with every oracle passing, and engagement is the arm's
+    contact with the drawer, which no arm makes at tick 1 (it was "the distance changed", true at tick 1
+    for every arm, when the spawn was read where the previous drawer stood)."""
+    repo = workflow_tools.copy_repo(tmp_path / "repo")
+    design = f"prereg/designs/served/{NEW_TASK}.yaml"
+    with env_server_process(
+        sim_python,
+        "grpo_probe.serve.metaworld_env:make",
+        tmp_path / "server.log",
+        scene="grpo_probe.serve.metaworld_env:scene",
+        port=PORT,
+    ):
+        made = grpo_probe(
+            repo,
+            "design",
+            "new",
+            "--from",
+            "prereg/designs/served/metaworld_push_smoke.yaml",
+            "--task",
+            "drawer-open-v3",
+            "--json",
+            "expert.json",
+            NEW_TASK,
+        )
+        assert made.returncode == 0, made.stdout + made.stderr
+        run = workflow_tools.run_design(repo, design, timeout=1500)
+    expert = json.loads((repo / "expert.json").read_text())
+    assert expert["registered"]["success"] < 0.5 and expert["suggested"]["success"] >= 0.9
+    assert expert["suggested"]["replans"] > 16 and expert["ticks"]["first_contact"]["median"] > 1
+    written = read_yaml(repo / design)
+    assert written["amendments"] == [] and written["env"]["params"]["gym_id"] == "drawer-open-v3"
+    assert written["env"]["params"]["replans"] == expert["suggested"]["replans"]
+    decision = json.loads((run / "decision.json").read_text())
+    assert decision["env"]["id"] == "drawer-open-v3"
+    assert decision["env"]["engagement"].startswith("a link of the Sawyer arm (its gripper included) touches")
+    for report in workflow_tools.oracle_reports(run):
+        assert json.loads(report.read_text())["pass"] is True, report
+    for table in ("anchors/ar.parquet", "cells/c1_ar_t1_0.parquet", "cells/c3_teacher_ode.parquet"):
+        ticks = pq.read_table(run / table, columns=["first_contact_tick"]).column(0).to_pylist()
+        assert all(tick is None or tick > 1 for tick in ticks), (table, ticks)
+    verify = grpo_probe(repo, "verify", f"results/{NEW_TASK}/decision.manifest.json")
+    assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -41,12 +41,13 @@ for task in sorted(ENV_POLICY_MAP):
         stepped[task] = moved
     except Exception as exc:
         failed[task] = f"{type(exc).__name__}: {exc}"
-try:
-    make("not-a-task-v3")
-    unknown = None
-except ValueError as exc:
-    unknown = str(exc)
-print(json.dumps({"stepped": stepped, "failed": failed, "unknown": unknown}))
+refused = {}
+for name in ("not-a-task-v3", "drawer-opne-v3"):
+    try:
+        make(name)
+    except ValueError as exc:
+        refused[name] = str(exc)
+print(json.dumps({"stepped": stepped, "failed": failed, "refused": refused}))
 """
 
 
@@ -61,7 +62,10 @@ def test_every_metaworld_task_with_an_expert_serves_a_few_ticks() -> None:
     stepped = found["stepped"]
     assert "peg-insert-side-v3" in stepped and len(stepped) >= 45, sorted(stepped)
     assert all(moved > 0 for moved in stepped.values()), stepped  # each expert's action moved the arm
-    assert "MetaWorld has no task 'not-a-task-v3'" in found["unknown"]
+    unknown, typo = found["refused"]["not-a-task-v3"], found["refused"]["drawer-opne-v3"]
+    assert unknown.startswith("env.params.gym_id: MetaWorld has no task 'not-a-task-v3' (its ")
+    assert all(task in unknown for task in stepped)  # the refusal lists the tasks
+    assert "no task 'drawer-opne-v3'; did you mean 'drawer-open-v3'?" in typo
 
 
 _ENGAGEMENT = """

@@ -36,6 +36,7 @@ and a design binds it as ``env: {source: server, address: ws://127.0.0.1:8766, p
 from __future__ import annotations
 
 import copy
+import difflib
 import threading
 from typing import Any
 
@@ -80,8 +81,13 @@ def make(gym_id: str, max_episode_steps: int | None = None) -> Any:
     import metaworld
 
     if gym_id not in metaworld.ALL_V3_ENVIRONMENTS:
-        known = ", ".join(sorted(metaworld.ALL_V3_ENVIRONMENTS)[:6])
-        raise ValueError(f"env.params.gym_id: MetaWorld has no task {gym_id!r} (e.g. {known}, ...)")
+        tasks = sorted(metaworld.ALL_V3_ENVIRONMENTS)
+        close = difflib.get_close_matches(gym_id, tasks, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"env.params.gym_id: MetaWorld has no task {gym_id!r}{hint} (its {len(tasks)} tasks: "
+            f"{', '.join(tasks)})"
+        )
     with _BUILD:
         benchmark = metaworld.MT1(gym_id, seed=0)
         env = benchmark.train_classes[gym_id]()
