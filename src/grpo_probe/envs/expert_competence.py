@@ -1,8 +1,9 @@
 """What an environment's scripted expert achieves over seeds, and the episode and success radius that fit it.
 
 Why: every reference arm is cloned on this expert's demonstrations, so a design whose episode ends before
-the expert reaches its object (MetaWorld's pick-place-v3 in 80 ticks) parks with no engagement in any
-arm, and a success radius the expert never meets makes ``success`` read zero whatever the arms do. The
+the expert has done its task teaches the arms a task cut short (MetaWorld's drawer-open-v3 expert, in
+push-v3's 80 ticks, touches the drawer on 13 of 16 seeds and opens it on none), and a success radius
+the expert never meets makes ``success`` read zero whatever the arms do. The
 shipped designs once tuned their episode length, replans and radius by hand from measurements no tool
 made. Here the expert runs over seeds for longer than the design's episode (its chunk geometry kept:
 the same chunk length and executed actions, more replans), with the noise and keys its demonstrations
