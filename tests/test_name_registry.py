@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from grpo_probe.envs.registry import BUILTIN_IDS, env_config
-from grpo_probe.name_registry import EntryClash, Registry, UnknownName
+from grpo_probe.name_registry import EntryClash, Registry, UnknownName, closest, did_you_mean
 
 
 def _clipped() -> str:
@@ -63,6 +63,29 @@ def test_a_copy_takes_more_entries_and_leaves_the_original_as_it_was() -> None:
     assert losses.names() == ("clipped",)
     with pytest.raises(EntryClash):
         scoped.register("clipped", _other)
+
+
+def test_an_entry_registered_for_a_block_leaves_after_it_and_one_from_before_stays() -> None:
+    losses: Registry[object] = Registry("policy loss")
+    losses.register("clipped", _clipped)
+    with losses.registered("gspo", _other) as entry:
+        assert entry is _other and losses.values() == (_clipped, _other)
+    assert losses.names() == ("clipped",)
+    with losses.registered("clipped", _clipped):
+        pass
+    assert losses.names() == ("clipped",)  # registered before the block: still there
+    with pytest.raises(EntryClash), losses.registered("clipped", _other):
+        pass
+    losses.discard("clipped")
+    losses.discard("never")  # nothing to take out
+    assert len(losses) == 0
+
+
+def test_a_near_miss_in_any_list_of_names_is_worded_as_a_registry_words_it() -> None:
+    assert closest("swatt", ("reset_strike", "swat")) == "swat"
+    assert closest("zzz", ("reset_strike", "swat")) is None and closest(3, ("swat",)) is None
+    assert did_you_mean("swatt", ("swat",)) == "; did you mean 'swat'?"
+    assert did_you_mean("zzz", ("swat",)) == ""
 
 
 def test_a_misspelt_built_in_environment_is_refused_with_the_one_it_resembles() -> None:

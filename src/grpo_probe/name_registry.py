@@ -7,18 +7,40 @@ naming both, so a later import cannot change what a locked design runs), an unkn
 that lists the registered ones and suggests the closest (``did you mean``, by :mod:`difflib`), and the
 registered names can be listed in registration order for messages and docs. Tables that wrote this by
 hand drifted in their wording and in whether registering the same entry twice (a module imported
-again) was allowed; here it is.
+again) was allowed; here it is. Every table a user extends is one: the reads and their statistics, the
+sampling kinds and their entries, each built-in environment's guards, the policy losses, the advantage
+estimators and the built-in environments (docs/extending.md lists them).
+
+A name list that is not a registry (the guards a user's environment declares, a schema's enum) words a
+near miss with :func:`closest`, so every unknown name reads the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["EntryClash", "Registry", "UnknownName"]
+__all__ = ["EntryClash", "Registry", "UnknownName", "closest", "did_you_mean"]
 
 T = TypeVar("T")
+
+
+def closest(name: object, names: Iterable[str]) -> str | None:
+    """The name of ``names`` closest to ``name`` (difflib's ratio 0.6 or more), or None: the one rule for
+    ``did you mean``, whether the names are a registry's or another list's."""
+    if not isinstance(name, str):
+        return None
+    close = difflib.get_close_matches(name, list(names), n=1)
+    return close[0] if close else None
+
+
+def did_you_mean(name: object, names: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``names`` (:func:`closest`), or ``""`` when none is
+    close: the tail an error about an unknown name ends with."""
+    suggestion = closest(name, names)
+    return f"; did you mean {suggestion!r}?" if suggestion is not None else ""
 
 
 class UnknownName(ValueError):
@@ -69,25 +91,47 @@ class Registry(Generic[T]):
         """The entry registered under ``name``; an unknown name is an :class:`UnknownName` listing the
         registered names and, when one is close, asking ``did you mean`` it."""
         if name not in self._entries:
-            suggestion = self.suggest(name)
-            hint = f"; did you mean {suggestion!r}?" if suggestion is not None else ""
             raise UnknownName(
-                f"no {self.what} {name!r} is registered (registered: {self._listing()}){hint}",
+                f"no {self.what} {name!r} is registered (registered: {self._listing()})"
+                + did_you_mean(name, self._entries),
                 name,
-                suggestion,
+                self.suggest(name),
             )
         return self._entries[name]
 
     def suggest(self, name: object) -> str | None:
-        """The registered name closest to ``name`` (difflib's ratio 0.6 or more), or None."""
-        if not isinstance(name, str):
-            return None
-        close = difflib.get_close_matches(name, list(self._entries), n=1)
-        return close[0] if close else None
+        """The registered name closest to ``name`` (:func:`closest`), or None."""
+        return closest(name, self._entries)
+
+    def discard(self, name: str) -> None:
+        """Take the entry under ``name`` out, if there is one.
+
+        Why a registry that promises a name one entry for the life of the process lets one go: what a
+        lab's module registered before it failed is taken out again, so the next attempt sees the
+        registry as it was (:func:`grpo_probe.sampling.lab_modules.load_sampler_module`), and a test's
+        toy leaves when its test ends (:meth:`registered`). Nothing that runs a design calls it.
+        """
+        self._entries.pop(name, None)
+
+    @contextlib.contextmanager
+    def registered(self, name: str, entry: T) -> Iterator[T]:
+        """Register ``entry`` under ``name`` for the block and take it out after: a test's toy entry,
+        which the next test must not see. An entry registered before the block stays after it."""
+        before = name in self._entries
+        self.register(name, entry)
+        try:
+            yield entry
+        finally:
+            if not before:
+                self.discard(name)
 
     def names(self) -> tuple[str, ...]:
         """The registered names, in registration order."""
         return tuple(self._entries)
+
+    def values(self) -> tuple[T, ...]:
+        """The entries, in registration order."""
+        return tuple(self._entries.values())
 
     def items(self) -> tuple[tuple[str, T], ...]:
         """(name, entry) pairs, in registration order."""

@@ -23,7 +23,7 @@ from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.boat.spec import BOAT_ENV, BOAT_EXPERT, BOAT_ID, boat_spec
 from grpo_probe.envs.protocol import Environment, EnvSpec, Expert
 from grpo_probe.envs.pusher.spec import PUSHER_ENV, PUSHER_EXPERT, PUSHER_ID, PusherParams, pusher_spec
-from grpo_probe.name_registry import Registry
+from grpo_probe.name_registry import Registry, did_you_mean
 from grpo_probe.user_code import load_callable
 
 __all__ = [
@@ -127,10 +127,9 @@ def env_config(env_id: str, params: Mapping[str, Any], where: str = "env") -> En
             raise ValueError(_prefixed(str(exc), where)) from None
         return EnvConfig(env_id, typed, where)
     if not _FACTORY.match(env_id):
-        close = _BUILTINS.suggest(env_id)
         raise ValueError(
             f"{where}.id: {env_id!r} is neither a built-in environment ({', '.join(BUILTIN_IDS)}) nor "
-            "a 'module:factory' of your own" + (f"; did you mean {close!r}?" if close else "")
+            "a 'module:factory' of your own" + did_you_mean(env_id, _BUILTINS)
         )
     return EnvConfig(env_id, dict(params), where)
 
