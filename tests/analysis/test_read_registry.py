@@ -1,7 +1,7 @@
 """A read is one declaration (the vocabulary) and one statistic (the analysis): a toy read added here is
 validated by the schema, computed with its interval, resampled for the outcome's stability, worded in a
 clause and shown in the reads table, with no other file changed; a read declared without a statistic is
-refused when the analysis is imported.
+refused before any read is computed.
 
 Why: a read used to live in seven places, and one missing from the resampling became NaN on every
 resample, so the outcome's stability was misreported with no error.
@@ -10,23 +10,22 @@ resample, so the outcome's stability was misreported with no error.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from grpo_probe.analysis.cells import reads as analysis_reads
-from grpo_probe.analysis.cells.reads import cell_reads, compute_reads, read_rows
+from grpo_probe.analysis.cells.reads import STATISTICS, cell_reads, compute_reads, read_rows
 from grpo_probe.analysis.cells.seed_columns import SeedColumns
 from grpo_probe.analysis.page.decision_md import NOT_RECORDED, reads_tsv_text, render_decision_md
 from grpo_probe.analysis.rule.decision_rule import evaluate_rule, read_words
 from grpo_probe.analysis.rule.stability import resample_indices, stability
-from grpo_probe.prereg import load_prereg, vocabulary
+from grpo_probe.name_registry import EntryClash
+from grpo_probe.prereg import load_prereg
 from grpo_probe.prereg.rule import parse_analysis_sections
-from grpo_probe.prereg.vocabulary import ReadSpec
+from grpo_probe.prereg.vocabulary import READS, ReadSpec, register_read
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "docs" / "reference" / "grpo_signal_probe.decision.json"
@@ -46,10 +45,10 @@ def _toy_statistic(c: SeedColumns, index: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture
-def with_toy_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The two edits a new read takes: its declaration and its statistic."""
-    monkeypatch.setattr(vocabulary, "READS", (*vocabulary.READS, TOY))
-    monkeypatch.setitem(analysis_reads.STATISTICS, TOY.name, _toy_statistic)
+def with_toy_read() -> Iterator[None]:
+    """The two registrations a new read takes, for one test: its declaration and its statistic."""
+    with READS.registered(TOY.name, TOY), STATISTICS.registered(TOY.name, _toy_statistic):
+        yield
 
 
 def _columns(stds: list[float]) -> SeedColumns:
@@ -92,15 +91,30 @@ def test_the_schema_refuses_a_read_nothing_declares() -> None:
         parse_analysis_sections({"analysis": SMOKE_RAW["analysis"], "decision_rule": raw}, "toy.yaml")
 
 
-def test_a_read_declared_without_a_statistic_is_refused_when_the_analysis_loads() -> None:
-    code = (
-        "from grpo_probe.prereg import vocabulary as v\n"
-        "v.READS = (*v.READS, v.ReadSpec('orphan_cm', 'orphan', 'orphan (cm)', 'cm'))\n"
-        "import grpo_probe.analysis.cells.reads\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    assert proc.returncode != 0
-    assert "reads declared without a statistic ['orphan_cm']" in proc.stderr
+def test_a_read_declared_without_a_statistic_is_refused_before_any_read_is_computed() -> None:
+    orphan = ReadSpec("orphan_cm", "orphan", "orphan (cm)", "cm")
+    with (
+        READS.registered(orphan.name, orphan),
+        pytest.raises(
+            LookupError,
+            match=r"reads declared without a statistic \['orphan_cm'\], statistics no read declares \[\]",
+        ),
+    ):
+        cell_reads(_columns([0.5, 3.0]), SMOKE.analysis)
+    with (
+        STATISTICS.registered("stray_cm", _toy_statistic),
+        pytest.raises(LookupError, match=r"statistics no read declares \['stray_cm'\]"),
+    ):
+        compute_reads(_columns([0.5, 3.0]), np.array([0, 1]))
+    assert cell_reads(_columns([0.5, 3.0]), SMOKE.analysis)  # both taken out again
+
+
+def test_a_name_is_one_read() -> None:
+    taken = READS.get("choice_std_cm")
+    with pytest.raises(EntryClash, match=r"read 'choice_std_cm' is already registered"):
+        register_read(ReadSpec("choice_std_cm", "another", "another (cm)", "cm"))
+    assert register_read(taken) is taken  # the module imported again: the same declaration
+    assert READS.suggest("choice_sdt_cm") == "choice_std_cm"
 
 
 def test_a_read_declared_after_a_record_was_written_renders_as_not_recorded(with_toy_read: None) -> None:

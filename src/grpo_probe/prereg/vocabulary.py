@@ -2,11 +2,12 @@
 
 Why one declaration: a read is named by the registered rule, validated by the design's schema, shown in
 decision.md's reads table and clauses, stored in decision.json and recomputed on every resample of the seeds.
-Each of those reads this list (the schema's enums are filled from it when the schema loads,
+Each of those reads this registry (the schema's enums are filled from it when the schema loads,
 :func:`grpo_probe.prereg.schema.load_prereg_schema`), and the analysis computes each read with the one
-statistic registered under its name (:data:`grpo_probe.analysis.cells.reads.STATISTICS`, which refuses at
-import a declared read it has no statistic for, or a statistic no read declares). A new read is its
-declaration here and its statistic there, and its test.
+statistic registered under its name (:data:`grpo_probe.analysis.cells.reads.STATISTICS`, which refuses,
+before it computes a read, a declared read it has no statistic for, or a statistic no read declares). A
+new read is its declaration here (:func:`register_read`, at the bottom) and its statistic there, and its
+test.
 
 This module is the vocabulary only (names, words, units, whether a read has an interval): the design is
 checked against it before anything is computed, in a process that has not imported the analysis.
@@ -21,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from grpo_probe.name_registry import Registry
+
 __all__ = [
     "BOUND_SUFFIXES",
     "READS",
@@ -29,6 +32,7 @@ __all__ = [
     "interval_bounds",
     "read_names",
     "read_spec",
+    "register_read",
 ]
 
 BOUND_SUFFIXES: dict[str, str] = {"lower": "_ci_low", "upper": "_ci_high"}
@@ -64,159 +68,16 @@ class ReadSpec:
     CDF, which needs no interpolation), instead of being dropped as undefined."""
 
 
-READS: tuple[ReadSpec, ...] = (
-    ReadSpec(
-        "median_group_std_progress_cm",
-        "median group std",
-        "median group std of progress (cm) [CI]",
-        "cm",
-        interval=True,
-        primary=True,
-    ),
-    ReadSpec(
-        "median_group_std_best_point_cm",
-        "median group std of best point",
-        "median group std of best point (cm) [CI]",
-        "cm",
-        interval=True,
-        primary=True,
-    ),
-    ReadSpec(
-        "choice_std_cm",
-        "choice std",
-        "choice std sigma_b: the spread the draws' choices explain (cm) [CI]",
-        "cm",
-        interval=True,
-        primary=True,
-        scope="replay",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "chaos_std_cm",
-        "chaos std",
-        "chaos std sigma_w: the chaos floor, every draw replayed (cm) [CI]",
-        "cm",
-        interval=True,
-        scope="replay",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "chaos_share",
-        "chaos share",
-        "chaos share: sigma_w^2 / (sigma_w^2 + sigma_b^2) [CI]",
-        interval=True,
-        scope="replay",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "rank_stability",
-        "rank stability",
-        "rank stability: Spearman of draws vs replays, median [CI]",
-        interval=True,
-        scope="replay",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "median_divergence_tick",
-        "divergence tick",
-        "tick replays split from their draws vs first contact (medians)",
-        versus="median_first_contact_tick",
-        scope="replay",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "median_first_contact_tick",
-        "first-contact tick",
-        "first-contact tick of the replays (median)",
-        scope="shown_with",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "median_choice_std_cm",
-        "median choice std",
-        "median over seeds of sqrt(max(0, V_a - V_w)) (cm) [CI]",
-        "cm",
-        interval=True,
-        scope="earlier_replay",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "replay_std_cm",
-        "replay std",
-        "replay std sqrt(mean V_w) (cm) [CI]",
-        "cm",
-        interval=True,
-        scope="earlier_replay",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "chaos_fraction",
-        "chaos fraction",
-        "chaos fraction sum V_w / sum V_a [CI]",
-        interval=True,
-        scope="earlier_replay",
-        replayed_seeds=True,
-    ),
-    ReadSpec(
-        "nondegenerate_fraction",
-        "share of non-degenerate groups",
-        "non-degenerate groups (fraction of seeds)",
-        primary=True,
-    ),
-    ReadSpec(
-        "mean_progress_delta_cm",
-        "sampled minus anchor progress",
-        "sampled minus anchor progress, mean over seeds (cm) [CI]",
-        "cm",
-        interval=True,
-    ),
-    ReadSpec(
-        "sampled_engagement_rate",
-        "sampled engagement rate",
-        "engagement rate, sampled vs anchor",
-        versus="anchor_engagement_rate",
-    ),
-    ReadSpec(
-        "anchor_engagement_rate",
-        "anchor engagement rate",
-        "engagement rate of the anchor",
-        scope="shown_with",
-    ),
-    ReadSpec(
-        "engagement_delta",
-        "sampled minus anchor engagement",
-        "engagement rate, sampled minus anchor, mean over seeds [CI]",
-        interval=True,
-    ),
-    ReadSpec(
-        "mean_token_entropy",
-        "token entropy",
-        "action-token entropy per replan, mean (nats)",
-        "nats",
-        scope="ar",
-    ),
-    ReadSpec("mean_tokens_per_chunk", "tokens per chunk", "tokens per chunk, mean", scope="ar"),
-    ReadSpec(
-        "gradient_noise_scale",
-        "gradient noise scale",
-        "gradient noise scale B_simple: episodes a GRPO step needs before it points the same way twice [CI]",
-        "episodes",
-        interval=True,
-        scope="gradient",
-        unbounded=True,
-    ),
-    ReadSpec(
-        "gradient_half_cosine",
-        "half-batch gradient agreement",
-        "cosine of the GRPO gradients of two disjoint halves of the seeds (median over splits)",
-        scope="gradient",
-    ),
-)
-"""Every read every cell has (in decision.md's reads table order; the guard rows come after
-``engagement_delta``)."""
+READS: Registry[ReadSpec] = Registry("read")
+"""Every read every cell has, by name, in decision.md's reads table order (the guard rows come after
+``engagement_delta``). A name is one read: a second declaration under a taken name is refused."""
 
-if len({spec.name for spec in READS}) != len(READS):
-    raise ValueError("grpo_probe.prereg.vocabulary.READS: a read is declared twice")
+
+def register_read(spec: ReadSpec) -> ReadSpec:
+    """Declare ``spec`` under its name, after the reads declared before it (its row's place in the reads
+    table); a name declared by another :class:`ReadSpec` is an error naming both."""
+    return READS.register(spec.name, spec)
+
 
 _GUARD_READ = re.compile(r"(sampled|anchor)_([a-z][a-z0-9_]*)_rate")
 
@@ -240,9 +101,8 @@ def guard_reads(guard: str) -> tuple[ReadSpec, ReadSpec]:
 def read_spec(name: str) -> ReadSpec | None:
     """The declaration of ``name``: a listed read, or a guard's rate (whatever guard it names: whether the
     environment declares it is the design check's question); None for any other name."""
-    found = next((spec for spec in READS if spec.name == name), None)
-    if found is not None:
-        return found
+    if name in READS:
+        return READS.get(name)
     matched = _GUARD_READ.fullmatch(name)
     if matched is None:
         return None
@@ -255,7 +115,7 @@ def read_names() -> tuple[str, ...]:
     ``<read>_ci_high``): the schema's ``rule_fixed_read_name`` enum."""
     return tuple(
         name
-        for spec in READS
+        for spec in READS.values()
         for name in (spec.name, *((spec.name + s for s in BOUND_SUFFIXES.values()) if spec.interval else ()))
     )
 
@@ -263,4 +123,192 @@ def read_names() -> tuple[str, ...]:
 def interval_bounds() -> tuple[str, ...]:
     """``<read>.lower`` and ``<read>.upper`` of every read with an interval: the schema's
     ``rule_interval_bound`` enum."""
-    return tuple(f"{spec.name}.{end}" for spec in READS if spec.interval for end in BOUND_SUFFIXES)
+    return tuple(f"{spec.name}.{end}" for spec in READS.values() if spec.interval for end in BOUND_SUFFIXES)
+
+
+# The reads, in decision.md's reads table order. A new read goes at the bottom, where its row goes last.
+
+register_read(
+    ReadSpec(
+        "median_group_std_progress_cm",
+        "median group std",
+        "median group std of progress (cm) [CI]",
+        "cm",
+        interval=True,
+        primary=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "median_group_std_best_point_cm",
+        "median group std of best point",
+        "median group std of best point (cm) [CI]",
+        "cm",
+        interval=True,
+        primary=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "choice_std_cm",
+        "choice std",
+        "choice std sigma_b: the spread the draws' choices explain (cm) [CI]",
+        "cm",
+        interval=True,
+        primary=True,
+        scope="replay",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "chaos_std_cm",
+        "chaos std",
+        "chaos std sigma_w: the chaos floor, every draw replayed (cm) [CI]",
+        "cm",
+        interval=True,
+        scope="replay",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "chaos_share",
+        "chaos share",
+        "chaos share: sigma_w^2 / (sigma_w^2 + sigma_b^2) [CI]",
+        interval=True,
+        scope="replay",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "rank_stability",
+        "rank stability",
+        "rank stability: Spearman of draws vs replays, median [CI]",
+        interval=True,
+        scope="replay",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "median_divergence_tick",
+        "divergence tick",
+        "tick replays split from their draws vs first contact (medians)",
+        versus="median_first_contact_tick",
+        scope="replay",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "median_first_contact_tick",
+        "first-contact tick",
+        "first-contact tick of the replays (median)",
+        scope="shown_with",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "median_choice_std_cm",
+        "median choice std",
+        "median over seeds of sqrt(max(0, V_a - V_w)) (cm) [CI]",
+        "cm",
+        interval=True,
+        scope="earlier_replay",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "replay_std_cm",
+        "replay std",
+        "replay std sqrt(mean V_w) (cm) [CI]",
+        "cm",
+        interval=True,
+        scope="earlier_replay",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "chaos_fraction",
+        "chaos fraction",
+        "chaos fraction sum V_w / sum V_a [CI]",
+        interval=True,
+        scope="earlier_replay",
+        replayed_seeds=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "nondegenerate_fraction",
+        "share of non-degenerate groups",
+        "non-degenerate groups (fraction of seeds)",
+        primary=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "mean_progress_delta_cm",
+        "sampled minus anchor progress",
+        "sampled minus anchor progress, mean over seeds (cm) [CI]",
+        "cm",
+        interval=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "sampled_engagement_rate",
+        "sampled engagement rate",
+        "engagement rate, sampled vs anchor",
+        versus="anchor_engagement_rate",
+    )
+)
+register_read(
+    ReadSpec(
+        "anchor_engagement_rate",
+        "anchor engagement rate",
+        "engagement rate of the anchor",
+        scope="shown_with",
+    )
+)
+register_read(
+    ReadSpec(
+        "engagement_delta",
+        "sampled minus anchor engagement",
+        "engagement rate, sampled minus anchor, mean over seeds [CI]",
+        interval=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "mean_token_entropy",
+        "token entropy",
+        "action-token entropy per replan, mean (nats)",
+        "nats",
+        scope="ar",
+    )
+)
+register_read(ReadSpec("mean_tokens_per_chunk", "tokens per chunk", "tokens per chunk, mean", scope="ar"))
+register_read(
+    ReadSpec(
+        "gradient_noise_scale",
+        "gradient noise scale",
+        "gradient noise scale B_simple: episodes a GRPO step needs before it points the same way twice [CI]",
+        "episodes",
+        interval=True,
+        scope="gradient",
+        unbounded=True,
+    )
+)
+register_read(
+    ReadSpec(
+        "gradient_half_cosine",
+        "half-batch gradient agreement",
+        "cosine of the GRPO gradients of two disjoint halves of the seeds (median over splits)",
+        scope="gradient",
+    )
+)

@@ -3,10 +3,11 @@
 Why one statistic per read: a read's full-sample value, its bootstrap interval, its value on a resample
 of the seeds (the outcome's stability), inside a nested bootstrap, and in a simulated run are the same
 reduction of the cell's per-seed columns (:class:`~grpo_probe.analysis.cells.seed_columns.SeedColumns`) over
-different arrays of seed positions ``[..., n]``. :data:`STATISTICS` maps each read the vocabulary
-declares (:data:`grpo_probe.prereg.vocabulary.READS`) to that reduction, and this module refuses at import
-a declared read without one (it would be undefined on every resample) or one no read declares. A new
-read is its declaration in the vocabulary and its statistic here.
+different arrays of seed positions ``[..., n]``. :data:`STATISTICS` registers each read the vocabulary
+declares (:data:`grpo_probe.prereg.vocabulary.READS`) with that reduction, and this module refuses,
+before it computes any read, a declared read without one (it would be undefined on every resample) or one
+no read declares (:func:`check_statistics`). A new read is its declaration in the vocabulary and its
+statistic here (``STATISTICS.register``, at the bottom).
 
 decision.json holds every read at full precision (the value the rule compared); only the page rounds,
 to three significant figures, with more where three would hide which side of a threshold a value is on.
@@ -25,14 +26,17 @@ from grpo_probe.analysis.cells.chaos import chaos_statistics
 from grpo_probe.analysis.cells.gradient_noise import gradient_statistics
 from grpo_probe.analysis.cells.seed_columns import SeedColumns
 from grpo_probe.analysis.cells.studentized import STUDENTIZED_READS, share_standard_error, studentized_ends
-from grpo_probe.prereg import AnalysisNumbers, vocabulary
+from grpo_probe.name_registry import Registry, did_you_mean
+from grpo_probe.prereg import AnalysisNumbers
 from grpo_probe.prereg.vocabulary import BOUND_SUFFIXES, READS, ReadSpec, guard_reads, read_names, read_spec
 
 __all__ = [
     "READ_NAMES",
     "STATISTICS",
     "ReadRow",
+    "Statistic",
     "cell_reads",
+    "check_statistics",
     "compute_reads",
     "interval_seeds",
     "read_rows",
@@ -82,42 +86,23 @@ def _gradient(name: str) -> Statistic:
     return lambda c, index: gradient_statistics(c.gradient, index, name)
 
 
-STATISTICS: dict[str, Statistic] = {
-    "median_group_std_progress_cm": _median("std_progress_cm"),
-    "median_group_std_best_point_cm": _median("std_best_point_cm"),
-    **{
-        name: _replay(name)
-        for name in (
-            "choice_std_cm",
-            "chaos_std_cm",
-            "chaos_share",
-            "rank_stability",
-            "median_divergence_tick",
-            "median_first_contact_tick",
-            "median_choice_std_cm",
-            "replay_std_cm",
-            "chaos_fraction",
-        )
-    },
-    "nondegenerate_fraction": _mean("nondegenerate"),
-    "mean_progress_delta_cm": _mean("progress_delta_cm"),
-    "sampled_engagement_rate": _mean("sampled_engagement"),
-    "anchor_engagement_rate": _mean("anchor_engaged"),
-    "engagement_delta": _engagement_delta,
-    "mean_token_entropy": _entropy(0),
-    "mean_tokens_per_chunk": _entropy(2),
-    "gradient_noise_scale": _gradient("gradient_noise_scale"),
-    "gradient_half_cosine": _gradient("gradient_half_cosine"),
-}
-"""Each declared read's reduction over the seeds (a guard's rates: :func:`_guard_statistic`)."""
+STATISTICS: Registry[Statistic] = Registry("read statistic")
+"""Each declared read's reduction over the seeds, under the read's name (a guard's rates:
+:func:`_guard_statistic`)."""
 
-_declared = {spec.name for spec in READS}
-if set(STATISTICS) != _declared:
-    missing, undeclared = sorted(_declared - set(STATISTICS)), sorted(set(STATISTICS) - _declared)
-    raise ImportError(
-        f"grpo_probe.analysis.cells.reads: reads declared without a statistic {missing}, statistics no read "
-        f"declares {undeclared}"
-    )
+
+def check_statistics() -> None:
+    """Refuse a declared read without a statistic (it would be undefined on every resample) or a
+    statistic no read declares; every computation of reads asks first, so a read registered after this
+    module loaded (a test's toy, a module that adds one) is held to it too."""
+    declared, registered = set(READS), set(STATISTICS)
+    if declared != registered:
+        missing, undeclared = sorted(declared - registered), sorted(registered - declared)
+        raise LookupError(
+            f"grpo_probe.analysis.cells.reads: reads declared without a statistic {missing}, statistics no "
+            f"read declares {undeclared} (a read is its ReadSpec in grpo_probe.prereg.vocabulary and its "
+            "statistic here: docs/extending.md)"
+        )
 
 
 def _guard_statistic(name: str) -> Statistic | None:
@@ -139,25 +124,26 @@ def _guard_statistic(name: str) -> Statistic | None:
 
 
 def _statistic(c: SeedColumns, name: str) -> Statistic:
-    found = STATISTICS.get(name)
-    if found is None and (name.removeprefix("sampled_").removeprefix("anchor_").removesuffix("_rate")) in (
-        c.sampled_trips
-    ):
+    if name in STATISTICS:
+        return STATISTICS.get(name)
+    found = None
+    if (name.removeprefix("sampled_").removeprefix("anchor_").removesuffix("_rate")) in c.sampled_trips:
         found = _guard_statistic(name)
     if found is None:
-        raise KeyError(f"{name!r} is no read of cell {c.cell.id}")
+        raise KeyError(f"{name!r} is no read of cell {c.cell.id}{did_you_mean(name, cell_read_names(c))}")
     return found
 
 
 def cell_read_names(c: SeedColumns) -> tuple[str, ...]:
     """Every read of the cell: the declared ones (the replay reads only where the design replays) and its
     environment's guard rates."""
+    check_statistics()
     guards = tuple(n for g in c.sampled_trips for n in (f"sampled_{g}_rate", f"anchor_{g}_rate"))
     declared = tuple(
-        name
-        for name in STATISTICS
-        if (c.chaos is not None or not getattr(read_spec(name), "replayed_seeds", False))
-        and (c.gradient is not None or getattr(read_spec(name), "scope", None) != "gradient")
+        spec.name
+        for spec in READS.values()
+        if (c.chaos is not None or not spec.replayed_seeds)
+        and (c.gradient is not None or spec.scope != "gradient")
     )
     return (*declared, *guards)
 
@@ -276,7 +262,7 @@ def read_rows(guards: tuple[str, ...], replay: bool = True, earlier: bool = True
     with the replay reads when the design registers replays (and the first ones with ``earlier``): the
     vocabulary's order, a guard's rates after the engagement rows."""
     rows: list[ReadRow] = []
-    for spec in vocabulary.READS:
+    for spec in READS.values():
         if spec.scope in ("shown_with", "gradient") or (spec.scope == "replay" and not replay):
             continue
         if spec.scope == "earlier_replay" and not (replay and earlier):
@@ -291,3 +277,31 @@ READ_NAMES: tuple[str, ...] = read_names()
 """Every read a decision-rule condition or rank key may name in any environment (the schema's
 ``rule_fixed_read_name`` enum); a guard's rates are named by the schema's pattern and checked against the
 environment's declarations with the design."""
+
+
+# The statistics of the declared reads (in any order: the vocabulary orders the reads). A new read's
+# statistic goes at the bottom.
+
+STATISTICS.register("median_group_std_progress_cm", _median("std_progress_cm"))
+STATISTICS.register("median_group_std_best_point_cm", _median("std_best_point_cm"))
+for _name in (
+    "choice_std_cm",
+    "chaos_std_cm",
+    "chaos_share",
+    "rank_stability",
+    "median_divergence_tick",
+    "median_first_contact_tick",
+    "median_choice_std_cm",
+    "replay_std_cm",
+    "chaos_fraction",
+):
+    STATISTICS.register(_name, _replay(_name))
+STATISTICS.register("nondegenerate_fraction", _mean("nondegenerate"))
+STATISTICS.register("mean_progress_delta_cm", _mean("progress_delta_cm"))
+STATISTICS.register("sampled_engagement_rate", _mean("sampled_engagement"))
+STATISTICS.register("anchor_engagement_rate", _mean("anchor_engaged"))
+STATISTICS.register("engagement_delta", _engagement_delta)
+STATISTICS.register("mean_token_entropy", _entropy(0))
+STATISTICS.register("mean_tokens_per_chunk", _entropy(2))
+STATISTICS.register("gradient_noise_scale", _gradient("gradient_noise_scale"))
+STATISTICS.register("gradient_half_cosine", _gradient("gradient_half_cosine"))
