@@ -4,17 +4,17 @@ file changed."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from grpo_probe.analysis.cells.guards import guard_rates
 from grpo_probe.analysis.cells.reads import read_rows
 from grpo_probe.analysis.cells.tables import read_anchor_table, read_probe_table
 from grpo_probe.analysis.rule.glossary import glossary
-from grpo_probe.envs.boat.spec import boat_spec
+from grpo_probe.envs.boat.spec import BOAT_GUARDS, boat_spec
 from grpo_probe.envs.protocol import EnvSpec, Guard
 from grpo_probe.phase2.reward import guard_trips, shaped_rewards
 from grpo_probe.prereg.design import environment_problems
@@ -37,8 +37,23 @@ example keeps this test passing: tests/test_docs_examples.py)."""
 
 
 def _with_tilted() -> EnvSpec:
-    boat = boat_spec()
-    return dataclasses.replace(boat, guards=(*boat.guards, TILTED))
+    """The boat's spec with the toy guard registered last, as docs/extending.md registers ``tilted``."""
+    with BOAT_GUARDS.registered(TILTED.name, lambda params: TILTED):
+        return boat_spec()
+
+
+def test_a_registered_guard_comes_last_and_leaves_with_its_registration() -> None:
+    spec = _with_tilted()
+    assert spec.guards[-1] is TILTED and spec.guards[:-1] == boat_spec().guards
+    assert TILTED.name not in boat_spec().guard_names
+
+
+def test_a_guard_built_under_another_name_than_its_registration_is_refused() -> None:
+    with (
+        BOAT_GUARDS.registered("tilted", lambda params: TILTED),
+        pytest.raises(ValueError, match=r"boat guard 'tilted': its factory .* not a Guard named 'tilted'"),
+    ):
+        boat_spec()
 
 
 def test_the_boats_guard_names_are_read_off_its_declarations() -> None:

@@ -46,13 +46,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
+
+from grpo_probe.name_registry import Registry
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -63,10 +65,12 @@ __all__ = [
     "EpisodeRecordLike",
     "Expert",
     "Guard",
+    "GuardFactory",
     "TopDownView",
     "away_tail_guard",
     "check_chunk",
     "check_running",
+    "declared_guards",
     "normalized_to_bounds",
     "swat_guard",
 ]
@@ -166,6 +170,29 @@ def swat_guard(moved: str, speed_column: str) -> Guard:
         "it was struck, not pushed",
         threshold="swat_speed_m_s",
     )
+
+
+GuardFactory = Callable[[Any], Guard]
+"""(an environment's registered params) -> one of its guards, worded with the registered numbers: what a
+built-in environment's guard registry holds (the boat's :data:`~grpo_probe.envs.boat.spec.BOAT_GUARDS`)."""
+
+
+def declared_guards(guards: Registry[GuardFactory], params: Any) -> tuple[Guard, ...]:
+    """Every guard of ``guards`` built under ``params``, in registration order (decision.md's order).
+
+    Why the name is checked: the registered name is what a penalty, a rule's guard rate and the design
+    check name, and the :class:`Guard`'s name is what the analysis counts under; a factory that builds a
+    guard under another name would make the two disagree, so it is an error naming both.
+    """
+    built = []
+    for name, factory in guards.items():
+        guard = factory(params)
+        if not isinstance(guard, Guard) or guard.name != name:
+            raise ValueError(
+                f"{guards.what} {name!r}: its factory {factory!r} built {guard!r}, not a Guard named {name!r}"
+            )
+        built.append(guard)
+    return tuple(built)
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,30 @@ with this spec attached; its record and its episode table are the ones the boat 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from grpo_probe.envs.boat.params import SimParams
 from grpo_probe.envs.episode_table import EPISODE_SCHEMA
-from grpo_probe.envs.protocol import EnvSpec, Guard, TopDownView, away_tail_guard, swat_guard
+from grpo_probe.envs.protocol import (
+    EnvSpec,
+    Guard,
+    TopDownView,
+    away_tail_guard,
+    declared_guards,
+    swat_guard,
+)
+from grpo_probe.name_registry import Registry
 
-__all__ = ["BOAT_ENV", "BOAT_EXPERT", "BOAT_ID", "BOAT_VERSION", "boat_guards", "boat_spec"]
+__all__ = [
+    "BOAT_ENV",
+    "BOAT_EXPERT",
+    "BOAT_GUARDS",
+    "BOAT_ID",
+    "BOAT_VERSION",
+    "boat_guards",
+    "boat_spec",
+    "register_boat_guard",
+]
 
 BOAT_ID = "boat_push"
 BOAT_VERSION = "boat_push/2"
@@ -29,37 +48,23 @@ _OBS_DIM = 17
 two)."""
 
 
+BoatGuard = Callable[[SimParams], Guard]
+
+BOAT_GUARDS: Registry[BoatGuard] = Registry("boat guard")
+"""The boat's guards by name, in decision.md's order: each entry builds its :class:`Guard` from the
+registered ``sim:`` numbers, so its glossary sentence states them."""
+
+
+def register_boat_guard(name: str) -> Callable[[BoatGuard], BoatGuard]:
+    """Decorator: register ``factory(params) -> Guard`` as the boat's guard ``name``, after the guards
+    registered before it (its place in decision.md). A name taken by another factory is an error naming
+    both: a guard's name is the key of its rates and of its phase-2 penalty."""
+    return BOAT_GUARDS.decorator(name)
+
+
 def boat_guards(params: SimParams) -> tuple[Guard, ...]:
     """The boat's guard channels, in decision.md's order, worded with the registered numbers."""
-    return (
-        Guard(
-            "reset_strike",
-            "reset_strikes",
-            ">",
-            "the safety monitor reset the pusher at least once: it pressed into the table above "
-            f"sim.table_force_limit_n = {params.table_force_limit_n:g} N or left the workspace "
-            f"(sim.workspace_half_extent_m = {params.workspace_half_extent_m:g} m, up to "
-            f"sim.workspace_max_height_m = {params.workspace_max_height_m:g} m); "
-            f"sim.strike_cap = {params.strike_cap} strikes end the episode",
-            threshold=0.0,
-        ),
-        Guard(
-            "knocked_off",
-            "knocked_off",
-            "true",
-            f"the boat ended more than sim.knocked_off_drop_m = {params.knocked_off_drop_m:g} m below its "
-            "resting height: it left the table",
-        ),
-        Guard(
-            "not_upright",
-            "final_upright",
-            "false",
-            "the boat's up axis ended more than "
-            f"sim.upright_max_tilt_deg = {params.upright_max_tilt_deg:g} degrees from vertical",
-        ),
-        away_tail_guard("boat", "disk"),
-        swat_guard("boat", "max_boat_speed_m_s"),
-    )
+    return declared_guards(BOAT_GUARDS, params)
 
 
 def boat_spec(params: SimParams | None = None) -> EnvSpec:
@@ -87,3 +92,53 @@ def boat_spec(params: SimParams | None = None) -> EnvSpec:
         cameras=("overhead",),
         state_perturbation="the boat's spawn position, shifted in the table plane",
     )
+
+
+# The boat's guards, in decision.md's order. A new guard goes at the bottom, where it is listed last.
+
+
+@register_boat_guard("reset_strike")
+def _reset_strike(params: SimParams) -> Guard:
+    return Guard(
+        "reset_strike",
+        "reset_strikes",
+        ">",
+        "the safety monitor reset the pusher at least once: it pressed into the table above "
+        f"sim.table_force_limit_n = {params.table_force_limit_n:g} N or left the workspace "
+        f"(sim.workspace_half_extent_m = {params.workspace_half_extent_m:g} m, up to "
+        f"sim.workspace_max_height_m = {params.workspace_max_height_m:g} m); "
+        f"sim.strike_cap = {params.strike_cap} strikes end the episode",
+        threshold=0.0,
+    )
+
+
+@register_boat_guard("knocked_off")
+def _knocked_off(params: SimParams) -> Guard:
+    return Guard(
+        "knocked_off",
+        "knocked_off",
+        "true",
+        f"the boat ended more than sim.knocked_off_drop_m = {params.knocked_off_drop_m:g} m below its "
+        "resting height: it left the table",
+    )
+
+
+@register_boat_guard("not_upright")
+def _not_upright(params: SimParams) -> Guard:
+    return Guard(
+        "not_upright",
+        "final_upright",
+        "false",
+        "the boat's up axis ended more than "
+        f"sim.upright_max_tilt_deg = {params.upright_max_tilt_deg:g} degrees from vertical",
+    )
+
+
+@register_boat_guard("away_tail")
+def _away_tail(params: SimParams) -> Guard:
+    return away_tail_guard("boat", "disk")
+
+
+@register_boat_guard("swat")
+def _swat(params: SimParams) -> Guard:
+    return swat_guard("boat", "max_boat_speed_m_s")

@@ -36,24 +36,34 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 import pyarrow as pa
 
-from grpo_probe.envs.protocol import EnvSpec, Guard, TopDownView, away_tail_guard, swat_guard
+from grpo_probe.envs.protocol import (
+    EnvSpec,
+    Guard,
+    TopDownView,
+    away_tail_guard,
+    declared_guards,
+    swat_guard,
+)
 from grpo_probe.envs.push_record import push_schema
+from grpo_probe.name_registry import Registry
 
 __all__ = [
     "PUSHER_ENV",
     "PUSHER_EXPERT",
+    "PUSHER_GUARDS",
     "PUSHER_ID",
     "PusherParams",
     "pusher_guards",
     "pusher_spec",
     "pusher_version",
+    "register_pusher_guard",
 ]
 
 PUSHER_ID = "pusher"
@@ -152,28 +162,22 @@ def pusher_version() -> str:
     return f"pusher/1 ({GYM_ID}, gymnasium {metadata.version('gymnasium')})"
 
 
+PusherGuard = Callable[[PusherParams], Guard]
+
+PUSHER_GUARDS: Registry[PusherGuard] = Registry("pusher guard")
+"""The pusher's guards by name, in decision.md's order: each entry builds its :class:`Guard` from the
+registered ``env.params``, so its glossary sentence states them."""
+
+
+def register_pusher_guard(name: str) -> Callable[[PusherGuard], PusherGuard]:
+    """Decorator: register ``factory(params) -> Guard`` as the pusher's guard ``name``, after the guards
+    registered before it (its place in decision.md); a name taken by another factory is an error."""
+    return PUSHER_GUARDS.decorator(name)
+
+
 def pusher_guards(params: PusherParams) -> tuple[Guard, ...]:
     """The pusher's guard channels, in decision.md's order, worded with the registered numbers."""
-    return (
-        Guard(
-            "joint_limit",
-            "joint_limit_hits",
-            ">",
-            "an arm joint ran into a range end (within env.params.joint_limit_margin_rad = "
-            f"{params.joint_limit_margin_rad:g} rad of it) at env.params.joint_limit_hit_speed_rad_s = "
-            f"{params.joint_limit_hit_speed_rad_s:g} rad/s or faster",
-            threshold=0.0,
-        ),
-        Guard(
-            "off_table",
-            "object_off_table",
-            "true",
-            "the object left the table region (env.params.table_region_half_extent_m = "
-            f"{params.table_region_half_extent_m:g} m around the goal)",
-        ),
-        away_tail_guard("object", "goal"),
-        swat_guard("object", "max_object_speed_m_s"),
-    )
+    return declared_guards(PUSHER_GUARDS, params)
 
 
 def pusher_spec(params: PusherParams | None = None) -> EnvSpec:
@@ -201,3 +205,40 @@ def pusher_spec(params: PusherParams | None = None) -> EnvSpec:
         state_perturbation=STATE_PERTURBATION,
         cameras=CAMERAS,
     )
+
+
+# The pusher's guards, in decision.md's order. A new guard goes at the bottom, where it is listed last.
+
+
+@register_pusher_guard("joint_limit")
+def _joint_limit(params: PusherParams) -> Guard:
+    return Guard(
+        "joint_limit",
+        "joint_limit_hits",
+        ">",
+        "an arm joint ran into a range end (within env.params.joint_limit_margin_rad = "
+        f"{params.joint_limit_margin_rad:g} rad of it) at env.params.joint_limit_hit_speed_rad_s = "
+        f"{params.joint_limit_hit_speed_rad_s:g} rad/s or faster",
+        threshold=0.0,
+    )
+
+
+@register_pusher_guard("off_table")
+def _off_table(params: PusherParams) -> Guard:
+    return Guard(
+        "off_table",
+        "object_off_table",
+        "true",
+        "the object left the table region (env.params.table_region_half_extent_m = "
+        f"{params.table_region_half_extent_m:g} m around the goal)",
+    )
+
+
+@register_pusher_guard("away_tail")
+def _away_tail(params: PusherParams) -> Guard:
+    return away_tail_guard("object", "goal")
+
+
+@register_pusher_guard("swat")
+def _swat(params: PusherParams) -> Guard:
+    return swat_guard("object", "max_object_speed_m_s")
