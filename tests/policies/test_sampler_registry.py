@@ -178,9 +178,11 @@ def test_a_registered_kind_is_a_valid_mode_with_its_text_and_record(toy_kind: Sa
     assert schema["$defs"]["cell_kind"]["enum"][-1] == TOY
 
 
-def test_an_unregistered_kind_is_refused() -> None:
-    with pytest.raises(ValueError, match="kind must be one of"):
+def test_an_unregistered_kind_is_refused_with_the_registered_kinds_and_the_closest() -> None:
+    with pytest.raises(ValueError, match=rf"no sampling kind '{TOY}' is registered \(registered: greedy, "):
         SamplingMode(TOY)
+    with pytest.raises(ValueError, match=r"no sampling kind 'flow_sd' .*; did you mean 'flow_sde'\?$"):
+        SamplingMode("flow_sd")
 
 
 def test_a_design_uses_a_registered_kind_with_the_same_checks_as_a_built_in(

@@ -9,7 +9,9 @@ text reports print, the rollout table's columns, the draw-0 oracle, the policy c
 samples it). Each of them asks the kind's one :class:`SamplerKind` declaration here instead of naming
 kinds itself, so a new sampler is its math (a module that registers its sampling entry with
 :func:`register_sampler_entry`), its declaration (:func:`register_sampler`, at the bottom of this file)
-and its test. ``docs/extending.md`` walks through it.
+and its test. ``docs/extending.md`` walks through it. The declarations (:data:`SAMPLING_KINDS`) and the
+entries (:data:`SAMPLER_ENTRIES`) are each a :class:`~grpo_probe.name_registry.Registry`, as every table
+a design names things from is.
 
 A lab registers a kind of its own without editing this package: its module calls :func:`register_sampler`
 (and :func:`register_sampler_entry`), and a design names that module in ``samplers:``.
@@ -24,13 +26,16 @@ from __future__ import annotations
 import importlib
 import math
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+from grpo_probe.name_registry import EntryClash, Registry
 
 __all__ = [
     "HEAD_OF_MODE",
     "PARAMETERS",
+    "SAMPLER_ENTRIES",
     "SAMPLING_KINDS",
     "Draw0",
     "Parameter",
@@ -179,8 +184,10 @@ class SamplerKind:
         return tuple(p for p in self.takes if PARAMETERS[p].default is None)
 
 
-_KINDS: dict[str, SamplerKind] = {}
-_ENTRIES: dict[str, Callable[..., Any]] = {}
+SAMPLING_KINDS: Registry[SamplerKind] = Registry("sampling kind")
+"""Every registered kind's declaration by name, in registration order (iterating it gives the names)."""
+SAMPLER_ENTRIES: Registry[Callable[..., Any]] = Registry("sampling entry")
+"""Kind -> the function its head calls to sample it (:func:`register_sampler_entry`)."""
 _ORIGINS: dict[str, str] = {}
 """Kind -> the module whose import registered it (this module for the built-ins): see
 :func:`_registering_module`."""
@@ -192,8 +199,12 @@ _MODULE_FAILURES: dict[str, str] = {}
 answers the same)."""
 
 
-class SamplerClash(ValueError):
-    """:func:`register_sampler` called for a name the registry holds: a kind means one thing."""
+class SamplerClash(EntryClash):
+    """:func:`register_sampler` called for a name the registry holds: a kind means one thing.
+
+    Why stricter than :meth:`Registry.register`, which takes the same entry again: a kind also records
+    the module that registered it, and a lab's module that registers a built-in's declaration object (or
+    one of its own twice) would otherwise pass as registering it, with the wrong origin."""
 
     def __init__(self, kind: str, origin: str | None) -> None:
         self.kind = kind
@@ -209,9 +220,9 @@ def register_sampler(kind: SamplerKind) -> SamplerKind:
     registered outside this package names that module when it is pickled, so a process that receives it
     can import the module and know the kind (:meth:`SamplingMode.__reduce__`).
     """
-    if kind.kind in _KINDS:
+    if kind.kind in SAMPLING_KINDS:
         raise SamplerClash(kind.kind, _ORIGINS.get(kind.kind))
-    _KINDS[kind.kind] = kind
+    SAMPLING_KINDS.register(kind.kind, kind)
     _ORIGINS[kind.kind] = _registering_module()
     return kind
 
@@ -227,9 +238,10 @@ def _registering_module() -> str:
 
 
 def unregister_sampler(kind: str) -> None:
-    """Remove a kind and its entry (tests add a kind for one test and take it out again)."""
-    _KINDS.pop(kind, None)
-    _ENTRIES.pop(kind, None)
+    """Remove a kind and its entry (tests add a kind for one test and take it out again; a lab's module
+    that fails is backed out)."""
+    SAMPLING_KINDS.discard(kind)
+    SAMPLER_ENTRIES.discard(kind)
     _ORIGINS.pop(kind, None)
     for module, kinds in list(_MODULE_KINDS.items()):
         if kind in kinds:
@@ -244,53 +256,32 @@ def sampler_origin(kind: str) -> str:
 
 def sampling_kinds() -> tuple[str, ...]:
     """Every registered kind, in registration order."""
-    return tuple(_KINDS)
+    return SAMPLING_KINDS.names()
 
 
 def sampler(kind: str) -> SamplerKind:
-    """The declaration of ``kind``; an unknown kind is an error listing the known ones."""
-    found = _KINDS.get(kind)
-    if found is None:
-        raise ValueError(f"SamplingMode.kind must be one of {sampling_kinds()}, got {kind!r}")
-    return found
-
-
-class _RegisteredKinds(Sequence[str]):
-    """The registered kinds as a live sequence: a kind registered later is in it too."""
-
-    def __getitem__(self, index: Any) -> Any:
-        return tuple(_KINDS)[index]
-
-    def __len__(self) -> int:
-        return len(_KINDS)
-
-    def __contains__(self, kind: object) -> bool:
-        return kind in _KINDS
-
-    def __repr__(self) -> str:
-        return repr(tuple(_KINDS))
+    """The declaration of ``kind``; an unknown kind is an error listing the registered ones and asking
+    ``did you mean`` the closest."""
+    return SAMPLING_KINDS.get(kind)
 
 
 class _HeadOfMode(Mapping[str, str]):
     """Kind -> the head it samples, as a live read-only mapping over the registry."""
 
     def __getitem__(self, kind: str) -> str:
-        if kind not in _KINDS:
+        if kind not in SAMPLING_KINDS:
             raise KeyError(kind)
-        return _KINDS[kind].head
+        return SAMPLING_KINDS.get(kind).head
 
     def __iter__(self) -> Iterator[str]:
-        return iter(tuple(_KINDS))
+        return iter(SAMPLING_KINDS)
 
     def __len__(self) -> int:
-        return len(_KINDS)
+        return len(SAMPLING_KINDS)
 
     def __repr__(self) -> str:
         return repr(dict(self))
 
-
-SAMPLING_KINDS: Sequence[str] = _RegisteredKinds()
-"""Every registered kind, in registration order (live: :func:`sampling_kinds` as a sequence)."""
 
 HEAD_OF_MODE: Mapping[str, str] = _HeadOfMode()
 """The head each registered kind samples (live)."""
@@ -298,7 +289,7 @@ HEAD_OF_MODE: Mapping[str, str] = _HeadOfMode()
 
 def kinds_of_head(head: str) -> tuple[str, ...]:
     """The kinds that sample ``head``, in registration order."""
-    return tuple(k for k, s in _KINDS.items() if s.head == head)
+    return tuple(k for k, s in SAMPLING_KINDS.items() if s.head == head)
 
 
 _Entry = TypeVar("_Entry", bound=Callable[..., Any])
@@ -313,9 +304,7 @@ def register_sampler_entry(kind: str) -> Callable[[_Entry], _Entry]:
     """
 
     def register(fn: _Entry) -> _Entry:
-        if kind in _ENTRIES and _ENTRIES[kind] is not fn:
-            raise ValueError(f"sampling kind {kind!r} already has a sampling entry ({_ENTRIES[kind]!r})")
-        _ENTRIES[kind] = fn
+        SAMPLER_ENTRIES.register(kind, fn)
         return fn
 
     return register
@@ -323,19 +312,19 @@ def register_sampler_entry(kind: str) -> Callable[[_Entry], _Entry]:
 
 def sampler_entry(kind: str) -> Callable[..., Any]:
     """The function the head calls to sample ``kind``, importing the kind's ``entry_module`` if needed."""
-    if kind not in _ENTRIES:
+    if kind not in SAMPLER_ENTRIES:
         declared = sampler(kind)
         importlib.import_module(declared.entry_module)
-        if kind not in _ENTRIES:
+        if kind not in SAMPLER_ENTRIES:
             raise ValueError(
                 f"sampling kind {kind!r}: {declared.entry_module} registers no sampling entry for it "
                 f"(decorate its function with grpo_probe.sampling.register_sampler_entry({kind!r}))"
             )
-    return _ENTRIES[kind]
+    return SAMPLER_ENTRIES.get(kind)
 
 
 def _only_for(name: str) -> str:
-    kinds = [repr(k) for k, s in _KINDS.items() if name in s.takes]
+    kinds = [repr(k) for k, s in SAMPLING_KINDS.items() if name in s.takes]
     if len(kinds) <= 1:
         return f"kind {kinds[0] if kinds else 'none'}"
     return f"kinds {', '.join(kinds[:-1])} or {kinds[-1]}"
@@ -390,7 +379,7 @@ class SamplingMode:
         if not isinstance(self.noise, bool):
             raise ValueError(f"SamplingMode.noise must be True or False, got {self.noise!r}")
         if not self.noise and not declared.noise_switch:
-            switched = " or ".join(repr(k) for k, s in _KINDS.items() if s.noise_switch) or "none"
+            switched = " or ".join(repr(k) for k, s in SAMPLING_KINDS.items() if s.noise_switch) or "none"
             raise ValueError(
                 f"SamplingMode.noise=False is only defined for kind {switched} (its Gumbel noise), "
                 f"got kind {self.kind!r}"
@@ -423,7 +412,7 @@ def _unpickled_mode(
     origin: str | None, kind: str, temperature: float | None, sde_a: float | None, steps: int, noise: bool
 ) -> SamplingMode:
     """A pickled :class:`SamplingMode`, its kind's module imported first where this process lacks it."""
-    if kind not in _KINDS and origin is not None:
+    if kind not in SAMPLING_KINDS and origin is not None:
         from grpo_probe.sampling.lab_modules import load_sampler_module
 
         load_sampler_module(origin)
@@ -452,7 +441,7 @@ def mode_schema_rules() -> tuple[list[str], list[dict[str, Any]], list[str]]:
     ``cell_kind`` (the kinds a cell may sample), from the registry
     (:func:`grpo_probe.prereg.schema.load_prereg_schema` fills them in)."""
     rules = []
-    for k, s in _KINDS.items():
+    for k, s in SAMPLING_KINDS.items():
         then: dict[str, Any] = {}
         if s.required:
             then["required"] = list(s.required)
@@ -463,7 +452,7 @@ def mode_schema_rules() -> tuple[list[str], list[dict[str, Any]], list[str]]:
             then["properties"] = bounds
         if then:
             rules.append({"if": {"properties": {"kind": {"const": k}}}, "then": then})
-    return list(_KINDS), rules, [k for k, s in _KINDS.items() if s.cell]
+    return list(SAMPLING_KINDS), rules, [k for k, s in SAMPLING_KINDS.items() if s.cell]
 
 
 # The built-in kinds. Their sampling entries live in the head modules named by entry_module.

@@ -13,11 +13,11 @@ import re
 import sys
 
 from grpo_probe.sampling import (
-    _ENTRIES,
-    _KINDS,
     _MODULE_FAILURES,
     _MODULE_KINDS,
     _ORIGINS,
+    SAMPLER_ENTRIES,
+    SAMPLING_KINDS,
     SamplerClash,
     SamplerKind,
     unregister_sampler,
@@ -74,23 +74,23 @@ def _import_kinds(module: str) -> tuple[str, ...]:
     if module in sys.modules:
         kinds = tuple(k for k, origin in _ORIGINS.items() if origin == module)
     else:
-        before = set(_KINDS)
+        before = set(SAMPLING_KINDS)
         try:
             importlib.import_module(module)
         except SamplerClash as exc:
-            _forget(set(_KINDS) - before)
+            _forget(set(SAMPLING_KINDS) - before)
             raise SamplerModuleError(_clash_text(module, exc)) from None
         except Exception as exc:  # the lab's code may raise anything; the design names the module
-            _forget(set(_KINDS) - before)
+            _forget(set(SAMPLING_KINDS) - before)
             raise SamplerModuleError(f"{module!r} failed to import: {type(exc).__name__}: {exc}") from None
-        kinds = tuple(k for k in _KINDS if k not in before)
+        kinds = tuple(k for k in SAMPLING_KINDS if k not in before)
     if not kinds:
         raise SamplerModuleError(
             f"{module!r} registers no sampling kind (call grpo_probe.sampling.register_sampler in it, at "
             "import)"
         )
     for kind in kinds:
-        problem = _user_kind_problem(_KINDS[kind])
+        problem = _user_kind_problem(SAMPLING_KINDS.get(kind))
         if problem is not None:
             _forget(set(kinds))
             raise SamplerModuleError(f"{module!r} registers kind {kind!r}, {problem}")
@@ -121,7 +121,7 @@ def _user_kind_problem(kind: SamplerKind) -> str | None:
         found = importlib.util.find_spec(kind.entry_module)
     except (ImportError, ValueError):
         found = None
-    if found is None and kind.kind not in _ENTRIES:
+    if found is None and kind.kind not in SAMPLER_ENTRIES:
         return (
             f"whose entry_module {kind.entry_module!r} Python cannot find (the module that registers its "
             "sampling entry with register_sampler_entry)"
