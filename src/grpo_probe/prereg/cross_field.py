@@ -24,6 +24,7 @@ from grpo_probe.envs.observation import (
 )
 from grpo_probe.envs.protocol import EnvSpec
 from grpo_probe.envs.registry import EnvConfig, env_config, env_spec, is_builtin
+from grpo_probe.name_registry import did_you_mean
 from grpo_probe.prereg.phase2 import penalty_problems
 from grpo_probe.prereg.replay import ReplaySection, replay_problems
 from grpo_probe.prereg.rule import DecisionRule
@@ -300,6 +301,7 @@ def environment_problems(
                     problems.append(
                         f"{at}: {read!r} reads guard {guard!r}, which environment {spec.id!r} does not "
                         f"define (its guards: {', '.join(spec.guard_names)})"
+                        + did_you_mean(guard, spec.guard_names)
                     )
 
     for criterion in rule.criteria:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grpo_probe.envs.protocol import EnvSpec
-from grpo_probe.name_registry import Registry, UnknownName
+from grpo_probe.name_registry import Registry, UnknownName, did_you_mean
 from grpo_probe.prereg.seeds import expand_seeds
 from grpo_probe.sampling import SamplingMode
 
@@ -230,7 +230,7 @@ def penalty_problems(penalties: Mapping[str, float], spec: EnvSpec) -> list[str]
     declared = spec.guard_names
     return [
         f"{PENALTIES_FIELD}.{name}: environment {spec.id!r} declares no guard {name!r} "
-        f"(its guards: {', '.join(declared) or 'none'})"
+        f"(its guards: {', '.join(declared) or 'none'}){did_you_mean(name, declared)}"
         for name in penalties
         if name not in declared
     ]

@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
+from grpo_probe.name_registry import did_you_mean
 from grpo_probe.prereg.canonical import canonical_json, read_yaml
 from grpo_probe.prereg.vocabulary import interval_bounds, read_names
 from grpo_probe.sampling import mode_schema_rules
@@ -185,6 +186,19 @@ def _unexpected(error: ValidationError) -> str | None:
     return "; ".join(parts) or None
 
 
+def _message(error: ValidationError) -> str:
+    """The error's message: an unknown field with its nearest known one (:func:`_unexpected`), a value
+    outside an enum of names (a sampling kind, a read) with the closest name (``did you mean``, as a
+    registry words an unknown name), else jsonschema's own."""
+    unexpected = _unexpected(error)
+    if unexpected is not None:
+        return unexpected
+    if error.validator == "enum" and isinstance(error.instance, str):
+        names = [v for v in error.validator_value if isinstance(v, str)]
+        return error.message + did_you_mean(error.instance, names)
+    return error.message
+
+
 def _alternatives(error: ValidationError) -> str:
     """Why a oneOf/anyOf failed: the errors of the one alternative whose discriminating const/enum matched."""
     branches: dict[Any, list[ValidationError]] = {}
@@ -200,7 +214,7 @@ def _alternatives(error: ValidationError) -> str:
     parts = []
     for e in chosen:
         where = field_path(e.relative_path, error.instance) if e.relative_path else ""
-        message = _unexpected(e) or e.message
+        message = _message(e)
         parts.append(f"{where}: {message}" if where else message)
     return "; ".join(dict.fromkeys(parts))
 
@@ -208,7 +222,7 @@ def _alternatives(error: ValidationError) -> str:
 def describe(error: ValidationError, document: Any) -> str:
     """``"<field path>: <problem>"`` for one violation found in ``document``: list items named by their
     ids, an unknown field with the nearest known one, a failed oneOf/anyOf with why its alternative failed."""
-    message = _unexpected(error) or error.message
+    message = _message(error)
     if error.context:
         message = f"{message} ({_alternatives(error)})"
     return f"{field_path(error.absolute_path, document)}: {message}"

@@ -23,6 +23,7 @@ from typing import Any
 
 from grpo_probe.analysis.cells.reads import READ_NAMES
 from grpo_probe.atomic_io import atomic_write_json
+from grpo_probe.name_registry import did_you_mean
 from grpo_probe.prereg import Prereg, load_prereg
 from grpo_probe.prereg.canonical import canonical_sha256, read_yaml
 from grpo_probe.prereg.lock import utc_now_iso
@@ -264,7 +265,10 @@ def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
         named.append(("engagement.read", raw["engagement"]["read"]))
     for field, name in named:
         if name not in READ_NAMES:
-            problems.append(f"{path}: {field}: {name!r} is not a probe read (reads: {', '.join(READ_NAMES)})")
+            problems.append(
+                f"{path}: {field}: {name!r} is not a probe read (reads: {', '.join(READ_NAMES)})"
+                + did_you_mean(name, READ_NAMES)
+            )
     if raw["predictor"] not in raw["reads"]:
         problems.append(f"{path}: predictor: {raw['predictor']!r} must be one of reads")
     designs = [str(Path(m["design"])) for m in raw["members"]]
