@@ -98,6 +98,11 @@ def test_penalty_problems_name_the_field_and_the_environment_guards(spec: EnvSpe
     ]
 
 
+def test_a_misspelt_guard_penalty_is_offered_the_guard_it_resembles() -> None:
+    (problem,) = penalty_problems({"knocked_of": 1.0}, boat_spec())
+    assert problem.endswith("; did you mean 'knocked_off'?")
+
+
 def test_a_design_penalising_a_guard_its_environment_lacks_is_refused(tmp_path: Path) -> None:
     reward = {"penalties": {**PHASE2_SECTION["reward"]["penalties"], "joint_limit": 1.0}}
     with pytest.raises(PreregError) as err:

@@ -45,6 +45,22 @@ def test_a_field_like_none_the_schema_knows_is_not_given_a_guess(tmp_path: Path)
     assert "did you mean" not in message
 
 
+def test_a_misspelt_name_from_a_registry_is_offered_the_name_it_resembles(tmp_path: Path) -> None:
+    """A sampling kind or a read is checked by the schema's enum of the registered names; a near miss
+    is worded as the registry words one."""
+    path = edited(tmp_path, "smoke.yaml", lambda raw: raw["cells"][1]["mode"].update(kind="flow_sd"))
+    message = load_error(path, SchemaError)
+    assert "'flow_sd' is not one of" in message and "did you mean 'flow_sde'?" in message
+
+    def misspell(raw: dict) -> None:
+        next(iter(raw["decision_rule"]["criteria"].values()))["all_of"][0]["read"] = (
+            "median_group_std_progres_cm"
+        )
+
+    message = load_error(edited(tmp_path, "smoke.yaml", misspell), SchemaError)
+    assert message.endswith("; did you mean 'median_group_std_progress_cm'?")
+
+
 def test_a_misspelt_config_key_is_offered_the_key_it_resembles() -> None:
     raw = read_yaml(REPO / "config/config.yaml") | {"wrokers": 2}
     with pytest.raises(SchemaError, match=r"'wrokers' was unexpected; did you mean 'workers'\?"):

@@ -193,10 +193,19 @@ def _message(error: ValidationError) -> str:
     unexpected = _unexpected(error)
     if unexpected is not None:
         return unexpected
-    if error.validator == "enum" and isinstance(error.instance, str):
-        names = [v for v in error.validator_value if isinstance(v, str)]
-        return error.message + did_you_mean(error.instance, names)
+    if error.validator == "enum":
+        return error.message + _closest_name(error, [error])
     return error.message
+
+
+def _closest_name(error: ValidationError, errors: Iterable[ValidationError]) -> str:
+    """``"; did you mean 'x'?"`` where ``error``'s value is a string close to a name of an enum among
+    ``errors`` (itself, or the alternatives of a oneOf/anyOf: a read is a declared name or a guard's rate
+    pattern), else ``""``."""
+    if not isinstance(error.instance, str):
+        return ""
+    names = [v for e in errors if e.validator == "enum" for v in e.validator_value if isinstance(v, str)]
+    return did_you_mean(error.instance, names)
 
 
 def _alternatives(error: ValidationError) -> str:
@@ -214,7 +223,7 @@ def _alternatives(error: ValidationError) -> str:
     parts = []
     for e in chosen:
         where = field_path(e.relative_path, error.instance) if e.relative_path else ""
-        message = _message(e)
+        message = _unexpected(e) or e.message  # a near name is offered once, after the alternatives
         parts.append(f"{where}: {message}" if where else message)
     return "; ".join(dict.fromkeys(parts))
 
@@ -224,7 +233,7 @@ def describe(error: ValidationError, document: Any) -> str:
     ids, an unknown field with the nearest known one, a failed oneOf/anyOf with why its alternative failed."""
     message = _message(error)
     if error.context:
-        message = f"{message} ({_alternatives(error)})"
+        message = f"{message} ({_alternatives(error)}){_closest_name(error, error.context)}"
     return f"{field_path(error.absolute_path, document)}: {message}"
 
 
