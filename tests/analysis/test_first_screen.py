@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_probe.analysis.page.decision_md import VALIDATION_PAGE, render_decision_md
+from grpo_probe.analysis.cells.reads import STATISTICS
+from grpo_probe.analysis.page.decision_md import NOT_RECORDED, VALIDATION_PAGE, render_decision_md
+from grpo_probe.prereg.vocabulary import READS, ReadSpec
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "grpo_signal_probe.decision.json"
 
@@ -31,6 +33,24 @@ def test_the_default_first_screen_fits_one_screen_and_names_the_validation_study
     assert f"validation study, `{VALIDATION_PAGE}`" in " ".join(top.split())  # wrapped at a space
     assert (REFERENCE.parents[2] / VALIDATION_PAGE).is_file()
     assert f"]({reference['figures']['rule']})" in top
+
+
+def test_a_read_registered_after_the_record_was_written_leaves_the_first_screen_as_it_was(
+    reference: dict,
+) -> None:
+    """The reference record predates any read registered now (docs/extending.md's example adds one): the
+    page still renders, the first screen is the one the record gives, and the new row below says "not
+    recorded"."""
+    late = ReadSpec(
+        "late_widest_std_cm", "widest std", "widest std over seeds (cm) [CI]", "cm", interval=True
+    )
+    assert all(late.name not in cell["reads"] for cell in reference["cells"])
+    before = _top(reference)
+    with READS.registered(late.name, late), STATISTICS.registered(late.name, lambda c, index: index):
+        page = render_decision_md(reference)
+    assert page.split("\n---\n", 1)[0] == before
+    row = next(line for line in page.splitlines() if line.startswith(f"| {late.label} |"))
+    assert row.count(NOT_RECORDED) == len(reference["cells"])
 
 
 def _go_on(decision: dict, cell_id: str) -> dict:
