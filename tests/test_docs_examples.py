@@ -2,9 +2,18 @@
 that cover what they change.
 
 Why: the examples once used the names of the tests' own toys, so a reader who followed them got failing
-tests (1, 6 and 2 of them), and a new guard needed a test edit the page did not mention. Each example
-here is taken from the page as a reader would take it and applied to a copy; the tests its section names
-run in that copy, with the copy's ``src`` first on the path, and the files it touched are ruff-clean.
+tests (1, 6 and 2 of them), a new guard needed a test edit the page did not mention, and the worked read
+broke the first-screen test, which the page did not name. Every example here is taken from the page as a
+reader would take it and applied to one copy of the repository; the tests the sections name run in that
+copy, with the copy's ``src`` first on the path, and the files the examples touched are ruff-clean. A
+section names at least every test file that imports a module its examples edit
+(:func:`touched_tests.direct_tests`), which is checked here without running anything.
+
+The tests an example touches are more than those: every test file that imports an edited module or a
+module of the package that imports one (:func:`touched_tests.touched_tests`: the schema, the page, the
+heads). Asked with ``GRPO_PROBE_DOCS_EXAMPLES=1`` (``.ci/run`` asks), all of those files run in the copy,
+the workflow runs among them; without it, the named ones do, the workflow runs (``e2e``) left to the
+asked run.
 
 The page marks what to copy. A fenced block whose info string carries ``title="<path>[, <where>]"`` is
 a piece of code for the file ``<path>`` (the title is also what the site shows above the block):
@@ -31,12 +40,16 @@ from pathlib import Path
 
 import pytest
 
+from touched_tests import direct_tests, touched_tests
 from workflow_copies import copy_repo
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "extending.md"
 
-pytestmark = pytest.mark.slow  # a copy of the repository and a pytest process per section: about a minute
+pytestmark = pytest.mark.slow  # a copy of the repository and a pytest process in it: a minute or two
+
+ASKED = "GRPO_PROBE_DOCS_EXAMPLES"
+"""Set to 1 to run every test file the examples touch, not only those the page names (see the docstring)."""
 
 FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S)
 TITLE = re.compile(r'title="(?P<path>[^",]+)(?:, (?P<where>[^"]+))?"')
@@ -144,6 +157,43 @@ def _written_by(section: Section, path: str) -> bool:
     return any(e.path == path and e.where is None for e in section.examples)
 
 
+def test_each_section_names_every_test_that_imports_what_its_examples_edit() -> None:
+    for section in _sections():
+        edited = {e.path for e in _to_apply(section)}
+        unnamed = sorted(set(direct_tests(REPO, edited)) - set(section.tests))
+        assert unnamed == [], (
+            f"docs/extending.md: section {section.heading!r} edits {sorted(edited)}, which these tests "
+            f"import; name them in its <!-- example tests: --> line: {unnamed}"
+        )
+
+
+def test_the_tests_an_edit_touches_are_its_importers_and_their_readers_importers(tmp_path: Path) -> None:
+    files = {
+        "src/grpo_probe/__init__.py": "",
+        "src/grpo_probe/table.py": "TABLE = {}\n",
+        "src/grpo_probe/reader.py": "from grpo_probe.table import TABLE\n",
+        "src/grpo_probe/page.py": "from grpo_probe import reader\n",
+        "src/grpo_probe/other.py": "X = 1\n",
+        "tests/analysis/__init__.py": "",
+        "tests/analysis/helper.py": "from grpo_probe.reader import *\n",
+        "tests/analysis/test_via_helper.py": "from .helper import *\n",
+        "tests/test_table.py": "import grpo_probe.table\n",
+        "tests/test_reader.py": "from grpo_probe import reader\n",
+        "tests/test_page.py": "from grpo_probe.page import *\n",
+        "tests/test_other.py": "from grpo_probe.other import X\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    edit = ["src/grpo_probe/table.py"]
+    assert direct_tests(tmp_path, edit) == ("tests/test_table.py",)
+    assert touched_tests(tmp_path, edit) == (
+        "tests/analysis/test_via_helper.py",
+        "tests/test_reader.py",
+        "tests/test_table.py",
+    )
+
+
 def test_a_quoted_block_is_still_the_code_it_quotes() -> None:
     """A block titled with a file that is in the repository is quoted from it, verbatim."""
     quoted = [e for s in _sections() for e in s.examples if e.where is None and (REPO / e.path).exists()]
@@ -167,11 +217,10 @@ def test_applying_an_example_inserts_it_where_the_title_says(tmp_path: Path) -> 
         apply_example(tmp_path, Example("s", "m.py", None, "x\n"))
 
 
-@pytest.mark.parametrize("heading", [s.heading for s in _sections() if _to_apply(s)])
-def test_an_example_copied_verbatim_passes_its_tests(heading: str, tmp_path: Path) -> None:
-    section = next(s for s in _sections() if s.heading == heading)
-    copy = copy_repo(tmp_path / "repo")
-    for example in _to_apply(section):
+def _applied(copy: Path, examples: list[Example]) -> dict[str, str]:
+    """Apply ``examples`` to the copy; the environment a pytest there runs in (the copy's package first),
+    once the files they touched are checked to be ruff-clean."""
+    for example in examples:
         apply_example(copy, example)
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},  # not this run's worker
@@ -187,22 +236,41 @@ def test_an_example_copied_verbatim_passes_its_tests(heading: str, tmp_path: Pat
     ).stdout.strip()
     assert Path(where).is_relative_to(copy / "src"), where  # the copy's package, examples included
     lint = subprocess.run(
-        [sys.executable, "-m", "ruff", "check", "--no-cache", *sorted({e.path for e in _to_apply(section)})],
+        [sys.executable, "-m", "ruff", "check", "--no-cache", *sorted({e.path for e in examples})],
         cwd=copy,
         capture_output=True,
         text=True,
         check=False,
     )
-    assert lint.returncode == 0, f"{heading}: the example's code is not ruff-clean\n{lint.stdout}"
+    assert lint.returncode == 0, f"{sorted({e.section for e in examples})}: not ruff-clean\n{lint.stdout}"
+    return env
+
+
+def _pytest(copy: Path, env: dict[str, str], args: list[str], timeout: int) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *section.tests],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
         cwd=copy,
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         check=False,
     )
-    assert proc.returncode == 0, (
-        f"{heading}: {' '.join(section.tests)}\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}"
-    )
+    assert proc.returncode == 0, f"{' '.join(args)}\n{proc.stdout[-4000:]}{proc.stderr[-2000:]}"
+
+
+def test_every_example_copied_verbatim_passes_the_tests_it_touches(tmp_path: Path) -> None:
+    """The page's examples all applied to one copy, as a reader who followed each would have them (one
+    copy and one pytest process, not one per section: the sections name several files in common, and
+    each run of the page's and the report's tests costs tens of seconds); then the tests the sections
+    name, or, asked, every test file the examples touch, the workflow runs among them, on two workers."""
+    examples = [e for s in _sections() for e in _to_apply(s)]
+    named = list(dict.fromkeys(t for s in _sections() if _to_apply(s) for t in s.tests))
+    copy = copy_repo(tmp_path / "repo")
+    env = _applied(copy, examples)
+    if os.environ.get(ASKED) != "1":
+        _pytest(copy, env, ["-m", "not e2e", *named], timeout=900)
+        return
+    touched = touched_tests(copy, {e.path for e in examples})
+    assert set(touched) >= set(named), sorted(set(named) - set(touched))
+    _pytest(copy, env, ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", *touched], timeout=3600)

@@ -50,8 +50,10 @@ def test_a_registered_guard_comes_last_and_leaves_with_its_registration() -> Non
 
 def test_a_guard_built_under_another_name_than_its_registration_is_refused() -> None:
     with (
-        BOAT_GUARDS.registered("tilted", lambda params: TILTED),
-        pytest.raises(ValueError, match=r"boat guard 'tilted': its factory .* not a Guard named 'tilted'"),
+        BOAT_GUARDS.registered("toy_leaning", lambda params: TILTED),
+        pytest.raises(
+            ValueError, match=r"boat guard 'toy_leaning': its factory .* not a Guard named 'toy_le"
+        ),
     ):
         boat_spec()
 
