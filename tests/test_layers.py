@@ -73,9 +73,18 @@ def test_the_prereg_loads_without_torch_or_mujoco(module: str) -> None:
     assert sorted(m for m in HEAVY if m in loaded) == [], f"import {module} loads {ours}"
 
 
-def test_the_sampling_type_imports_nothing_of_the_package() -> None:
+def test_the_sampling_type_imports_nothing_of_the_package_but_the_registry() -> None:
+    """Its registries are name_registry's (the floor, which imports nothing of the package)."""
     loaded = loaded_after("import grpo_probe.sampling")
-    assert sorted(m for m in loaded if m.startswith("grpo_probe")) == ["grpo_probe", "grpo_probe.sampling"]
+    assert sorted(m for m in loaded if m.startswith("grpo_probe")) == [
+        "grpo_probe",
+        "grpo_probe.name_registry",
+        "grpo_probe.sampling",
+    ]
+    assert sorted(m for m in loaded_after("import grpo_probe.name_registry") if m.startswith("grpo_p")) == [
+        "grpo_probe",
+        "grpo_probe.name_registry",
+    ]
 
 
 def test_the_policy_server_loads_nothing_of_the_package_but_itself() -> None:

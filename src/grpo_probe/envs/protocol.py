@@ -72,6 +72,7 @@ __all__ = [
     "check_running",
     "declared_guards",
     "normalized_to_bounds",
+    "register_shared_guards",
     "swat_guard",
 ]
 
@@ -193,6 +194,14 @@ def declared_guards(guards: Registry[GuardFactory], params: Any) -> tuple[Guard,
             )
         built.append(guard)
     return tuple(built)
+
+
+def register_shared_guards(guards: Registry[GuardFactory], moved: str, goal: str, speed_column: str) -> None:
+    """Register the guards every pushing environment shares (:func:`away_tail_guard`, :func:`swat_guard`)
+    in ``guards``, after the environment's own: the thing ``moved`` toward the ``goal``, and the column of
+    its peak speed."""
+    guards.register("away_tail", lambda params: away_tail_guard(moved, goal))
+    guards.register("swat", lambda params: swat_guard(moved, speed_column))
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,8 @@ from grpo_probe.envs.protocol import (
     EnvSpec,
     Guard,
     TopDownView,
-    away_tail_guard,
     declared_guards,
-    swat_guard,
+    register_shared_guards,
 )
 from grpo_probe.name_registry import Registry
 
@@ -134,11 +133,4 @@ def _not_upright(params: SimParams) -> Guard:
     )
 
 
-@register_boat_guard("away_tail")
-def _away_tail(params: SimParams) -> Guard:
-    return away_tail_guard("boat", "disk")
-
-
-@register_boat_guard("swat")
-def _swat(params: SimParams) -> Guard:
-    return swat_guard("boat", "max_boat_speed_m_s")
+register_shared_guards(BOAT_GUARDS, "boat", "disk", "max_boat_speed_m_s")

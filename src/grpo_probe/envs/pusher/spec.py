@@ -47,9 +47,8 @@ from grpo_probe.envs.protocol import (
     EnvSpec,
     Guard,
     TopDownView,
-    away_tail_guard,
     declared_guards,
-    swat_guard,
+    register_shared_guards,
 )
 from grpo_probe.envs.push_record import push_schema
 from grpo_probe.name_registry import Registry
@@ -234,11 +233,4 @@ def _off_table(params: PusherParams) -> Guard:
     )
 
 
-@register_pusher_guard("away_tail")
-def _away_tail(params: PusherParams) -> Guard:
-    return away_tail_guard("object", "goal")
-
-
-@register_pusher_guard("swat")
-def _swat(params: PusherParams) -> Guard:
-    return swat_guard("object", "max_object_speed_m_s")
+register_shared_guards(PUSHER_GUARDS, "object", "goal", "max_object_speed_m_s")
