@@ -218,10 +218,18 @@ def test_applying_an_example_inserts_it_where_the_title_says(tmp_path: Path) -> 
 
 
 def _applied(copy: Path, examples: list[Example]) -> dict[str, str]:
-    """Apply ``examples`` to the copy; the environment a pytest there runs in (the copy's package first),
-    once the files they touched are checked to be ruff-clean."""
+    """Apply ``examples`` to the copy, and commit it as a clone's first commit (the tests that copy the
+    repository again, for a workflow run, list its files with git); the environment a pytest there runs
+    in (the copy's package first), once the files they touched are checked to be ruff-clean."""
     for example in examples:
         apply_example(copy, example)
+    for git in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the examples applied"]):
+        subprocess.run(
+            ["git", "-c", "user.name=examples", "-c", "user.email=examples@localhost", *git],
+            cwd=copy,
+            capture_output=True,
+            check=True,
+        )
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},  # not this run's worker
         "PYTHONPATH": os.pathsep.join(filter(None, [str(copy / "src"), os.environ.get("PYTHONPATH")])),

@@ -73,7 +73,10 @@ def test_the_keyed_streams_import_alone_and_draw_the_in_process_bytes(lab_python
         "sys.stdout.write(draws.tobytes().hex())\n"
         "sys.stdout.write(' %d' % k.key_seed(7, 0, 2, 3))\n"
     )
-    done = subprocess.run([str(lab_python), "-c", script], capture_output=True, text=True, check=True)
+    alone = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # not this process's package
+    done = subprocess.run(
+        [str(lab_python), "-c", script], capture_output=True, text=True, check=True, env=alone
+    )
     draws, seed = done.stdout.split()
     assert draws == numpy_generator(tag("lab-noise"), 7, 0, 2, 3).standard_normal(5).tobytes().hex()
     assert int(seed) == key_seed(7, 0, 2, 3)
