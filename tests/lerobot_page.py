@@ -1,16 +1,20 @@
-"""docs/lerobot.md's design and run, as the two LeRobot tests follow them: its code blocks, the design it
-writes over prereg/designs/smoke/pusht_smoke.yaml, and the run of that design with its arm bound to a served
-policy.
+"""docs/lerobot.md's design and run, as the LeRobot tests follow them: its code blocks in page order, the
+design it saves whole, and the run of that design with its arm bound to a served policy.
 
 Why one module: the page is one lab's path, and both the stand-in's test (tests/e2e/test_lerobot_page.py)
-and LeRobot's own policies (tests/serve/test_lerobot_venv.py) must take the same design and the same run
-from it, so a change to the page reaches both.
+and LeRobot's own policies (tests/serve/test_lerobot_venv.py, which runs the page's commands verbatim)
+must take the same design and the same run from it, so a change to the page reaches both.
+
+The page marks what a reader saves: a fenced block whose info string carries ``title="<path>"`` is the
+whole text of the file ``<path>`` (the design, the run configs); every ``bash`` block is commands to run
+in the repository root, in page order.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,31 +27,55 @@ PAGE = REPO / "docs" / "lerobot.md"
 DESIGN = "prereg/pusht_lerobot.yaml"
 RESULTS = Path("results/pusht_lerobot")
 ARM = "flow_teacher"
-"""The arm of prereg/designs/smoke/pusht_smoke.yaml the page binds to the served policy."""
+"""The arm of the page's design bound to the served policy."""
+
+
+FENCE = re.compile(r"^```(?P<language>\w+)(?P<info>[^\n]*)\n(?P<body>.*?)^```[ ]*$", re.M | re.S)
+TITLE = re.compile(r'title="(?P<path>[^"]+)"')
+
+
+@dataclass(frozen=True)
+class Step:
+    """One fenced block of the page, in page order: a file to save (``path``) or commands to run."""
+
+    section: str
+    language: str
+    path: str | None
+    text: str
+
+
+def page_steps() -> list[Step]:
+    """Every fenced block of the page in order, with the ``## `` section it sits in and, for a block
+    titled with a file name, that file's path."""
+    steps = []
+    for chunk in re.split(r"^(?=## )", PAGE.read_text(), flags=re.M):
+        section = chunk.splitlines()[0].lstrip("# ").strip() if chunk.startswith("## ") else ""
+        for fence in FENCE.finditer(chunk):
+            title = TITLE.search(fence["info"])
+            steps.append(Step(section, fence["language"], title and title["path"], fence["body"]))
+    return steps
 
 
 def page_blocks(language: str) -> list[str]:
     """The page's fenced code blocks in ``language``, in order."""
-    return re.findall(rf"```{language}\n(.*?)```", PAGE.read_text(), flags=re.DOTALL)
+    return [step.text for step in page_steps() if step.language == language]
+
+
+def page_file(path: str) -> str:
+    """The whole text the page tells the reader to save as ``path`` (its block titled so)."""
+    (text,) = [step.text for step in page_steps() if step.path == path]
+    return text
 
 
 def page_design() -> dict[str, Any]:
-    """The design's changes the page shows (its YAML block headed ``# prereg/pusht_lerobot.yaml``)."""
-    (block,) = [b for b in page_blocks("yaml") if b.startswith(f"# {DESIGN}")]
-    return yaml.safe_load(block)
+    """The design the page saves as ``DESIGN``, parsed."""
+    return yaml.safe_load(page_file(DESIGN))
 
 
 def write_design(workdir: Path) -> Path:
-    """prereg/designs/smoke/pusht_smoke.yaml with the page's changes (its name, env params, observation and
-    the arm's inputs), written to ``DESIGN`` in ``workdir``."""
-    raw = yaml.safe_load((workdir / "prereg/designs/smoke/pusht_smoke.yaml").read_text())
-    page = page_design()
-    raw["name"] = page["name"]
-    raw["env"]["params"].update(page["env"]["params"])
-    raw["observation"] = page["observation"]
-    raw["arms"][ARM].update(page["arms"][ARM])
+    """The page's design, written verbatim to ``DESIGN`` in ``workdir``."""
     path = workdir / DESIGN
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    path.write_text(page_file(DESIGN))
     return path
 
 

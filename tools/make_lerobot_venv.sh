@@ -43,8 +43,11 @@ if [[ ! -f "$STAMP" ]]; then
   mkdir -p "$(dirname "$VENV")"
   "$PYTHON" -m venv "$VENV"
   INSTALL=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
-  if command -v uv >/dev/null 2>&1; then # the same resolution, faster where uv is installed
-    INSTALL=(uv pip install --quiet --python "$VENV/bin/python")
+  # the same resolution, faster, with uv: the one on PATH, else the one bin/bootstrap puts in .venv/bin
+  UV="$(command -v uv 2>/dev/null || true)"
+  [[ -n "$UV" || ! -x "$REPO/.venv/bin/uv" ]] || UV="$REPO/.venv/bin/uv"
+  if [[ -n "$UV" ]]; then
+    INSTALL=("$UV" pip install --quiet --python "$VENV/bin/python")
   fi
   # diffusion: LeRobot's Diffusion policy needs diffusers' schedulers; ACT needs nothing more
   "${INSTALL[@]}" "lerobot[diffusion]==$VERSION" >&2

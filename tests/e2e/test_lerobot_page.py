@@ -6,9 +6,10 @@ page shows, around a small random-init numpy policy reading ``observation.state`
 ``observation.environment_state``) does every step the page says. It is served with ``python -m
 grpo_probe.serve`` from a virtual environment of another Python holding grpo-probe-serve alone (this
 interpreter where none is found: the interpreter test alone then skips, with the reason), bound to the
-arm of prereg/designs/smoke/pusht_smoke.yaml rewritten as the page's design (gym-pusht's split observation,
-LeRobot's key convention), and the workflow runs to decision.md with the parallel, draw-0 and replay oracles
-passing over the wire. The page's code must be the file's, and its design the one this test runs.
+arm of the design the page saves whole (prereg/designs/smoke/pusht_smoke.yaml with gym-pusht's split
+observation in LeRobot's key convention), and the workflow runs to decision.md with the parallel, draw-0
+and replay oracles passing over the wire. The page's code must be the file's, and its design the one this
+test runs.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def test_the_policy_was_served_from_another_python_without_torch(lerobot_run: di
 
 def test_the_pages_code_is_the_stand_ins_and_its_design_the_one_run() -> None:
     """Text no test reads drifts: the page's Python block of the stand-in is examples/lerobot_stand_in.py
-    past its docstring, verbatim; the design block is the one the run above merges into pusht_smoke."""
+    past its docstring, verbatim; the design block is the one the run above writes."""
     source = (REPO / "examples" / "lerobot_stand_in.py").read_text().split('"""', 2)[2].lstrip("\n")
     assert source in page_blocks("python"), "docs/lerobot.md no longer shows examples/lerobot_stand_in.py"
     page = page_design()

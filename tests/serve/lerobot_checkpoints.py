@@ -8,6 +8,11 @@ a folder as LeRobot's ``save_pretrained`` writes it (config.json, model.safetens
 post-processors with their normalization statistics), which is what a lab's trained checkpoint holds.
 The weights are random (seeded), the statistics PushT's ranges: positions and the action in 0 to 512
 pixels. Small networks, so a CPU serves a row in milliseconds.
+
+``python lerobot_checkpoints.py OUT_DIR --default-size`` writes ``OUT_DIR/diffusion_default`` alone: a
+Diffusion Policy of PushT's state keys at LeRobot's default size (its config's defaults, 249 M
+parameters), so that what a served row costs can be measured on the network a lab trains
+(docs/lerobot.md; benchmarks/served_row_cost.py).
 """
 
 from __future__ import annotations
@@ -57,6 +62,14 @@ def _save(policy: object, config: object, folder: Path) -> None:
     preprocessor, postprocessor = make_pre_post_processors(config, dataset_stats={**STATS, **IMAGE_STATS})
     for part in (policy, preprocessor, postprocessor):
         part.save_pretrained(folder)
+
+
+def default_size(out: Path) -> None:
+    """A Diffusion Policy of PushT's keys at LeRobot's default size: every field but the features its
+    config's default (a horizon of 64, 32 actions per chunk, a U-Net of 512, 1024 and 2048 channels)."""
+    torch.manual_seed(0)
+    config = DiffusionConfig(input_features=INPUTS, output_features=OUTPUTS, device="cpu")
+    _save(DiffusionPolicy(config), config, out / "diffusion_default")
 
 
 def main(out: Path) -> None:
@@ -117,4 +130,7 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[2:] == ["--default-size"]:
+        default_size(Path(sys.argv[1]))
+    else:
+        main(Path(sys.argv[1]))

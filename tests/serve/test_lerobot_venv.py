@@ -1,25 +1,38 @@
-"""LeRobot's own Diffusion and ACT policies, served by ``grpo-probe-serve lerobot``, probed on PushT.
+"""docs/lerobot.md run as written, with LeRobot's own Diffusion and ACT policies served by
+``grpo-probe-serve lerobot`` and probed on PushT.
 
-Why: the shipped adapter is the lab's whole LeRobot side, so it is tested against LeRobot itself, not a
-stand-in: tools/make_lerobot_venv.sh builds LeRobot 0.6's environment (its Python >= 3.12, its torch
-from the package index), lerobot_checkpoints.py builds random-weight Diffusion and ACT checkpoint
-folders there from LeRobot's config classes, and each folder is served with the command docs/lerobot.md
-gives, nothing written around it. The design is docs/lerobot.md's (prereg/designs/smoke/pusht_smoke.yaml in
-LeRobot's keys); each policy runs to decision.md with the parallel, draw-0 and replay oracles passing over the
-wire, and ``check-policy`` finds its draws keyed (ACT's latent is drawn from the key: LeRobot's z = 0
-would make every draw the same).
+Why: the page is a lab's whole path from a LeRobot checkpoint to decision.md, and the shipped adapter is
+the lab's whole LeRobot side, so both are tested against LeRobot itself, not a stand-in, and the page's
+commands are the test's. Every fenced ``bash`` block of the page runs as a shell runs it (``bash -e``),
+in page order, in the repository root of a fresh copy of the checkout: bin/bootstrap's ``.venv`` and
+LeRobot's environment linked in as the page expects them, neither on ``PATH``; a block that starts a server
+runs in the background until the page is done (a server on a port a running one holds replaces it, as
+the page says); a block titled with a file name is written to that file. Nothing is changed but the
+ports, which become free ones so that two runs on one machine do not collide. The checkpoints are
+random-weight Diffusion and ACT folders (lerobot_checkpoints.py, LeRobot's config classes and
+save_pretrained), saved where the page's serve commands read a lab's. Each runs to decision.md in its own
+results folder with the parallel, draw-0 and replay oracles passing over the wire, ``check-policy`` finds
+its draws keyed (ACT's latent is drawn from the key: LeRobot's z = 0 would make every draw the same), and
+the page's stand-in of section 8 passes ``check-policy`` from LeRobot's environment.
 
 Asked for only (GRPO_PROBE_LEROBOT_VENV=1; .ci/run asks): the environment is several GB. It is built
 once under ~/.cache/grpo-probe/lerobot-venv (GRPO_PROBE_LEROBOT_VENV_DIR elsewhere) and kept between
-runs; grpo-probe-serve is reinstalled into it from this checkout on every run.
+runs; the page's own step 2 reinstalls grpo-probe-serve into it from the copy.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +43,27 @@ import workflow_copies
 from grpo_probe.policies.protocol import RowKey, SamplingMode
 from grpo_probe.policies.served import ServedPolicy
 from grpo_probe.user_code import tree_sha256
-from lerobot_page import (
-    ARM,
-    DESIGN,
-    REPO,
-    RESULTS,
-    bind_served_arm,
-    page_blocks,
-    run_to_decision,
-    write_design,
-)
+from lerobot_page import ARM, REPO, Step, page_steps
 from serve_processes import policy_server
 
 OPT_IN = "GRPO_PROBE_LEROBOT_VENV"
 VENV = Path(os.environ.get("GRPO_PROBE_LEROBOT_VENV_DIR", Path.home() / ".cache/grpo-probe/lerobot-venv"))
 UNSERVED = ("No matching distribution found", "Could not find a version that satisfies")
 """pip's words when the package index cannot serve LeRobot's pins (the one reason to skip once asked)."""
+
+CHECKPOINTS = {
+    "diffusion": "outputs/train/diffusion_pusht/checkpoints/last/pretrained_model",
+    "act": "outputs/train/act_pusht/checkpoints/last/pretrained_model",
+}
+"""Where the page's two servers (sections 3 and 6) read a checkpoint folder; the test saves its own there."""
+RUNS = {"diffusion": "results/pusht_lerobot", "act": "results/act/pusht_lerobot"}
+"""Each checkpoint's results folder, as the page's run configs (lab.yaml, lab-act.yaml) place it."""
+CHECKS = ("diffusion", "act", "stand-in")
+"""What each of the page's ``check-policy`` commands checks, in page order (sections 4, 6 and 8)."""
+SERVER = re.compile(r"grpo-probe-serve lerobot |-m grpo_probe\.serve ")
+PORT = re.compile(r"(?:--port |ws://127\.0\.0\.1:)(\d+)")
+READY_S = 300.0
+"""Longest a page's server may take to import LeRobot and torch and listen (on a loaded machine)."""
 
 pytestmark = [
     pytest.mark.e2e,
@@ -55,18 +73,6 @@ pytestmark = [
         reason=f"LeRobot's environment is several GB: set {OPT_IN}=1 to build it and run (.ci/run does)",
     ),
 ]
-
-
-def _page_command(kind: str) -> list[str]:
-    """The page's ``grpo-probe-serve lerobot`` command for PushT, on this test's checkpoint of ``kind``."""
-    (line,) = [
-        line
-        for block in page_blocks("bash")
-        for line in block.splitlines()
-        if re.match(r"\S*grpo-probe-serve lerobot outputs/", line)
-    ]
-    words = line.split("#")[0].split()
-    return [Path(words[0]).name, words[1], f"{{{kind}}}", *words[3:]]  # the folder is filled in below
 
 
 @pytest.fixture(scope="module")
@@ -102,45 +108,157 @@ def checkpoints(lerobot_python: Path, tmp_path_factory: pytest.TempPathFactory) 
     return out
 
 
-@pytest.fixture(scope="module", params=["diffusion", "act"])
-def served_run(
-    request: pytest.FixtureRequest,
-    lerobot_python: Path,
-    checkpoints: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> dict[str, Any]:
-    """The page's steps for one checkpoint: design locked, checkpoint served, check-policy, Snakemake."""
-    kind = request.param
-    root = tmp_path_factory.mktemp(kind)
-    workdir = workflow_copies.copy_repo(root / "repo")
-    write_design(workdir)
-    lock = workflow_copies.grpo_probe(workdir, "prereg", "lock", DESIGN)
-    assert lock.returncode == 0, lock.stdout + lock.stderr
-    words = [w.replace(f"{{{kind}}}", str(checkpoints / kind)) for w in _page_command(kind)]
-    command = [str(lerobot_python.parent / words[0]), *words[1:], "--port", "0"]
-    with policy_server(command, root / "server.log", cwd=root) as address:
-        bind_served_arm(workdir, address, 120)
-        check = workflow_copies.grpo_probe(
-            workdir, "check-policy", "--prereg", DESIGN, "--arm", ARM, "--configfile", "lab.yaml"
-        )
-        proc = run_to_decision(workdir, timeout=1200)
-    assert proc.returncode == 0, (
-        proc.stdout[-3000:] + proc.stderr[-3000:] + (root / "server.log").read_text()[-3000:]
+def _free_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
+
+def _reader_environment() -> dict[str, str]:
+    """This process's environment as a reader's shell has it: no pytest worker's variables, and neither
+    the probe's environment nor LeRobot's activated or on PATH (the page names both by path)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != "VIRTUAL_ENV"}
+    venvs = {(REPO / ".venv" / "bin").resolve(), (VENV / "bin").resolve()}
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() not in venvs
     )
-    return {
-        "kind": kind,
-        "run": workdir / RESULTS,
-        "check": check,
-        "log": proc.stderr,
-        "checkpoint": checkpoints / kind,
+    return env
+
+
+@contextlib.contextmanager
+def _servers() -> Iterator[dict[str, subprocess.Popen]]:
+    """The page's running servers by port; each stopped, with everything it started, on exit."""
+    running: dict[str, subprocess.Popen] = {}
+    try:
+        yield running
+    finally:
+        for proc in running.values():
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def _start_server(text: str, workdir: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """A page's server block started as the reader starts it in a terminal of its own; returned once it
+    prints that it listens (its log is named if it never does)."""
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(
+            ["bash", "-e", "-c", text],
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    timer = threading.Timer(READY_S, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    timer.start()
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    timer.cancel()
+    if not line.startswith("serving policy at "):
+        _stop(proc)
+        raise AssertionError(f"the page's server did not start:\n{text}\n{line}{log.read_text()}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def page_run(checkpoints: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every step of the page, verbatim but for the ports, in a fresh copy of the checkout."""
+    root = tmp_path_factory.mktemp("page")
+    workdir = workflow_copies.copy_repo(root / "repo")
+    (workdir / ".venv").symlink_to(REPO / ".venv")  # what bin/bootstrap installed
+    (workdir / ".venvs").mkdir(exist_ok=True)
+    (workdir / ".venvs" / "lerobot").symlink_to(VENV)  # the page's step 2 finds it built
+    for kind, folder in CHECKPOINTS.items():
+        shutil.copytree(checkpoints / kind, workdir / folder)
+    steps = page_steps()
+    ports = {
+        port: _free_port()
+        for step in steps
+        if step.language == "bash" and SERVER.search(step.text)
+        for port in PORT.findall(step.text)
     }
+    assert ports, "docs/lerobot.md starts no server"
+
+    def local(text: str) -> str:
+        return re.sub(rf"\b({'|'.join(ports)})\b", lambda m: ports[m[1]], text)
+
+    env = _reader_environment()
+    ran: list[tuple[Step, subprocess.CompletedProcess[str], float]] = []
+    with _servers() as running:
+        for i, step in enumerate(steps):
+            text = local(step.text)
+            if step.path is not None:
+                (workdir / step.path).write_text(text)
+            elif step.language != "bash":
+                continue
+            elif SERVER.search(text):
+                for port in PORT.findall(text):  # the page's new server replaces one on its port
+                    if port in running:
+                        _stop(running.pop(port))
+                proc = _start_server(text, workdir, env, root / f"server-{i}.log")
+                running.update(dict.fromkeys(PORT.findall(text), proc))
+            else:
+                start = time.monotonic()
+                done = subprocess.run(
+                    ["bash", "-e", "-c", text],
+                    cwd=workdir,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=1800,
+                    check=False,
+                )
+                ran.append((step, done, time.monotonic() - start))
+                logs = "".join(f.read_text()[-2000:] for f in sorted(root.glob("server-*.log")))
+                assert done.returncode == 0, (
+                    f"docs/lerobot.md, section {step.section!r}:\n{text}\n"
+                    f"{done.stdout[-3000:]}{done.stderr[-3000:]}\nservers:\n{logs}"
+                )
+    return {"workdir": workdir, "ran": ran, "checkpoints": checkpoints}
 
 
+def _snakemake_log(page_run: dict[str, Any], kind: str) -> str:
+    (log,) = [
+        done.stderr
+        for step, done, _seconds in page_run["ran"]
+        for line in step.text.splitlines()
+        if line.startswith(".venv/bin/snakemake") and ("lab-act.yaml" in line) == (kind == "act")
+    ]
+    return log
+
+
+def _checks(page_run: dict[str, Any]) -> dict[str, subprocess.CompletedProcess[str]]:
+    found = [
+        done for step, done, _ in page_run["ran"] for line in step.text.splitlines() if "check-policy" in line
+    ]
+    assert len(found) == len(CHECKS), f"docs/lerobot.md runs check-policy {len(found)} times"
+    return dict(zip(CHECKS, found, strict=True))
+
+
+def test_every_command_block_of_the_page_ran(page_run: dict[str, Any]) -> None:
+    sections = {step.section.split(".")[0] for step, _, _ in page_run["ran"]}
+    assert sections == {"2", "4", "5", "6", "8"}, sections  # 3's server runs in the background
+    assert all(done.returncode == 0 for _, done, _ in page_run["ran"])
+
+
+@pytest.mark.parametrize("kind", list(CHECKPOINTS))
 def test_the_served_checkpoint_reaches_the_decision_with_every_oracle_passing(
-    served_run: dict[str, Any],
+    page_run: dict[str, Any], kind: str
 ) -> None:
-    run = served_run["run"]
-    assert "rule bind_server:" in served_run["log"] and "rule train:" not in served_run["log"]
+    run = page_run["workdir"] / RUNS[kind]
+    log = _snakemake_log(page_run, kind)
+    assert "rule bind_server:" in log and "rule train:" not in log
     assert (run / "decision.md").read_text().startswith("# GRPO signal probe: decision")
     replays = sorted((run / "oracles/replay").glob("*.json"))
     assert replays, "no replay oracle report"
@@ -148,34 +266,43 @@ def test_the_served_checkpoint_reaches_the_decision_with_every_oracle_passing(
         assert json.loads(report.read_text())["pass"] is True, report
     parallel = json.loads((run / "oracles/parallel.json").read_text())
     assert parallel["counts"]["frames"] > 0  # both state parts' digests, compared over the wire
+    compute = json.loads((run / "compute.json").read_text())
+    assert [s["cpu_s"] is not None for s in compute["servers"]] == [True]  # the server's CPU is counted
+    assert compute["cpu_within_gate"] is True  # the CPU part of the gate; no GPU is measured here
 
 
-def test_the_hello_names_the_adapter_the_checkpoint_and_its_lerobot(served_run: dict[str, Any]) -> None:
-    source = json.loads((served_run["run"] / "arms/flow_teacher/source.json").read_text())
+@pytest.mark.parametrize("kind", list(CHECKPOINTS))
+def test_the_hello_names_the_adapter_the_checkpoint_and_its_lerobot(
+    page_run: dict[str, Any], kind: str
+) -> None:
+    source = json.loads((page_run["workdir"] / RUNS[kind] / f"arms/{ARM}/source.json").read_text())
     assert source["policy"] == "grpo_probe.serve.lerobot.adapter:LeRobotAdapter" and source["head"] == "flow"
     assert source["capabilities"]["kinds"] == ["flow_ode"]
     server = source["server"]  # the hello's metadata
-    assert server["checkpoint_sha256"] == tree_sha256(served_run["checkpoint"])  # as the probe hashes it
-    assert server["lerobot_type"] == served_run["kind"] and server["chunk_length"] == 8
+    assert server["checkpoint_sha256"] == tree_sha256(page_run["checkpoints"] / kind)  # as the probe does
+    assert server["lerobot_type"] == kind and server["chunk_length"] == 8
     assert server["versions"]["lerobot"].startswith("0.6.") and server["threads"] == 1
-    assert server["sampler"]["name"] == {"diffusion": "DDPM", "act": "ACT latent"}[served_run["kind"]]
+    assert server["sampler"]["name"] == {"diffusion": "DDPM", "act": "ACT latent"}[kind]
 
 
-def test_the_page_names_the_served_arm_its_checkpoint_and_its_own_sampler(served_run: dict[str, Any]) -> None:
+@pytest.mark.parametrize("kind", list(CHECKPOINTS))
+def test_the_page_names_the_served_arm_its_checkpoint_and_its_own_sampler(
+    page_run: dict[str, Any], kind: str
+) -> None:
     """decision.md says what the served arm is and what its draws are (DDPM steps, ACT's latent), go or
     park, not the ODE sampler the design's mode names."""
-    page = " ".join((served_run["run"] / "decision.md").read_text().split())
-    sha = tree_sha256(served_run["checkpoint"])[:16]
-    name = {"diffusion": "DDPM", "act": "ACT latent"}[served_run["kind"]]
+    page = " ".join((page_run["workdir"] / RUNS[kind] / "decision.md").read_text().split())
+    sha = tree_sha256(page_run["checkpoints"] / kind)[:16]
+    name = {"diffusion": "DDPM", "act": "ACT latent"}[kind]
     assert (
-        f"reads the served arm `{ARM}`: a LeRobot `{served_run['kind']}` policy, checkpoint sha256 `{sha}`. "
+        f"reads the served arm `{ARM}`: a LeRobot `{kind}` policy, checkpoint sha256 `{sha}`. "
         f"Its draws are its server's sampler, {name}:"
     ) in page
 
 
-def test_check_policy_finds_the_draws_keyed(served_run: dict[str, Any]) -> None:
-    check = served_run["check"]
-    assert check.returncode == 0, check.stdout + check.stderr
+@pytest.mark.parametrize("kind", CHECKS)
+def test_check_policy_finds_the_draws_keyed(page_run: dict[str, Any], kind: str) -> None:
+    check = _checks(page_run)[kind]
     assert re.search(r"ok +flow_ode\(steps=10\): draws differ by key", check.stdout), check.stdout
     assert "key-ignored" not in check.stdout + check.stderr
 
