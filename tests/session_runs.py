@@ -20,11 +20,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import yaml
 
+import installed_wheel
 from workflow_copies import SMOKE, copy_repo, session_processes
 
 SMOKE_TIMEOUT_S = 1800
@@ -53,11 +54,17 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def start(folder: Path, command: Sequence[str], cwd: Path, prepare: Callable[[], None] | None = None) -> None:
+def start(
+    folder: Path,
+    command: Sequence[str],
+    cwd: Path,
+    prepare: Callable[[], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> None:
     """Start ``command`` in ``cwd`` once per session (``folder``: its log, pid and exit status).
 
-    ``prepare`` runs first, under the lock, in the process that starts it. A later call, from this
-    process or another, does nothing.
+    ``prepare`` runs first, under the lock, in the process that starts it; ``env`` is the command's whole
+    environment (this process's when None). A later call, from this process or another, does nothing.
     """
     folder.mkdir(parents=True, exist_ok=True)
     with _locked(folder / "lock"):
@@ -72,10 +79,11 @@ def start(folder: Path, command: Sequence[str], cwd: Path, prepare: Callable[[],
         # a run may outlive this worker's tests while another worker still reads it, and a child this
         # process never waits for ends the session with "subprocess N is still running" warnings.
         launcher = 'setsid "$@" > "$RUN_LOG" 2>&1 < /dev/null & echo "$!" > "$RUN_PID"'
+        paths = {"RUN_LOG": str(folder / "log"), "RUN_PID": str(folder / "pid")}
         subprocess.run(
             ["bash", "-c", launcher, "launcher", "bash", "-c", wrapper, str(rc), *command],
             cwd=cwd,
-            env={**os.environ, "RUN_LOG": str(folder / "log"), "RUN_PID": str(folder / "pid")},
+            env={**(os.environ if env is None else env), **paths},
             check=True,
         )
         _started.append(folder)
@@ -371,3 +379,34 @@ def bound_smoke_run(root: Path, smoke_run: Path) -> Path:
         prepare=lambda: _write_bound_copy(workdir, smoke_run),
     )
     return finished(folder, SMOKE_TIMEOUT_S + 60, "the bound smoke run")
+
+
+def _installed_folder(root: Path) -> Path:
+    return root / "installed-smoke-run"
+
+
+def _prepare_installed(folder: Path, smoke_run: Path) -> None:
+    wheel = installed_wheel.build_wheel(REPO, folder)  # the sources the editable run imported
+    installed_wheel.make_environment(wheel, folder / "venv")
+    installed_wheel.copy_tree(installed_wheel.WORKFLOW, smoke_run, folder / "repo")
+
+
+def installed_smoke_run(root: Path, smoke_run: Path) -> Path:
+    """A copy of the workflow without ``src/`` (``installed_wheel.WORKFLOW``, from the smoke run's copy)
+    that ran the smoke design to the root decision.md from a wheel of the package installed in a fresh
+    environment (``venv/`` beside the copy), in a shell asking every numeric library for its baseline
+    kernels (``installed_wheel.BASELINE_SHELL``), once per session; the copy.
+
+    Why both at once: each is a whole run of the smoke design compared with the shared smoke run, one for
+    the package's data lookups (tests/e2e/test_installed_package.py compares the pages), one for the
+    numerics setting (tests/e2e/test_dispatch_levels.py compares every table). Either going wrong changes
+    bytes; the dispatch test compares every computed file and names those that differ. Read only.
+    """
+    folder = _installed_folder(root)
+    workdir = folder / "repo"
+    venv = folder / "venv"
+    env = {**installed_wheel.installed_environment(venv), **installed_wheel.BASELINE_SHELL}
+    python = str(venv / "bin" / "python")
+    command = ["timeout", "-k", "10", str(SMOKE_TIMEOUT_S), python, "-m", "snakemake", "--cores", "2", *SMOKE]
+    start(folder, command, cwd=workdir, prepare=lambda: _prepare_installed(folder, smoke_run), env=env)
+    return finished(folder, SMOKE_TIMEOUT_S + 60, "the installed smoke run")
