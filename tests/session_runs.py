@@ -206,6 +206,12 @@ TINY_GAIN = {"read": "progress_final_cm", "policy": "sampled"}
 """The tiny study ranks the sampled policy's gain, the mean over the replicates, so one run shows the
 replicates' and the sampled policy's rules end to end as well as the study's."""
 
+GRADIENT_MEMBER = "smooth_plane_smoke"
+"""The member whose tiny copy also registers the gradient reads (``analysis.gradient_reads: true``): the
+positive control, whose reward follows the actions smoothly. tests/e2e/test_gradient_reads_workflow.py
+reads them from the shared run instead of running the design again (three gradients jobs here, against a
+whole run of its own)."""
+
 
 def tiny_member(design: str) -> str:
     """The name of the tiny study's copy of a registered member design (``luck_plane_smoke`` ->
@@ -222,7 +228,8 @@ def write_tiny_study(workdir: Path) -> Path:
     one iteration exercises as well, with two pilot replicates and the sampled policy's gain
     (``TINY_PHASE2``, ``TINY_GAIN``), which the registered study does not use. Everything else of each
     member is its registered content, so the members' probe reads are the registered designs' own
-    numbers (tests/envs/test_planes.py reads the luck plane's from here).
+    numbers (tests/envs/test_planes.py reads the luck plane's from here); the positive control
+    (``GRADIENT_MEMBER``) adds the gradient reads, which only add a job per cell and their reads.
     """
     from grpo_probe.prereg import lock_prereg
     from grpo_probe.study.design import lock_study
@@ -230,6 +237,8 @@ def write_tiny_study(workdir: Path) -> Path:
     study = yaml.safe_load((workdir / "prereg/studies/validation_smoke.yaml").read_text())
     for member in study["members"]:
         raw = yaml.safe_load((workdir / member["design"]).read_text())
+        if raw["name"] == GRADIENT_MEMBER:
+            raw["analysis"]["gradient_reads"] = True
         name = tiny_member(raw["name"])
         raw.update(name=name, amendments=[])
         raw["phase2"].update(TINY_PHASE2)
@@ -262,6 +271,8 @@ def start_study_run(root: Path) -> None:
     the planes' shards hold several tasks each, and a pool of two would start two more processes that
     each import torch for a second or two of episodes. The bytes are the same (tests/rollout); the
     registered parallel oracle keeps its own pool."""
+    if os.environ.get("GRPO_PROBE_STUDY_RUN"):
+        return
     folder = _study_folder(root)
     command = ["timeout", "-k", "10", str(STUDY_TIMEOUT_S), sys.executable, "-m", "snakemake"]
     start(
@@ -273,7 +284,14 @@ def start_study_run(root: Path) -> None:
 
 
 def shared_study_run(root: Path) -> Path:
-    """The repo copy in which the tiny study ran to its page, once per test session (read only)."""
+    """The repo copy in which the tiny study ran to its page, once per test session (read only).
+
+    ``GRPO_PROBE_STUDY_RUN`` may name a finished run of the current code instead, as
+    ``GRPO_PROBE_SMOKE_RUN`` does for the smoke run.
+    """
+    given = os.environ.get("GRPO_PROBE_STUDY_RUN")
+    if given:
+        return Path(given).resolve()
     start_study_run(root)
     return finished(_study_folder(root), STUDY_TIMEOUT_S + 60, "the tiny study")
 
