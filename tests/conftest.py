@@ -38,7 +38,6 @@ LONGEST_FIRST = (
     # a minute or more each, without a shared run: they run while the shared runs run in the background
     "e2e/test_vision_workflow.py",
     "e2e/test_user_code_in_dag.py",
-    "e2e/test_gradient_reads_workflow.py",
     "e2e/test_user_sampler_workflow.py",
     "e2e/test_pusher_workflow.py",
     "envs/test_point_maze_workflow.py",
@@ -58,6 +57,7 @@ LONGEST_FIRST = (
     "slurm/test_slurm_workflow.py",
     # reading the shared tiny study, which takes longest of the shared runs
     "study/test_study_workflow.py",
+    "e2e/test_gradient_reads_workflow.py",
     "envs/test_planes.py",
 )
 """Test files that take a minute or more (the slowest in ``--durations`` of a whole suite, and the

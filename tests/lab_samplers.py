@@ -60,12 +60,13 @@ def ddim_cell(eta: float = 0.5, steps: int = 10) -> dict[str, Any]:
 
 
 def ddim_design(path: Path, *, name: str = "lab_ddim", replay: bool = True) -> Path:
-    """The smoke design on its flow arm alone, with the lab's DDIM as a second cell and in the parallel
-    oracle, naming ``labpolicies.ddim`` in ``samplers:``; written (unlocked) to ``path``."""
+    """The smoke design on its flow arm alone, with the lab's DDIM as its one cell and in the parallel
+    oracle beside the arm's ODE sampler, naming ``labpolicies.ddim`` in ``samplers:``; written (unlocked)
+    to ``path``. (The ODE cell would add its probe, replay and join jobs and show nothing of the lab's.)"""
     raw = read_yaml(REPO / "prereg" / "smoke.yaml")
     raw["name"] = name
     raw["samplers"] = [DDIM_MODULE]
-    raw["cells"] = [c for c in raw["cells"] if c["arm"] == "flow_teacher"] + [ddim_cell()]
+    raw["cells"] = [ddim_cell()]
     raw["oracles"]["parallel"]["arms"] = ["flow_teacher"]
     raw["oracles"]["parallel"]["modes"] = [{"kind": "flow_ode", "steps": 10}, ddim_cell()["mode"]]
     raw.pop("phase2")

@@ -20,11 +20,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import yaml
 
+import installed_wheel
 from workflow_copies import SMOKE, copy_repo, session_processes
 
 SMOKE_TIMEOUT_S = 1800
@@ -53,11 +54,17 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def start(folder: Path, command: Sequence[str], cwd: Path, prepare: Callable[[], None] | None = None) -> None:
+def start(
+    folder: Path,
+    command: Sequence[str],
+    cwd: Path,
+    prepare: Callable[[], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> None:
     """Start ``command`` in ``cwd`` once per session (``folder``: its log, pid and exit status).
 
-    ``prepare`` runs first, under the lock, in the process that starts it. A later call, from this
-    process or another, does nothing.
+    ``prepare`` runs first, under the lock, in the process that starts it; ``env`` is the command's whole
+    environment (this process's when None). A later call, from this process or another, does nothing.
     """
     folder.mkdir(parents=True, exist_ok=True)
     with _locked(folder / "lock"):
@@ -72,10 +79,11 @@ def start(folder: Path, command: Sequence[str], cwd: Path, prepare: Callable[[],
         # a run may outlive this worker's tests while another worker still reads it, and a child this
         # process never waits for ends the session with "subprocess N is still running" warnings.
         launcher = 'setsid "$@" > "$RUN_LOG" 2>&1 < /dev/null & echo "$!" > "$RUN_PID"'
+        paths = {"RUN_LOG": str(folder / "log"), "RUN_PID": str(folder / "pid")}
         subprocess.run(
             ["bash", "-c", launcher, "launcher", "bash", "-c", wrapper, str(rc), *command],
             cwd=cwd,
-            env={**os.environ, "RUN_LOG": str(folder / "log"), "RUN_PID": str(folder / "pid")},
+            env={**(os.environ if env is None else env), **paths},
             check=True,
         )
         _started.append(folder)
@@ -198,6 +206,12 @@ TINY_GAIN = {"read": "progress_final_cm", "policy": "sampled"}
 """The tiny study ranks the sampled policy's gain, the mean over the replicates, so one run shows the
 replicates' and the sampled policy's rules end to end as well as the study's."""
 
+GRADIENT_MEMBER = "smooth_plane_smoke"
+"""The member whose tiny copy also registers the gradient reads (``analysis.gradient_reads: true``): the
+positive control, whose reward follows the actions smoothly. tests/e2e/test_gradient_reads_workflow.py
+reads them from the shared run instead of running the design again (three gradients jobs here, against a
+whole run of its own)."""
+
 
 def tiny_member(design: str) -> str:
     """The name of the tiny study's copy of a registered member design (``luck_plane_smoke`` ->
@@ -214,7 +228,8 @@ def write_tiny_study(workdir: Path) -> Path:
     one iteration exercises as well, with two pilot replicates and the sampled policy's gain
     (``TINY_PHASE2``, ``TINY_GAIN``), which the registered study does not use. Everything else of each
     member is its registered content, so the members' probe reads are the registered designs' own
-    numbers (tests/envs/test_planes.py reads the luck plane's from here).
+    numbers (tests/envs/test_planes.py reads the luck plane's from here); the positive control
+    (``GRADIENT_MEMBER``) adds the gradient reads, which only add a job per cell and their reads.
     """
     from grpo_probe.prereg import lock_prereg
     from grpo_probe.study.design import lock_study
@@ -222,6 +237,8 @@ def write_tiny_study(workdir: Path) -> Path:
     study = yaml.safe_load((workdir / "prereg/studies/validation_smoke.yaml").read_text())
     for member in study["members"]:
         raw = yaml.safe_load((workdir / member["design"]).read_text())
+        if raw["name"] == GRADIENT_MEMBER:
+            raw["analysis"]["gradient_reads"] = True
         name = tiny_member(raw["name"])
         raw.update(name=name, amendments=[])
         raw["phase2"].update(TINY_PHASE2)
@@ -254,6 +271,8 @@ def start_study_run(root: Path) -> None:
     the planes' shards hold several tasks each, and a pool of two would start two more processes that
     each import torch for a second or two of episodes. The bytes are the same (tests/rollout); the
     registered parallel oracle keeps its own pool."""
+    if os.environ.get("GRPO_PROBE_STUDY_RUN"):
+        return
     folder = _study_folder(root)
     command = ["timeout", "-k", "10", str(STUDY_TIMEOUT_S), sys.executable, "-m", "snakemake"]
     start(
@@ -265,7 +284,14 @@ def start_study_run(root: Path) -> None:
 
 
 def shared_study_run(root: Path) -> Path:
-    """The repo copy in which the tiny study ran to its page, once per test session (read only)."""
+    """The repo copy in which the tiny study ran to its page, once per test session (read only).
+
+    ``GRPO_PROBE_STUDY_RUN`` may name a finished run of the current code instead, as
+    ``GRPO_PROBE_SMOKE_RUN`` does for the smoke run.
+    """
+    given = os.environ.get("GRPO_PROBE_STUDY_RUN")
+    if given:
+        return Path(given).resolve()
     start_study_run(root)
     return finished(_study_folder(root), STUDY_TIMEOUT_S + 60, "the tiny study")
 
@@ -371,3 +397,34 @@ def bound_smoke_run(root: Path, smoke_run: Path) -> Path:
         prepare=lambda: _write_bound_copy(workdir, smoke_run),
     )
     return finished(folder, SMOKE_TIMEOUT_S + 60, "the bound smoke run")
+
+
+def _installed_folder(root: Path) -> Path:
+    return root / "installed-smoke-run"
+
+
+def _prepare_installed(folder: Path, smoke_run: Path) -> None:
+    wheel = installed_wheel.build_wheel(REPO, folder)  # the sources the editable run imported
+    installed_wheel.make_environment(wheel, folder / "venv")
+    installed_wheel.copy_tree(installed_wheel.WORKFLOW, smoke_run, folder / "repo")
+
+
+def installed_smoke_run(root: Path, smoke_run: Path) -> Path:
+    """A copy of the workflow without ``src/`` (``installed_wheel.WORKFLOW``, from the smoke run's copy)
+    that ran the smoke design to the root decision.md from a wheel of the package installed in a fresh
+    environment (``venv/`` beside the copy), in a shell asking every numeric library for its baseline
+    kernels (``installed_wheel.BASELINE_SHELL``), once per session; the copy.
+
+    Why both at once: each is a whole run of the smoke design compared with the shared smoke run, one for
+    the package's data lookups (tests/e2e/test_installed_package.py compares the pages), one for the
+    numerics setting (tests/e2e/test_dispatch_levels.py compares every table). Either going wrong changes
+    bytes; the dispatch test compares every computed file and names those that differ. Read only.
+    """
+    folder = _installed_folder(root)
+    workdir = folder / "repo"
+    venv = folder / "venv"
+    env = {**installed_wheel.installed_environment(venv), **installed_wheel.BASELINE_SHELL}
+    python = str(venv / "bin" / "python")
+    command = ["timeout", "-k", "10", str(SMOKE_TIMEOUT_S), python, "-m", "snakemake", "--cores", "2", *SMOKE]
+    start(folder, command, cwd=workdir, prepare=lambda: _prepare_installed(folder, smoke_run), env=env)
+    return finished(folder, SMOKE_TIMEOUT_S + 60, "the installed smoke run")

@@ -6,6 +6,11 @@ probe shards bit for bit), differentiates the arm's log-probs and writes the ske
 cell and the SDE cell get a noise scale with its interval and a half-batch cosine in decision.json and in
 the page's section beside the choice std, the ODE cell says why it has none, and the job run again writes
 the same bytes.
+
+Why from the shared tiny study: its positive control is the registered smooth plane with the gradient
+reads registered (tests/session_runs.py, ``GRADIENT_MEMBER``), run to decision.md as a module of the
+study's workflow, so the reads cost three jobs there instead of a whole run of the design here. The rerun
+works on a copy of that run, through the study's own configuration.
 """
 
 from __future__ import annotations
@@ -17,38 +22,21 @@ from pathlib import Path
 import pytest
 
 import workflow_copies
+from session_runs import GRADIENT_MEMBER, TINY_STUDY, tiny_member
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-DESIGN = "prereg/smooth_plane_gradients.yaml"
-R = Path("results/smooth_plane_gradients")
-CONFIG = ("--cores", "2", "--config", f"prereg={DESIGN}")
-
-
-@pytest.fixture(scope="module")
-def gradient_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clean copy of the repository where the gradient design ran to decision.md."""
-    workdir = workflow_copies.copy_repo(tmp_path_factory.mktemp("gradients") / "repo")
-    text = (workdir / "prereg/designs/controls/smooth_plane_smoke.yaml").read_text()
-    text = text.replace("name: smooth_plane_smoke", "name: smooth_plane_gradients")
-    text = text.replace(
-        "  operating_characteristics:", "  gradient_reads: true\n  operating_characteristics:", 1
-    )
-    (workdir / DESIGN).write_text(text)
-    # a design derived from another, its history kept on purpose
-    lock = workflow_copies.grpo_probe(workdir, "prereg", "lock", "--keep-amendments", DESIGN)
-    assert lock.returncode == 0, lock.stdout + lock.stderr
-    run = workflow_copies.snakemake(workdir, *CONFIG)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    return workdir
+MEMBER = tiny_member(GRADIENT_MEMBER)
+R = Path("results") / MEMBER
+CELLS = ("c1_ar_t1_0", "c3_teacher_ode", "c5_teacher_sde_a0_5")
 
 
 def _digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.json"))}
 
 
-def test_the_gradient_reads_reach_decision_json_and_the_page(gradient_run: Path) -> None:
-    decision = json.loads((gradient_run / R / "decision.json").read_text())
+def test_the_gradient_reads_reach_decision_json_and_the_page(study_run: Path) -> None:
+    decision = json.loads((study_run / R / "decision.json").read_text())
     assert decision["analysis"]["gradient_reads"] is True
     cells = {c["id"]: c for c in decision["cells"]}
     for cell in ("c1_ar_t1_0", "c5_teacher_sde_a0_5"):
@@ -63,20 +51,28 @@ def test_the_gradient_reads_reach_decision_json_and_the_page(gradient_run: Path)
     assert ode["gradient"]["reason"].startswith(
         "not available: the flow_ode sampler has no per-step log-prob"
     )
-    page = (gradient_run / R / "decision.md").read_text()
+    page = (study_run / R / "decision.md").read_text()
     assert "## Does a GRPO step point the same way twice?" in page
     assert "- cell c1_ar_t1_0: a GRPO step needs about" in page
     assert "- cell c3_teacher_ode: not available:" in page
 
 
-def test_the_gradients_job_run_again_writes_the_same_bytes(gradient_run: Path) -> None:
-    folder = gradient_run / R / "gradients"
+def test_the_gradients_job_run_again_writes_the_same_bytes(study_run: Path, tmp_path: Path) -> None:
+    run = workflow_copies.copy_run(study_run, tmp_path / "run")
+    folder = run / R / "gradients"
     before = _digests(folder)
-    assert sorted(before) == sorted(
-        f"{c}{suffix}"
-        for c in ("c1_ar_t1_0", "c3_teacher_ode", "c5_teacher_sde_a0_5")
-        for suffix in (".json", ".manifest.json")
+    assert sorted(before) == sorted(f"{c}{suffix}" for c in CELLS for suffix in (".json", ".manifest.json"))
+    again = workflow_copies.snakemake(
+        run,
+        *(str(R / "gradients" / f"{c}.json") for c in CELLS),
+        "--cores",
+        "2",
+        "--forcerun",
+        f"{MEMBER}_gradients",
+        "--config",
+        f"study={TINY_STUDY}",
+        "workers=1",
     )
-    again = workflow_copies.snakemake(gradient_run, *CONFIG, "--forcerun", "gradients")
     assert again.returncode == 0, again.stdout[-4000:] + again.stderr[-4000:]
+    assert (again.stdout + again.stderr).count(f"rule {MEMBER}_gradients:") == len(CELLS)
     assert _digests(folder) == before

@@ -76,6 +76,7 @@ def test_shuffled_seeds_in_uneven_shards_decide_as_ascending_seeds(
     for name, per_shard in (("order_ascending", 3), ("order_shuffled", 2)):
         proc = snakemake(
             fresh_copy,
+            f"results/{name}/decision.json",  # the record compared; not the pages after it
             "--cores",
             "2",
             "--configfile",
