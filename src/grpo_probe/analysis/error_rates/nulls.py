@@ -169,8 +169,8 @@ def boundaries(rule: DecisionRule, cell: Cell, measured: Levels) -> list[Levels]
             found.append(Levels(condition.scale * measured.chaos_std_cm, measured.chaos_std_cm))
         elif threshold is None:
             continue
-        elif name in _SHARE_READS and condition.op in ("<=", "<") and 0.0 < threshold < 1.0:
-            found.append(Levels(float(np.sqrt((1.0 - threshold) * total)), float(np.sqrt(threshold * total))))
+        elif (point := _share_point(condition, total)) is not None:
+            found.append(point)
         elif name in _CHOICE_READS and condition.op in (">=", ">") and threshold > 0.0:
             found.append(Levels(threshold, measured.chaos_std_cm))
         elif name in _CHAOS_READS and condition.op in ("<=", "<") and threshold > 0.0:
@@ -181,16 +181,26 @@ def boundaries(rule: DecisionRule, cell: Cell, measured: Levels) -> list[Levels]
 def share_boundary(rule: DecisionRule, cell: Cell, total_std_cm: float) -> Levels | None:
     """The levels, with total spread ``total_std_cm``, at which ``cell``'s true chaos share sits at the
     loosest bar of its head's share clauses (the others hold inside it); None where it has none."""
-    bars = [
-        float(c.threshold)
-        for c in rule.conditions_for(cell.head)
-        if simulated(c) and c.ref.name in _SHARE_READS and c.op in ("<=", "<")
-        and c.threshold is not None and 0.0 < c.threshold < 1.0
-    ]  # fmt: skip
-    if not bars:
+    points = [
+        point
+        for condition in rule.conditions_for(cell.head)
+        if simulated(condition) and (point := _share_point(condition, total_std_cm**2)) is not None
+    ]
+    return max(points, key=lambda p: p.chaos_std_cm, default=None)
+
+
+def _share_point(condition: Condition, total: float) -> Levels | None:
+    """Where a share clause's true share sits at its bar t, with total variance ``total``: sigma_b^2 =
+    (1 - t) total, sigma_w^2 = t total; None for any other clause."""
+    t = condition.threshold
+    if (
+        condition.ref.name not in _SHARE_READS
+        or condition.op not in ("<=", "<")
+        or t is None
+        or not 0.0 < t < 1.0
+    ):
         return None
-    share = max(bars)
-    return Levels(float(total_std_cm * np.sqrt(1.0 - share)), float(total_std_cm * np.sqrt(share)))
+    return Levels(float(np.sqrt((1.0 - t) * total)), float(np.sqrt(t * total)))
 
 
 def simulated(condition: Condition) -> bool:
