@@ -49,6 +49,13 @@ PAGE = REPO / "docs" / "extending.md"
 pytestmark = pytest.mark.slow  # a copy of the repository and a pytest process in it: a minute or two
 
 ASKED = "GRPO_PROBE_DOCS_EXAMPLES"
+SERVICE_ASKS = frozenset(
+    f"GRPO_PROBE_{ask}" for ask in ("SLURM", "BROWSER", "LEROBOT_VENV", "SIM_VENV", "CPU_EMULATION")
+)
+"""Asks the copy's pytest does not inherit (nor this run's worker, its ``PYTEST_`` variables). The tests
+they ask for need what only the checkout has (the ``.venv`` docs/lerobot.md names, the ``.venvs/`` built
+for served simulators, a running scheduler), so they run once, on the tree as committed; in the copy, with
+its examples (a read, a scene, a loss, a sampler) applied, they skip as on any machine that did not ask."""
 """Set to 1 to run every test file the examples touch, not only those the page names (see the docstring)."""
 
 FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S)
@@ -231,7 +238,7 @@ def _applied(copy: Path, examples: list[Example]) -> dict[str, str]:
             check=True,
         )
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},  # not this run's worker
+        **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k not in SERVICE_ASKS},
         "PYTHONPATH": os.pathsep.join(filter(None, [str(copy / "src"), os.environ.get("PYTHONPATH")])),
     }
     where = subprocess.run(

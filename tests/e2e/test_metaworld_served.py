@@ -5,8 +5,9 @@ This test builds its venv with the script a lab runs (``tools/make_sim_venv.sh m
 .venvs/), starts ``python -m grpo_probe.serve env grpo_probe.serve.metaworld_env:make`` from it at the
 design's address, and runs ``prereg/designs/served/metaworld_reach_smoke.yaml`` in a fresh copy of the
 repository: demonstrations from MetaWorld's shipped scripted expert, both arms cloned, every oracle passing,
-and every manifest recording the served simulator's packages and sha256. A task no design ships
-(drawer-open-v3) is made by ``grpo-probe design new`` from the push design and runs the same way.
+and every manifest recording the served simulator's packages and sha256. A new task's design
+(drawer-open-v3) is made by ``grpo-probe design new`` from the push design, under a name of its own, runs
+the same way, and is the design shipped for that task, its name apart.
 
 Opt-in (``GRPO_PROBE_SIM_VENV=1``, which `.ci/run` sets): the first build downloads MetaWorld, MuJoCo
 3.3.0 and Gymnasium from the package index (about two minutes); it skips, with the reason, when not asked.
@@ -110,11 +111,13 @@ def test_a_server_killed_mid_run_is_named_and_the_rerun_gives_the_same_decision(
     assert (rerun / "decision.json").read_bytes() == (clean_run / "decision.json").read_bytes()
 
 
-NEW_TASK = "metaworld_drawer_open_smoke"
-"""The design `grpo-probe design new` makes from the push design for drawer-open-v3."""
+NEW_TASK = "drawer_open_made"
+"""The name given to the design `grpo-probe design new` makes from the push design for drawer-open-v3 (the
+shipped one, metaworld_drawer_open_smoke, was made by the same command)."""
+SHIPPED = "prereg/designs/served/metaworld_drawer_open_smoke.yaml"
 
 
-def test_a_task_no_design_ships_is_one_command_from_decision_with_a_meaningful_engagement(
+def test_a_new_task_is_one_command_from_decision_with_a_meaningful_engagement(
     sim_python: str, tmp_path: Path, workflow_tools, grpo_probe
 ):
     """drawer-open-v3: `design new` measures its expert (it needs longer than push-v3's 80 ticks), writes
@@ -149,6 +152,8 @@ def test_a_task_no_design_ships_is_one_command_from_decision_with_a_meaningful_e
     assert expert["suggested"]["replans"] > 16 and expert["ticks"]["first_contact"]["median"] > 1
     written = read_yaml(repo / design)
     assert written["amendments"] == [] and written["env"]["params"]["gym_id"] == "drawer-open-v3"
+    shipped = read_yaml(repo / SHIPPED)
+    assert {**written, "name": None} == {**shipped, "name": None}, "not the design shipped for the task"
     assert written["env"]["params"]["replans"] == expert["suggested"]["replans"]
     decision = json.loads((run / "decision.json").read_text())
     assert decision["env"]["id"] == "drawer-open-v3"

@@ -7,6 +7,9 @@ stage through the environment protocol: scripted-expert demos, both heads traine
 Then phase 2, gated by that decision: the flow arm's cell qualifies, so the pilot trains it under
 Flow-GRPO with the SDE sampler, its replay oracle passes before the first update, and phase2.md counts
 the Pusher's own guards.
+
+It runs when asked (``GRPO_PROBE_LONG_RUNS=1``, which `.ci/run` sets): the run and its pilot take three to
+four minutes on 2 cores, which a newcomer's ``bin/test`` leaves to CI.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+from asked_tools import long_run
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, long_run]
 
 RESULTS = Path("results/pusher_smoke")
 

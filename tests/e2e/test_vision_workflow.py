@@ -6,6 +6,9 @@ design's arm reads the 96 x 96 overhead frame (a CNN flow head trained on demos 
 both oracles must pass with the frames the policy saw compared per replan, and the VLA-shaped example
 adapter (examples/my_vla_adapter.py, which also reads the registered task) must pass them too when
 bound to the same arm, as the README shows.
+
+It runs when asked (``GRPO_PROBE_LONG_RUNS=1``, which `.ci/run` sets): it takes two to three minutes on
+2 cores, which a newcomer's ``bin/test`` leaves to CI.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+from asked_tools import long_run
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, long_run]
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = Path("results/vision_smoke")
