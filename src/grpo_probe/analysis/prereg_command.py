@@ -149,12 +149,17 @@ def _description_warnings(prereg: Prereg, configfiles: list[str]) -> list[str]:
     bound as the run config binds it (config/config.yaml where there is one, then each ``--configfile``,
     as Snakemake merges them): a description copied from a design whose arm the probe sampled itself."""
     from grpo_probe.prereg.cell_descriptions import description_warnings
-    from grpo_probe.prereg.run_config import binding_origins, config_sources, load_config, merged_values
+    from grpo_probe.prereg.run_config import (
+        WORKFLOW_CONFIG,
+        binding_origins,
+        command_sources,
+        load_config,
+        merged_values,
+    )
 
-    shipped = [f for f in ("config/config.yaml",) if Path(f).is_file()]
-    if not shipped and not configfiles:
+    if not WORKFLOW_CONFIG.is_file() and not configfiles:
         return description_warnings(prereg, {})
-    sources = config_sources(shipped, configfiles, {"prereg": str(prereg.path)})
+    sources = command_sources(configfiles, str(prereg.path))
     arms = load_config(merged_values(sources), sources=sources).arms
     bindings = {arm: binding for arm, binding in arms.items() if arm in prereg.arms}
     return description_warnings(prereg, bindings, binding_origins(sources))

@@ -113,14 +113,13 @@ def _check_policy(args: argparse.Namespace) -> int:
     from grpo_probe.policies.check import check_arm
     from grpo_probe.policies.policy_source import resolve_device
     from grpo_probe.prereg import load_prereg
-    from grpo_probe.prereg.run_config import config_sources, load_config, merged_values
+    from grpo_probe.prereg.run_config import command_sources, load_config, merged_values
 
     prereg = load_prereg(args.prereg, require_lock=False)  # a missing design: the designs that exist
     for path in args.configfile:
         if not Path(path).is_file():
             raise FileNotFoundError(f"{path}: config file not found")
-    shipped = [f for f in ("config/config.yaml",) if Path(f).is_file()]
-    sources = config_sources(shipped, args.configfile, {"prereg": args.prereg})
+    sources = command_sources(args.configfile, args.prereg)
     run_config = load_config(merged_values(sources), sources=sources)
     device = resolve_device(args.device or run_config.device)
     report = check_arm(prereg, run_config, args.arm, device=device)

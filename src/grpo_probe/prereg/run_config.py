@@ -32,15 +32,20 @@ from grpo_probe.prereg.schema import (
 )
 
 __all__ = [
+    "WORKFLOW_CONFIG",
     "ArmBinding",
     "ConfigSource",
     "RunConfig",
     "arm_bindings",
     "binding_origins",
+    "command_sources",
     "config_sources",
     "load_config",
     "merged_values",
 ]
+
+WORKFLOW_CONFIG = Path("config/config.yaml")
+"""The workflow's own run config (its ``configfile:``), relative to the folder a command runs in."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,17 @@ def config_sources(
     if cli_config:
         sources.append(ConfigSource("--config", copy.deepcopy(dict(cli_config))))
     return sources
+
+
+def command_sources(cli_files: Iterable[str | os.PathLike[str]], prereg: str) -> list[ConfigSource]:
+    """The sources of the run a command outside the workflow stands for: :data:`WORKFLOW_CONFIG` where
+    there is one, each of its ``--configfile`` files, then ``prereg`` as a ``--config`` value.
+
+    Why one function: ``check-policy`` and ``prereg check`` each read the arms' bindings as a Snakemake
+    run of the same design would see them, and they must agree on which files that run merges.
+    """
+    shipped = [str(WORKFLOW_CONFIG)] if WORKFLOW_CONFIG.is_file() else []
+    return config_sources(shipped, cli_files, {"prereg": prereg})
 
 
 def merged_values(sources: Sequence[ConfigSource]) -> dict[str, Any]:

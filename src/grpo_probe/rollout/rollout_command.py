@@ -97,9 +97,10 @@ def _design(path: str | None) -> Any:  # -> Prereg | None
     the one config/config.yaml runs, else none (run key 0 on the default boat scene)."""
     from grpo_probe.prereg import load_prereg
     from grpo_probe.prereg.canonical import read_yaml
+    from grpo_probe.prereg.run_config import WORKFLOW_CONFIG
 
     if path is None:
-        config = Path("config/config.yaml")
+        config = WORKFLOW_CONFIG
         configured = read_yaml(config).get("prereg") if config.is_file() else None
         if not configured or not Path(configured).is_file():
             return None
