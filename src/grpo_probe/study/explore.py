@@ -241,6 +241,8 @@ def explore_markdown(record: Mapping[str, Any]) -> str:
         f"- Beyond competence: the mean over designs (at least {MIN_ARMS_PARTIAL} arms) of the partial rank "
         "correlation r_xy.z = (r_xy - r_xz r_yz) / sqrt((1 - r_xz^2)(1 - r_yz^2)) of read x and gain y "
         f"given z = {COMPETENCE}; a design where it is undefined counts as 0; the same design bootstrap.",
+        "- With few designs the design bootstrap has few distinct resamples and its interval can clear zero "
+        "by chance; read the permutation p beside it.",
         "",
         "## The candidate reads",
         "",
