@@ -82,8 +82,8 @@ def explore_rows(study: Study, results: str | os.PathLike[str]) -> list[dict[str
             value = candidate.read(tables)
             # + 0.0 writes a negative zero (a product with -0.0) as 0.0, the same bytes for the same rank
             reads[candidate.name] = value + 0.0 if value is not None and math.isfinite(value) else None
-        out.append({"design": row.design, "arm": row.arm, "head": row.head, "cell": row.cell})
-        out[-1] |= {"gain": row.gain, **reads}
+        identity = {"design": row.design, "arm": row.arm, "head": row.head, "cell": row.cell}
+        out.append({**identity, "gain": row.gain, **reads})
     return out
 
 
