@@ -150,11 +150,25 @@ def _above(answer: Mapping[str, Any] | None) -> bool:
     return answer is not None and answer["ci_low"] is not None and answer["ci_low"] > 0
 
 
+WINNER_ALPHA = 0.05
+"""A winner's within-design permutation p must lie below this as well as its interval above zero: with few
+designs the design bootstrap has few distinct resamples and can clear zero by chance, while the
+permutation test's level holds at any number of designs."""
+
+
+def _wins(answer: Mapping[str, Any]) -> bool:
+    within = answer["within"]
+    return _above(within) and within["p_value"] is not None and within["p_value"] < WINNER_ALPHA
+
+
 def _winner(answers: Sequence[Mapping[str, Any]]) -> str:
-    """The read whose within-design interval lies above zero with the largest mean within rho."""
-    above = [a for a in answers if _above(a["within"])]
+    """The read whose within-design interval lies above zero and whose permutation p is below
+    ``WINNER_ALPHA``, with the largest mean within rho. The line counts the reads tried: each is tested at
+    5 %, so among that many reads with no within-design signal about one in twenty would pass by chance."""
+    tried = sum(1 for a in answers if a["within"] is not None and a["within"]["mean"] is not None)
+    above = [a for a in answers if _wins(a)]
     if not above:
-        return "Winner: none. No read orders arms within a design."
+        return f"Winner: none. No read orders arms within a design ({tried} reads tried)."
     best = max(above, key=lambda a: a["within"]["mean"])
     w, b = best["within"], best["beyond_competence"]
     if best["read"] == COMPETENCE:
@@ -167,7 +181,7 @@ def _winner(answers: Sequence[Mapping[str, Any]]) -> str:
     return (
         f"Winner (exploratory, to be confirmed by a locked study): {best['read']}, mean within-design rho "
         f"{_num(w['mean'])} {_ci(w)} over {len(w['designs'])} designs, permutation p = {w['p_value']:.3g}; "
-        f"{beyond}."
+        f"{beyond}; {tried} reads tried, each at 5 %."
     )
 
 
