@@ -80,7 +80,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "study",
         "grpo_probe.study.study_command",
-        "a registered validation study: lock, check, verify; its pilot calibration",
+        "a registered validation study: lock, check, verify, explore; its pilot calibration",
     ),
 )
 """Each command, in ``--help``'s order: (name, the module whose ``register`` adds it, its help line)."""

@@ -1,5 +1,6 @@
 """``grpo-probe study lock|check|verify``: register a validation study, and audit its page; ``grpo-probe study
-calibrate lock|check|run``: the pilot calibration run before any study.
+explore``: an exploratory re-analysis of its tables; ``grpo-probe study calibrate lock|check|run``: the pilot
+calibration run before any study.
 
 Each command imports what it runs when it runs: the study's design reads the analysis stack (pyarrow),
 which ``grpo-probe study --help`` (it builds this module's parsers) need not load.
@@ -95,6 +96,24 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explore(args: argparse.Namespace) -> int:
+    from grpo_probe.study.design import load_study
+    from grpo_probe.study.explore import build_explore  # the reads' tables and the statistics
+
+    def run() -> Path:
+        return build_explore(load_study(args.file), args.results)
+
+    try:
+        page = _attempt("study explore", run)
+    except FileNotFoundError as exc:  # a member's record or table: the message names the file
+        print(f"study explore: {exc}", file=sys.stderr)
+        return 1
+    if page is None:
+        return 1
+    print(f"study explore: {page} (exploratory, not a registered answer)")
+    return 0
+
+
 def _calibrate_lock(args: argparse.Namespace) -> int:
     from grpo_probe.study.calibration import lock_calibration
 
@@ -164,9 +183,10 @@ def _calibrate_run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``study lock``, ``study check`` and ``study verify`` to the ``grpo-probe`` command line."""
+    """Add ``study lock``, ``study check``, ``study verify``, ``study explore`` and ``study calibrate`` to
+    the ``grpo-probe`` command line."""
     study = subparsers.add_parser(
-        "study", help="a registered validation study: lock, check, verify; its pilot calibration"
+        "study", help="a registered validation study: lock, check, verify, explore; its pilot calibration"
     )
     commands = study.add_subparsers(dest="study_command", required=True)
     lock = commands.add_parser("lock", help="validate a study file and its members, and lock it")
@@ -183,6 +203,16 @@ def register(subparsers: Any) -> None:
     )
     verify.add_argument("--root", default=None, help="the folder manifest paths are relative to (default: .)")
     verify.set_defaults(func=_verify)
+    explore = commands.add_parser(
+        "explore",
+        help="an exploratory re-analysis of a run study: every candidate read's rank correlation with the "
+        "gain within designs, pooled, and beyond competence",
+    )
+    explore.add_argument("file", help="the study file, e.g. prereg/studies/calibrated_validation.yaml")
+    explore.add_argument(
+        "--results", default="results", help="the folder the members' results are in (default: results)"
+    )
+    explore.set_defaults(func=_explore)
     calibrate = commands.add_parser(
         "calibrate", help="a registered pilot calibration, run before any study: lock, check, run"
     )
