@@ -113,7 +113,17 @@ def _written_pages() -> set[str]:
     )
     outputs = set(re.findall(r"\{[A-Z]\}/([\w.]+\.md)\"", rules))
     outputs |= {f"{name}.md" for name in re.findall(r"(?:design|root)_page\(\"(\w+)\"\)", rules)}
-    return outputs
+    return outputs | set(COMMAND_PAGES)
+
+
+COMMAND_PAGES = {"explore.md": "src/grpo_probe/study/explore.py"}
+"""Pages a ``grpo-probe`` command writes into a results folder rather than a workflow rule (``study
+explore``), with the module that writes each: text that names one cites a result too."""
+
+
+def test_each_page_a_command_writes_is_named_by_the_module_that_writes_it() -> None:
+    for page, module in COMMAND_PAGES.items():
+        assert f'"{page}"' in (REPO / module).read_text(encoding="utf-8"), (page, module)
 
 
 def _unresolved_citations(path: Path, text: str, written: set[str]) -> list[str]:
