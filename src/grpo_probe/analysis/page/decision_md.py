@@ -138,9 +138,14 @@ depend on where ``results:`` points, and a relative link from a results folder o
 
 
 def _validation_line() -> str:
-    """The first screen's word on what a go is worth: whether the probe is shown to predict a pilot's gain,
-    with the link to the study that asks it."""
-    return f"A go is not yet shown to predict what GRPO gains: see the validation study, `{VALIDATION_PAGE}`."
+    """The first screen's word on what a go is worth: whether the probe is shown to predict a pilot's gain
+    where a lab decides, among one scene's arms, and what the study shows instead (flow arms only: its
+    reads and gains in cm order scenes by their size, which GRPO's normalised advantages cannot see), with
+    the link to the study that asks it."""
+    return (
+        "Not shown: that a go predicts GRPO's gain among one scene's arms (flow head; across scenes, "
+        f"reads and gains in cm follow scene size): see the validation study, `{VALIDATION_PAGE}`."
+    )
 
 
 def _short_flags(cell: Mapping[str, Any]) -> str:
