@@ -31,6 +31,7 @@ from grpo_probe.prereg.moved import read_moves, registered_members
 from grpo_probe.prereg.schema import validate_against
 
 __all__ = [
+    "ANSWERS",
     "LOCK_FORMAT",
     "ROLES",
     "Engagement",
@@ -50,6 +51,8 @@ __all__ = [
 
 LOCK_FORMAT = "grpo-probe-study-lock/1"
 ROLES: tuple[str, ...] = ("subject", "positive_control", "negative_control")
+ANSWERS: tuple[str, ...] = ("pooled", "within_designs")
+"""What a study's verdict is: the pooled rho over all counted arms, or the mean rho inside designs."""
 
 
 class StudyError(ValueError):
@@ -106,6 +109,11 @@ class Study:
     """What the rank correlation's bootstrap resamples: ``arms``, or ``designs_then_arms`` (two-stage)."""
     permutations: int | None = None
     """The within-design permutation test's permutations; None when the study registers none."""
+    answer: str = "pooled"
+    """The registered verdict (``answer``): ``pooled``, the rho over all counted arms with its interval
+    (every study registered before the field), or ``within_designs``, the within-design permutation test
+    of the mean rho inside designs, since a lab chooses among the arms of one scene and a pooled rho over
+    designs of different sizes orders the scenes as much as the arms."""
     engagement: Engagement | None = None
     min_subject_arms: int | None = None
     power: PowerSpec | None = None
@@ -260,6 +268,12 @@ def _members(path: Path, raw: dict[str, Any]) -> tuple[Member, ...]:
                 problems.append(f"{at}.cells.{arm}: cell {cell_id!r} samples arm {cell.arm!r}, not {arm!r}")
         members.append(Member(design=design, role=str(entry["role"]), cells=cells))
     problems += _gain_problems(path, raw, members)
+    if raw.get("answer", "pooled") == "within_designs" and "permutations" not in raw["bootstrap"]:
+        problems.append(
+            f"{path}: bootstrap.permutations: answer: within_designs is decided by the within-design "
+            "permutation test, so the study must register its permutations (bootstrap.permutations, at "
+            "least 99)"
+        )
     named = [("predictor", raw["predictor"])] + [(f"reads[{i}]", r) for i, r in enumerate(raw["reads"])]
     if "engagement" in raw:
         named.append(("engagement.read", raw["engagement"]["read"]))
@@ -333,6 +347,7 @@ def load_study(path: str | os.PathLike[str]) -> Study:
         seed=int(boot["seed"]),
         levels=str(boot.get("levels", "arms")),
         permutations=int(boot["permutations"]) if "permutations" in boot else None,
+        answer=str(raw.get("answer", "pooled")),
         engagement=None
         if engagement is None
         else Engagement(read=str(engagement["read"]), min=float(engagement["min"])),

@@ -13,6 +13,11 @@ arms each holds. Three answers per read, all over arms with the read recorded:
 - :func:`beyond_competence`: the mean over designs of the within-design partial rank correlation of the
   read and the gain given a competence read (:func:`partial_rank`), with the same design bootstrap.
 
+:func:`within_design` is also the registered verdict of a study whose ``answer`` is ``within_designs``
+(:mod:`grpo_probe.study.inference`) and of its power simulation (:mod:`grpo_probe.study.power`): one
+function, so the exploratory page, the registered answer and its power compute the same statistic with
+the same keyed draws.
+
 A design where the read (or the gain) is constant orders none of its arms: its rho counts as 0, so a read
 that only tracks the scene scores 0 within designs instead of dropping out. Every draw comes from a
 keyed generator (:mod:`grpo_probe.keyed_rng`), (seed, "study", "explore", <answer>, read), so the numbers

@@ -7,11 +7,21 @@ whose pilot moved the policy (an unmoved arm's held-out change is the held-out d
 Controls are sanity checks with their own verdict lines; they never enter the correlation, since a smooth
 plane and a luck plane at the two ends of both axes would make any read look predictive.
 
-The primary interval is the registered one (``bootstrap.levels``): the two-stage bootstrap over designs
-then arms (:mod:`grpo_probe.study.nested`) when arms are nested in designs, the arm bootstrap otherwise.
-The power is simulated at the counted arms per design (:mod:`grpo_probe.study.power`), at the registered
-reliability and at the one this run measured, so the page can say, before its answer, how often a study
-of its own size would detect the registered rho.
+The study's verdict is the one it registers (``answer``):
+
+- ``pooled`` (every study registered before the field): Spearman's rho over all counted arms with the
+  registered interval (``bootstrap.levels``): the two-stage bootstrap over designs then arms
+  (:mod:`grpo_probe.study.nested`) when arms are nested in designs, the arm bootstrap otherwise;
+- ``within_designs``: the mean over designs of each design's own rho, tested by shuffling the gains only
+  among the arms of each design (:func:`grpo_probe.study.explore_stats.within_design`, the function the
+  exploratory page uses, with the study's registered seed, resamples and permutations), Yes when the
+  one-sided p < alpha = 1 - confidence. Why: a lab chooses among the arms of one scene, and across designs
+  of different sizes the pooled rho orders the scenes (reads and gains in cm both follow scene scale) as
+  much as the arms; it stays on the page as a secondary, not the answer.
+
+The power is simulated for the registered answer at the counted arms per design
+(:mod:`grpo_probe.study.power`), at the registered reliability and at the one this run measured, so the
+page can say how often a study of its own size would detect the registered rho.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from dataclasses import dataclass
 
 from grpo_probe.study.classify import Classification, classification
 from grpo_probe.study.design import Study
+from grpo_probe.study.explore_stats import DesignMean, within_design
 from grpo_probe.study.nested import (
     PermutationTest,
     nested_rank_correlation,
@@ -37,10 +48,26 @@ from grpo_probe.study.reliability import (
 )
 from grpo_probe.study.rows import ArmRow
 
-__all__ = ["StudyInference", "counted", "infer"]
+__all__ = ["StudyInference", "WithinAnswer", "counted", "infer"]
 
 MIN_RELIABILITY_FOR_POWER = 0.05
 """Below this measured reliability the gains carry no ordering to detect; no power is simulated at it."""
+
+
+@dataclass(frozen=True)
+class WithinAnswer:
+    """The registered within-designs answer: does the predictor order the arms inside each design?"""
+
+    test: DesignMean
+    """The mean over designs of each design's own Spearman rho (designs of at least three counted arms),
+    its percentile interval over a bootstrap of designs and its one-sided stratified permutation p-value,
+    p = (1 + #{b : T_b >= T}) / (1 + B) (Phipson & Smyth 2010)."""
+    alpha: float
+    """The test's one-sided level, 1 - the registered confidence."""
+    permutations: int
+    verdict: str | None
+    """"Yes" when p < alpha, "No" otherwise; None when no design has three counted arms with the read
+    (nothing to order inside a design)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +93,9 @@ class StudyInference:
     classification: Classification
     reached_size: bool
     """Whether the counted arms reach the registered ``min_subject_arms`` (True when none is registered)."""
+    within: WithinAnswer | None = None
+    """The verdict of a study that registers ``answer: within_designs``; None for a pooled answer, whose
+    verdict is :attr:`primary`'s interval."""
 
 
 def counted(rows: Sequence[ArmRow]) -> list[ArmRow]:
@@ -100,6 +130,29 @@ def _reliability(arms: Sequence[ArmRow]) -> GainReliability | ReplicateReliabili
         return replicate_reliability([r.replicate_gains for r in arms])
     with_se = [r for r in arms if r.gain_se is not None]
     return gain_reliability([r.gain for r in with_se], [float(r.gain_se) for r in with_se])  # type: ignore[arg-type]
+
+
+def _within_answer(
+    study: Study, values: Sequence[float], gains: Sequence[float], designs: Sequence[str]
+) -> WithinAnswer | None:
+    """The registered within-designs answer, or None for a study whose answer is pooled."""
+    if study.answer != "within_designs":
+        return None
+    if study.permutations is None:  # load_study refuses this; a Study built by hand may not
+        raise ValueError(f"{study.path}: bootstrap.permutations: answer: within_designs needs permutations")
+    test = within_design(
+        study.predictor,
+        values,
+        gains,
+        designs,
+        seed=study.seed,
+        resamples=study.resamples,
+        confidence=study.confidence,
+        permutations=study.permutations,
+    )
+    alpha = 1.0 - study.confidence
+    verdict = None if test.p_value is None else ("Yes" if test.p_value < alpha else "No")
+    return WithinAnswer(test=test, alpha=alpha, permutations=study.permutations, verdict=verdict)
 
 
 def infer(study: Study, rows: Sequence[ArmRow]) -> StudyInference:
@@ -141,4 +194,5 @@ def infer(study: Study, rows: Sequence[ArmRow]) -> StudyInference:
         power_measured=power_measured,
         classification=calls,
         reached_size=study.min_subject_arms is None or len(arms) >= study.min_subject_arms,
+        within=_within_answer(study, values, gains, designs),
     )

@@ -6,7 +6,9 @@ with its nested interval, then the numbers it acts on (of the arms the probe cal
 those it calls no, how many did not), and only then the controls, the figure and the per-arm evidence.
 The page says it plainly when the study is underpowered or did not reach its registered size, and whether
 each control behaved as a control must (a positive control whose gain is not resolved cannot tell a probe
-that fails from a pilot that cannot learn).
+that fails from a pilot that cannot learn). A study whose registered answer is within designs leads with
+that answer's line (it states its power in it), then the power, then each design's own rho, then the
+pooled rho as a secondary (:mod:`grpo_probe.study.answer_text` words them).
 """
 
 from __future__ import annotations
@@ -22,9 +24,19 @@ import pyarrow.parquet as pq
 
 from grpo_probe.atomic_io import atomic_path, atomic_write_bytes, atomic_write_json, atomic_write_text
 from grpo_probe.provenance.manifest import relative_to_root
+from grpo_probe.study.answer_text import (
+    answer_text,
+    pct,
+    per_design_text,
+    pooled_secondary,
+    power_text,
+    within_answer_text,
+    within_text,
+)
 from grpo_probe.study.design import Study
 from grpo_probe.study.figure import study_figure
 from grpo_probe.study.inference import StudyInference, counted, infer
+from grpo_probe.study.power import StudyPower
 from grpo_probe.study.rows import ArmRow, arm_rows
 
 __all__ = ["build_study_report", "study_markdown"]
@@ -85,98 +97,12 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{digits}g}"
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100.0 * x:.0f} %"
-
-
-def _answer(study: Study, inference: StudyInference) -> str:
-    primary = inference.primary
-    size = (
-        ""
-        if inference.reached_size
-        else f"The study did not reach its registered size ({inference.counted} of {study.min_subject_arms} "
-        "counted subject arms), so what follows is not the registered answer. "
-    )
-    if primary.rho is None:
-        return size + (
-            f"Not answered: {primary.n} counted subject arm(s) with a {study.predictor} read leave no "
-            "ordering to compare (it needs three arms and neither column constant)."
-        )
-    interval = (
-        f"{primary.confidence:.0%} interval {primary.ci_low:+.2f} to {primary.ci_high:+.2f}"
-        if primary.ci_low is not None and primary.ci_high is not None
-        else "no interval"
-    )
-    head = (
-        f"Spearman's rho of {study.predictor} against the held-out gain is {primary.rho:+.2f} over "
-        f"{primary.n} subject arms ({interval}, {primary.inference})"
-    )
-    if primary.ci_low is not None and primary.ci_low > 0:
-        return size + f"Yes, the probe's ordering matches the gains': {head}, above zero."
-    if primary.ci_high is not None and primary.ci_high < 0:
-        return size + f"No, the probe's ordering runs against the gains': {head}, below zero."
-    return size + f"Not shown: {head}, which holds zero."
-
-
-def _power_text(study: Study, inference: StudyInference) -> str:
-    if study.power is None:
-        return (
-            "Power: not stated; the study registers no power simulation, so how often a study of its size "
-            "would detect an ordering is unknown."
-        )
-    shape = ", ".join(f"{d} {n}" for d, n in inference.arms_per_design.items()) or "none"
-    registered = inference.power_registered
-    if registered is None:
-        return (
-            f"Power: not simulated; the counted subject arms ({inference.counted}: {shape}) come from fewer "
-            "than two designs, so the nested interval has no designs to resample."
-        )
-    text = (
-        f"Power: a study of this size ({inference.counted} counted subject arms over "
-        f"{len(inference.arms_per_design)} designs: {shape}) detects a true Spearman rho of "
-        f"{study.power.rho:g} (its interval above zero) in {_pct(registered.power)} "
-        f"[{_pct(registered.ci_low)}, {_pct(registered.ci_high)}] of {registered.simulations} simulated "
-        f"runs at the registered gain reliability {study.power.reliability:g}"
-    )
-    measured = inference.power_measured
-    if measured is not None:
-        text += (
-            f", and in {_pct(measured.power)} [{_pct(measured.ci_low)}, {_pct(measured.ci_high)}] at the "
-            f"reliability this run measured ({measured.reliability:.2f})"
-        )
-    elif inference.reliability.reliability is not None:
-        text += (
-            f"; at the reliability this run measured ({inference.reliability.reliability:.2f}) the gains "
-            "carry almost no ordering to detect"
-        )
-    return text + "."
-
-
-def _within_text(study: Study, inference: StudyInference) -> str:
-    parts = []
-    if inference.within_design_rho is not None:
-        parts.append(
-            f"Inside designs the ordering is {inference.within_design_rho:+.2f} (each design's own rho, "
-            "weighted by its arms)"
-        )
-    test = inference.permutation
-    if test is not None and test.p_value is not None:
-        parts.append(
-            f"a permutation test that shuffles the gains only among the arms of each design gives one-sided "
-            f"p = {test.p_value:.3g} ({test.permutations} permutations)"
-        )
-    if not parts:
-        return ""
-    text = "; ".join(parts) + "."
-    return text[0].upper() + text[1:]
-
-
 def _classification_lines(inference: StudyInference) -> list[str]:
     c = inference.classification
     conf = f"{c.confidence:.0%} Wilson intervals"
 
     def share(x: float | None, low: float | None, high: float | None) -> str:
-        return "n/a" if x is None else f"{_pct(x)} [{_pct(low)}, {_pct(high)}]"
+        return "n/a" if x is None else f"{pct(x)} [{pct(low)}, {pct(high)}]"
 
     return [
         f"The probe as a classifier, over the {inference.counted} counted subject arms (gained: the "
@@ -303,6 +229,17 @@ def _policy_gains_markdown(rows: Sequence[Mapping[str, Any]], read: str) -> list
     return lines
 
 
+def _power_record(power: StudyPower | None) -> dict[str, Any] | None:
+    """A power simulation for the record; ``answer`` and ``permutations`` only for the within-designs
+    answer, so a pooled study's record keeps its bytes."""
+    if power is None:
+        return None
+    fields = asdict(power)
+    if power.answer == "pooled":
+        del fields["answer"], fields["permutations"]
+    return fields
+
+
 def _row_record(row: ArmRow) -> dict[str, Any]:
     """One per-arm row of the record; ``replicate_gains`` only for a gain registered by policy and
     ``policy_gains`` only for members that score both policies, so an earlier study keeps its bytes."""
@@ -318,16 +255,15 @@ def study_markdown(record: Mapping[str, Any]) -> str:
     study = record["study"]
     reads = study["reads"]
     engagement = study.get("engagement")
-    lines = [
-        f"# Does the probe predict? Study {study['name']}",
-        "",
-        record["power"],
-        "",
-        f"**{record['answer']}**",
-        "",
-    ]
+    lines = [f"# Does the probe predict? Study {study['name']}", ""]
+    if study.get("answer") == "within_designs":  # the registered answer leads; the pooled rho follows it
+        lines += [f"**{record['answer']}**", "", record["power"], ""]
+    else:
+        lines += [record["power"], "", f"**{record['answer']}**", ""]
     if record["within"]:
         lines += [record["within"], ""]
+    if record.get("pooled"):
+        lines += [record["pooled"], ""]
     lines += [*record["classification"], "", *record["controls"], ""]
     lines += [f"![probe read against pilot gain]({record['figure']})", "", "## Which arms count", ""]
     lines.append(
@@ -365,10 +301,15 @@ def study_markdown(record: Mapping[str, Any]) -> str:
         )
     lines += _policy_gains_markdown(record["rows"], study["gain"])
     lines += ["", "## The gains' reliability", "", _reliability_text(rel), ""]
+    pooled_note = (
+        ", pooled over designs (secondary: the registered answer is within designs)"
+        if study.get("answer") == "within_designs"
+        else ""
+    )
     lines += [
         "## Rank correlation of each read with the gain",
         "",
-        f"Spearman's rho over the counted subject arms, {study['confidence']:.0%} "
+        f"Spearman's rho over the counted subject arms{pooled_note}, {study['confidence']:.0%} "
         f"{_INFERENCE_TEXT[study['levels']]} ({study['resamples']} resamples, seed {study['seed']}); "
         "resamples with a constant column have no rank correlation and are left out (counted).",
         "",
@@ -412,6 +353,7 @@ def build_study_report(
         pq.write_table(_table(study, rows, arms), tmp, compression="zstd", write_statistics=False)
     page_dir = Path(out_md).parent
     kept = {id(r) for r in arms}
+    within = study.answer == "within_designs"
     record = {
         "study": {
             "name": study.name,
@@ -431,6 +373,7 @@ def build_study_report(
             "min_subject_arms": study.min_subject_arms,
             "power": None if study.power is None else asdict(study.power),
             **({} if study.gain_policy is None else {"gain_policy": study.gain_policy}),
+            **({"answer": study.answer} if within else {}),
         },
         "members": [
             {
@@ -441,9 +384,10 @@ def build_study_report(
             }
             for m in study.members
         ],
-        "power": _power_text(study, inference),
-        "answer": _answer(study, inference),
-        "within": _within_text(study, inference),
+        "power": power_text(study, inference),
+        "answer": within_answer_text(study, inference) if within else answer_text(study, inference),
+        "within": per_design_text(inference) if within else within_text(study, inference),
+        **({"pooled": pooled_secondary(study, inference)} if within else {}),
         "classification": _classification_lines(inference),
         "controls": _controls(rows),
         "counted": inference.counted,
@@ -453,11 +397,10 @@ def build_study_report(
             "arms_per_design": inference.arms_per_design,
             "permutation": None if inference.permutation is None else asdict(inference.permutation),
             "within_design_rho": inference.within_design_rho,
-            "power_registered": None
-            if inference.power_registered is None
-            else asdict(inference.power_registered),
-            "power_measured": None if inference.power_measured is None else asdict(inference.power_measured),
+            "power_registered": _power_record(inference.power_registered),
+            "power_measured": _power_record(inference.power_measured),
             "classification": asdict(inference.classification),
+            **({"within_answer": asdict(inference.within)} if inference.within is not None else {}),
         },
         "reliability": asdict(inference.reliability),
         "rows": [{**_row_record(r), "counted": id(r) in kept} for r in rows],

@@ -18,6 +18,13 @@ __all__ = ["register"]
 
 T = TypeVar("T")
 
+_ANSWER_SIMULATED = {
+    "pooled": "pooled (the power simulates the pooled rho's registered interval lying above zero)",
+    "within_designs": "within designs (the power simulates the within-design permutation test of the mean "
+    "rho inside designs, detected when its one-sided p < 1 - confidence)",
+}
+"""What ``study check`` says it simulates, per registered ``answer``."""
+
 
 def _attempt(command: str, action: Callable[[], T]) -> T | None:
     """``action()``; or, when it refuses the file (a study or value error), None after printing
@@ -64,12 +71,19 @@ def _check(args: argparse.Namespace) -> int:
         from grpo_probe.study.power import registered_power  # scipy's ranks: imported when a power is asked
 
         power = registered_power(study, sizes)
+    if study.power is not None:
+        print(f"answer: {_ANSWER_SIMULATED[study.answer]}")
     if power is not None:
         print(
             f"power at the registered size ({' + '.join(map(str, sizes))} subject arms, every one engaging "
             f"and moved): a true rho of {power.rho:g} at gain reliability {power.reliability:g} is detected "
             f"in {power.power:.0%} [{power.ci_low:.0%}, {power.ci_high:.0%}] of {power.simulations} "
             "simulated studies"
+            + (
+                f" (each tested with {power.permutations} within-design permutations)"
+                if power.permutations is not None
+                else ""
+            )
         )
     if study.power is not None and study.replicates > 1:
         from grpo_probe.study.reliability import replicate_note
