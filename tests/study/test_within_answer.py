@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import binom
 
+from grpo_probe.cli import main
 from grpo_probe.study.answer_text import pooled_secondary, within_answer_text
 from grpo_probe.study.design import Study, StudyError, load_study, lock_study
 from grpo_probe.study.inference import infer
@@ -50,6 +51,26 @@ def test_a_within_designs_study_validates_and_locks(tmp_path: Path, members: lis
     lock_study(path)
     study = load_study(path)
     assert study.answer == "within_designs" and study.permutations == 199
+
+
+def test_study_check_says_which_answer_it_simulates(
+    tmp_path: Path, members: list[dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    power = {"rho": 0.6, "reliability": 0.9, "simulations": 20, "resamples": 100, "seed": 5}
+    path = study_file(
+        tmp_path / "study.yaml", members, answer="within_designs", bootstrap=WITHIN_BOOT, power=power
+    )
+    lock_study(path)
+    assert main(["study", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "answer: within designs (the power simulates the within-design permutation test" in out
+    assert "power: not simulated at the registered size: no subject design has three arms" in out
+    pooled = study_file(tmp_path / "pooled.yaml", members, bootstrap=WITHIN_BOOT, power=power)
+    lock_study(pooled)
+    assert main(["study", "check", str(pooled)]) == 0
+    out = capsys.readouterr().out
+    assert "answer: pooled (the power simulates the pooled rho's registered interval" in out
+    assert "power at the registered size (2 + 2 subject arms" in out
 
 
 def test_a_within_designs_study_without_permutations_is_refused_naming_the_field(

@@ -169,7 +169,8 @@ def _ranks_panel(ax: Axes, study: Study, arms: Sequence[ArmRow], inference: Stud
         ax.set_ylim(0, n + 1)
     rho = "n/a" if primary.rho is None else f"{primary.rho:+.2f}"
     interval = "" if primary.ci_low is None else f" [{primary.ci_low:+.2f}, {primary.ci_high:+.2f}]"
-    ax.set_title(f"counted subject arms as ranks: rho {rho}{interval}", fontsize="small")
+    pooled = "pooled (secondary) " if study.answer == "within_designs" else ""
+    ax.set_title(f"counted subject arms as ranks: {pooled}rho {rho}{interval}", fontsize="small")
     ax.set_xlabel(f"rank of {study.predictor}", fontsize="small")
     ax.set_ylabel("rank of the pilot gain", fontsize="small")
 
@@ -182,8 +183,13 @@ def study_figure(study: Study, rows: Sequence[ArmRow], inference: StudyInference
     arms = counted(rows)
     labelled = _values_panel(left, study, rows, {id(r) for r in arms})
     rho = "n/a" if inference.primary.rho is None else f"{inference.primary.rho:+.2f}"
+    summary = f"rho {rho}"
+    within = inference.within
+    if within is not None:  # the registered answer is within designs: name it first, the pooled rho after
+        mean = "n/a" if within.test.mean is None else f"{within.test.mean:+.2f}"
+        summary = f"within designs {within.verdict or 'not answered'}, mean rho {mean}; pooled rho {rho}"
     left.set_title(
-        f"Probe read against pilot gain (rho {rho} over {inference.counted} counted subject arms; "
+        f"Probe read against pilot gain ({summary} over {inference.counted} counted subject arms; "
         "hollow: not counted)",
         fontsize="small",
     )

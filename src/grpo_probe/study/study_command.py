@@ -85,6 +85,15 @@ def _check(args: argparse.Namespace) -> int:
                 else ""
             )
         )
+    elif study.power is not None:
+        print(
+            "power: not simulated at the registered size: "
+            + (
+                "no subject design has three arms, so none orders arms of its own"
+                if study.answer == "within_designs"
+                else "fewer than two subject designs, so the nested interval has no designs to resample"
+            )
+        )
     if study.power is not None and study.replicates > 1:
         from grpo_probe.study.reliability import replicate_note
 
