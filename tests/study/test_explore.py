@@ -25,9 +25,9 @@ from grpo_probe import cli
 from grpo_probe.study.design import Study, load_study
 from grpo_probe.study.explore import EXPLORATORY_LABEL, explore_rows, write_explore
 from grpo_probe.study.explore_reads import CANDIDATE_READS, arm_tables, candidate_names
-from grpo_probe.study.explore_stats import partial_rank, within_design
 from grpo_probe.study.nested import nested_rank_correlation
 from grpo_probe.study.ranks import spearman
+from grpo_probe.study.within_stats import partial_rank, within_design
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_STUDY = "prereg/studies/validation_smoke.yaml"

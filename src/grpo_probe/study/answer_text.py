@@ -11,8 +11,8 @@ not arms). Each power line says which answer it simulated.
 from __future__ import annotations
 
 from grpo_probe.study.design import Study
-from grpo_probe.study.explore_stats import MIN_ARMS
 from grpo_probe.study.inference import StudyInference
+from grpo_probe.study.within_stats import MIN_ARMS
 
 __all__ = [
     "answer_text",

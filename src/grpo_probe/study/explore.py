@@ -30,10 +30,10 @@ from grpo_probe.atomic_io import atomic_path, atomic_write_json, atomic_write_te
 from grpo_probe.provenance.manifest import relative_to_root
 from grpo_probe.study.design import Study
 from grpo_probe.study.explore_reads import CANDIDATE_READS, COMPETENCE, arm_tables
-from grpo_probe.study.explore_stats import MIN_ARMS, MIN_ARMS_PARTIAL, beyond_competence, within_design
 from grpo_probe.study.inference import counted
 from grpo_probe.study.nested import nested_rank_correlation
 from grpo_probe.study.rows import arm_rows
+from grpo_probe.study.within_stats import MIN_ARMS, MIN_ARMS_PARTIAL, beyond_competence, within_design
 
 __all__ = [
     "CONFIDENCE",

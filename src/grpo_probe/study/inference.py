@@ -13,7 +13,7 @@ The study's verdict is the one it registers (``answer``):
   registered interval (``bootstrap.levels``): the two-stage bootstrap over designs then arms
   (:mod:`grpo_probe.study.nested`) when arms are nested in designs, the arm bootstrap otherwise;
 - ``within_designs``: the mean over designs of each design's own rho, tested by shuffling the gains only
-  among the arms of each design (:func:`grpo_probe.study.explore_stats.within_design`, the function the
+  among the arms of each design (:func:`grpo_probe.study.within_stats.within_design`, the function the
   exploratory page uses, with the study's registered seed, resamples and permutations), Yes when the
   one-sided p < alpha = 1 - confidence. Why: a lab chooses among the arms of one scene, and across designs
   of different sizes the pooled rho orders the scenes (reads and gains in cm both follow scene scale) as
@@ -31,7 +31,6 @@ from dataclasses import dataclass
 
 from grpo_probe.study.classify import Classification, classification
 from grpo_probe.study.design import Study
-from grpo_probe.study.explore_stats import DesignMean, within_design
 from grpo_probe.study.nested import (
     PermutationTest,
     nested_rank_correlation,
@@ -47,6 +46,7 @@ from grpo_probe.study.reliability import (
     replicate_reliability,
 )
 from grpo_probe.study.rows import ArmRow
+from grpo_probe.study.within_stats import DesignMean, within_design
 
 __all__ = ["StudyInference", "WithinAnswer", "counted", "infer"]
 

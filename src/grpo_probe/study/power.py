@@ -24,7 +24,7 @@ same function as for a real study:
 
 - ``pooled``: its nested bootstrap interval of the pooled rho lies above zero (ci_low > 0);
 - ``within_designs``: the one-sided stratified permutation test of the mean within-design rho
-  (:func:`grpo_probe.study.explore_stats.within_design`: gains shuffled only among the arms of each design,
+  (:func:`grpo_probe.study.within_stats.within_design`: gains shuffled only among the arms of each design,
   p = (1 + #{b : T_b >= T}) / (1 + B), Phipson & Smyth 2010) gives p < alpha = 1 - confidence. The
   construction above is per arm, so inside every design the population Spearman rho of read and true gain
   is ``rho`` too: each design's own true rho is the registered one. Designs carry no effect of their own
@@ -51,8 +51,8 @@ import numpy as np
 
 from grpo_probe.analysis.error_rates.operating import wilson_interval
 from grpo_probe.keyed_rng import numpy_generator, tag
-from grpo_probe.study.explore_stats import MIN_ARMS, within_design
 from grpo_probe.study.nested import nested_rank_correlation
+from grpo_probe.study.within_stats import MIN_ARMS, within_design
 
 if TYPE_CHECKING:
     from grpo_probe.study.design import Study

@@ -1,5 +1,6 @@
-"""The statistics of the exploratory re-analysis: a read's rank correlation with the gain inside each
-design, over designs as the unit, and with the arms' competence held fixed.
+"""A read's rank correlation with the gain inside each design, over designs as the unit, and with the
+arms' competence held fixed: the statistics of a study that registers its answer within designs
+(``answer: within_designs``) and of the exploratory re-analysis (:mod:`grpo_probe.study.explore`).
 
 Why designs as the unit: the arms of one design share its scene, its seeds and its reward scale, so a
 study of G designs has G independent units for any statement about arms within a scene, however many
