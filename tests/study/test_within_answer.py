@@ -230,29 +230,11 @@ def test_a_strong_ordering_over_many_designs_is_detected_and_permutations_are_ca
     )
     assert result.permutations == MAX_SIMULATED_PERMUTATIONS
     assert result.ci_low > 0.8, f"power {result.power:.3f} [{result.ci_low:.3f}, {result.ci_high:.3f}]"
+    small = dict(rho=0.6, reliability=0.9, simulations=10, resamples=100, confidence=0.9, seed=1)
     with pytest.raises(ValueError, match="permutations"):
-        study_power(
-            [5, 5],
-            rho=0.6,
-            reliability=0.9,
-            simulations=10,
-            resamples=100,
-            confidence=0.9,
-            seed=1,
-            answer="within_designs",
-        )
+        study_power([5, 5], **small, answer="within_designs")
     with pytest.raises(ValueError, match="group_sizes"):
-        study_power(
-            [2, 2],
-            rho=0.6,
-            reliability=0.9,
-            simulations=10,
-            resamples=100,
-            confidence=0.9,
-            seed=1,
-            answer="within_designs",
-            permutations=99,
-        )
+        study_power([2, 2], **small, answer="within_designs", permutations=99)
 
 
 def test_the_page_leads_with_the_within_answer_and_labels_the_pooled_rho(
