@@ -76,6 +76,7 @@ def test_a_run_under_another_results_folder_writes_the_same_decision_bytes(
         assert moved == (smoke_run / RESULTS / name).read_bytes(), name
     md = (bound_run / "decision.md").read_text()
     assert "run in [`results/elsewhere/smoke/`]" in md.splitlines()[-1]
-    assert "[validation study](docs/validation-study.md)" in md  # a path on the design's page, a link here
+    # a path on the design's page, a link here (its words wrapped wherever the line breaks)
+    assert "[validation study](docs/validation-study.md)" in " ".join(md.split())
     for link in LINK.findall(md):
         assert (bound_run / link).exists(), link

@@ -258,8 +258,8 @@ def root_decision(prereg_path: PathLike, record: PathLike, out_md: PathLike, out
         # the validation study, named from the repository root (the working directory) on the design's page,
         # is a link on this one: its folder is fixed where the design's folder moves with ``results:``
         validation = Path(os.path.relpath(VALIDATION_PAGE, target_dir)).as_posix()
-        named = rf"the validation study,(\s+)`{re.escape(VALIDATION_PAGE)}`"
-        text = re.sub(named, rf"the\1[validation study]({validation})", text)
+        named = rf"the(\s+)validation(\s+)study,\s+`{re.escape(VALIDATION_PAGE)}`"  # wrapped anywhere
+        text = re.sub(named, rf"the\1[validation\2study]({validation})", text)
         return text.rstrip("\n") + "\n" + footer  # after the hashes it belongs with
 
     write_decision(out, out_md, out_json, edit=for_this_folder)
