@@ -32,14 +32,15 @@ def asked_tool(variable: str, command: str, installer: str, what: str) -> str:
 
 
 LONG_RUNS = "GRPO_PROBE_LONG_RUNS"
-"""The variable that asks for the whole-design runs that take two minutes or more on 2 cores each and
-share no run with another file (the camera-fed design, the Pusher design with its pilot): `.ci/run` sets
+"""The variable that asks for the runs that take one to three minutes on 2 cores each (the camera-fed
+design, the Pusher design with its pilot, Snakemake's generated unit tests of the smoke run): `.ci/run` sets
 it; a newcomer's ``bin/test`` leaves them to CI, which keeps the default suite under 12 minutes on 2
 cores (docs/performance.md). What they reach is also reached by smaller tests that always run (frames in
-rollouts and replays, Gymnasium scenes end to end on PointMaze, Reacher and PushT, phase 2 on the boat)."""
+rollouts and replays, Gymnasium scenes end to end on PointMaze, Reacher and PushT, phase 2 on the boat,
+the audit's reruns of recorded jobs)."""
 
 long_run = pytest.mark.skipif(
     os.environ.get(LONG_RUNS) != "1",
-    reason=f"a whole-design run of two minutes or more: it runs when asked, {LONG_RUNS}=1 (.ci/run sets it)",
+    reason=f"a run of one to three minutes: it runs when asked, {LONG_RUNS}=1 (.ci/run sets it)",
 )
 """Mark a module (``pytestmark``) or test as one of those runs."""

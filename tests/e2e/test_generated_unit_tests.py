@@ -9,6 +9,9 @@ the benchmark files Snakemake writes beside every job, which no rerun reproduces
 
 The generated tests pass the run's config files to Snakemake but not its ``--config`` values, so the
 design is set in config/config.yaml (README: "Snakemake's own unit tests").
+
+It runs when asked (``GRPO_PROBE_LONG_RUNS=1``, which `.ci/run` sets): one to two minutes on a worker,
+which a newcomer's ``bin/test`` leaves to CI; the audit's reruns (tests/audit) check recorded jobs alike.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+from asked_tools import long_run
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, long_run]
 
 EXCEPTION = "compute"
 """The rule whose generated test cannot pass: its output is the run's timing (see the module docstring)."""
